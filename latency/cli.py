@@ -1,0 +1,148 @@
+"""``python -m latency``: list pipelines, run a profile, print the summary, write JSON/CSV.
+
+Bad input never shows a traceback: one line on stderr and exit code 2, before anything runs.
+A run that fails midway exits 1 but still prints and writes what it measured.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from typing import Any, Sequence
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Raised instead of argparse's exit, so every bad input looks the same: one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m latency",
+                description="Latency Lab: where does the time of one prediction request go?")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub.add_parser("models", help="list the sample pipelines")
+
+    r = sub.add_parser("run", help="profile a pipeline under load")
+    r.add_argument("--model", default="synthetic", help="pipeline name (see `models`)")
+    r.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="pipeline argument, repeatable (e.g. forward_ms=8)")
+    r.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    r.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16")
+    r.add_argument("--batch-size", type=int, default=1, help="largest batch a replica runs")
+    r.add_argument("--max-batch-delay-ms", type=_positive_float, default=0.0,
+                   help="longest wait for a batch to fill, from its first request")
+    r.add_argument("--replicas", type=int, default=1, help="model workers")
+    r.add_argument("--threads", type=int, default=1, help="intra-op threads per replica")
+    r.add_argument("--preprocess-workers", type=int, default=4,
+                   help="server threads that preprocess requests")
+    load = r.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=int, help="closed loop: number of clients")
+    load.add_argument("--rate", type=_positive_float, help="open loop: requests per second")
+    r.add_argument("--arrival", default="poisson", help="open-loop arrivals: poisson|constant")
+    length = r.add_mutually_exclusive_group()
+    length.add_argument("--requests", type=int, help="measured requests (default 1000)")
+    length.add_argument("--duration", type=_positive_float, help="measured seconds")
+    r.add_argument("--warmup", type=int, default=20, help="warm-up requests, not in statistics")
+    r.add_argument("--seed", type=int, default=0, help="seed of arrivals and inputs")
+    r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
+    r.add_argument("--csv", metavar="PATH", help="write one row per request as CSV")
+    r.add_argument("--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def _config_from_args(a: argparse.Namespace) -> Any:
+    from latency.config import RunConfig
+
+    return RunConfig(model=a.model, model_args=list(a.model_arg), device=a.device,  # type: ignore[arg-type]
+                     dtype=a.dtype, batch_size=a.batch_size,
+                     max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
+                     threads=a.threads, preprocess_workers=a.preprocess_workers,
+                     concurrency=a.concurrency, rate=a.rate, arrival=a.arrival,
+                     requests=a.requests, duration_s=a.duration, warmup=a.warmup, seed=a.seed)
+
+
+def _cmd_models() -> int:
+    from latency.registry import list_pipelines
+
+    infos = list_pipelines()
+    width = max(len(i.name) for i in infos)
+    for info in infos:
+        print(f"{info.name:<{width}}  {info.description}")
+        for arg in info.model_args:
+            print(f"{'':<{width}}    --model-arg {arg.name}={arg.default}  ({arg.help})")
+    return EXIT_OK
+
+
+def _cmd_run(a: argparse.Namespace) -> int:
+    from latency.config import ConfigError
+    from latency.engine import execute
+    from latency.summary import format_summary
+
+    config = _config_from_args(a).validated()  # ConfigError → one line, exit 2
+    for path in (a.json, a.csv):
+        if path:
+            try:
+                open(path, "a").close()
+            except OSError as exc:
+                raise ConfigError(f"cannot write {path}: {exc.strerror}") from None
+    cancel = threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        print("\nstopping: letting in-flight requests finish (Ctrl-C again to abort)",
+              file=sys.stderr)
+        cancel.set()
+
+    signal.signal(signal.SIGINT, on_sigint)
+    last = [0.0]
+
+    def on_rows(rows: Any, errors: Any, progress: dict[str, Any]) -> None:
+        if a.quiet or time.monotonic() - last[0] < 1.0:
+            return
+        last[0] = time.monotonic()
+        total = progress["expected"]
+        done = progress["done"]
+        of = f"/{total}" if total else ""
+        print(f"[{progress['phase']}] {done}{of} requests, {progress['elapsed_s']:.1f} s",
+              file=sys.stderr)
+
+    result = execute(config, cancel=cancel, on_rows=on_rows)
+    print(format_summary(result))
+    if a.json:
+        result.to_json(a.json)
+    if a.csv:
+        result.to_csv(a.csv)
+    return EXIT_FAILED if result.status == "failed" else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from latency.config import ConfigError
+    from latency.pipeline import PipelineError
+
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "models":
+            return _cmd_models()
+        return _cmd_run(args)
+    except (UsageError, ConfigError, PipelineError) as exc:
+        print(f"latency: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("latency: aborted", file=sys.stderr)
+        return 130

@@ -1,0 +1,137 @@
+"""The five components of one request, the request record, and the columnar request log.
+
+Every request carries integer nanosecond timestamps from ``time.perf_counter_ns``. Components are
+differences of those timestamps, chosen so that they telescope: their sum is exactly the total
+(``done - intended``). Nothing is estimated and nothing is dropped; the part no server-side stamp
+covers — the client's own gap between the intended and the actual send — is ``overhead``.
+
+    intended ─(overhead = schedule lag)─▶ sent ─(network in)─▶ received ─(queue: wait for a
+    server worker)─▶ pre_start ─(preprocess)─▶ pre_end ─(queue: wait for a batch and a free
+    replica)─▶ fwd_start ─(forward: whole batch)─▶ fwd_end ─(queue: wait while the replica
+    post-processes earlier requests of the batch)─▶ post_start ─(postprocess)─▶ post_end
+    ─(network out)─▶ done
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: the components in pipeline order; the stacked bars and every table use this order.
+COMPONENTS: tuple[str, ...] = ("network", "queue", "preprocess", "forward", "postprocess",
+                               "overhead")
+#: the five request components a person optimises (overhead is the measurement's own remainder).
+REQUEST_COMPONENTS: tuple[str, ...] = COMPONENTS[:5]
+
+#: the timestamps each request records, in the order they happen.
+STAMPS: tuple[str, ...] = ("intended", "sent", "received", "pre_start", "pre_end", "fwd_start",
+                           "fwd_end", "post_start", "post_end", "done")
+
+STATUS_OK = 0
+STATUS_ERROR = 1
+
+#: one row of the request log: 10 × 8 bytes of stamps + 12 bytes of ids = 92 bytes a request.
+RECORD_DTYPE = np.dtype([(f"t_{s}", "<i8") for s in STAMPS] + [
+    ("batch_id", "<i4"),
+    ("batch_size", "<i2"),
+    ("replica", "<i2"),
+    ("client", "<i2"),
+    ("status", "<i1"),
+    ("warmup", "?"),
+])
+
+
+class Request:
+    """One request in flight; plain attributes (``__slots__``) because the hot path sets them."""
+
+    __slots__ = ("raw", "item", "output", "response", "error", "client", "warmup", "reply",
+                 "batch_id", "batch_size", "replica") + tuple(f"t_{s}" for s in STAMPS)
+
+    def __init__(self, raw: object, client: int, warmup: bool, reply: object,
+                 t_intended: int) -> None:
+        self.raw = raw
+        self.item = None
+        self.output = None
+        self.response = None
+        self.error: str | None = None
+        self.client = client
+        self.warmup = warmup
+        self.reply = reply
+        self.batch_id = -1
+        self.batch_size = 0
+        self.replica = -1
+        self.t_intended = t_intended
+        # Stamps a failed request never reaches stay 0; ``fill_missing`` closes the gaps.
+        self.t_sent = self.t_received = self.t_pre_start = self.t_pre_end = 0
+        self.t_fwd_start = self.t_fwd_end = self.t_post_start = self.t_post_end = 0
+        self.t_done = 0
+
+    def fill_missing_server(self) -> None:
+        """Close the gaps of a request that failed inside the server: every server stamp it
+        never reached takes the previous stamp's value, so the failed stage keeps its measured
+        duration and the stages it never entered count zero."""
+        last = self.t_sent
+        for s in STAMPS[2:-1]:
+            name = f"t_{s}"
+            value = getattr(self, name)
+            if value == 0:
+                setattr(self, name, last)
+            else:
+                last = value
+
+
+def component_ns(log: np.ndarray) -> dict[str, np.ndarray]:
+    """Component durations (int64 ns) of every row of a request log, plus ``total`` and
+    ``schedule_lag``. The six components sum exactly to ``total``."""
+    t = {s: log[f"t_{s}"] for s in STAMPS}
+    out = {
+        "network": (t["received"] - t["sent"]) + (t["done"] - t["post_end"]),
+        "queue": (t["pre_start"] - t["received"]) + (t["fwd_start"] - t["pre_end"])
+        + (t["post_start"] - t["fwd_end"]),
+        "preprocess": t["pre_end"] - t["pre_start"],
+        "forward": t["fwd_end"] - t["fwd_start"],
+        "postprocess": t["post_end"] - t["post_start"],
+        "overhead": t["sent"] - t["intended"],
+    }
+    out["total"] = t["done"] - t["intended"]
+    out["schedule_lag"] = t["sent"] - t["intended"]
+    return out
+
+
+@dataclass
+class RequestLog:
+    """Append-only columnar log of finished requests (numpy structured array, grown by doubling).
+
+    Rows are in completion order. ``errors`` maps a row index to its error message so the
+    92-byte rows stay fixed-size.
+    """
+
+    rows: np.ndarray
+    size: int = 0
+
+    @classmethod
+    def with_capacity(cls, capacity: int) -> "RequestLog":
+        return cls(np.zeros(max(capacity, 16), dtype=RECORD_DTYPE))
+
+    def __post_init__(self) -> None:
+        self.errors: dict[int, str] = {}
+
+    def append(self, r: Request) -> int:
+        """Write one finished request; returns its row index. Caller holds the log's lock."""
+        if self.size == len(self.rows):
+            grown = np.zeros(len(self.rows) * 2, dtype=RECORD_DTYPE)
+            grown[: self.size] = self.rows[: self.size]
+            self.rows = grown
+        i = self.size
+        self.rows[i] = (r.t_intended, r.t_sent, r.t_received, r.t_pre_start, r.t_pre_end,
+                        r.t_fwd_start, r.t_fwd_end, r.t_post_start, r.t_post_end, r.t_done,
+                        r.batch_id, r.batch_size, r.replica, r.client,
+                        STATUS_ERROR if r.error is not None else STATUS_OK, r.warmup)
+        if r.error is not None:
+            self.errors[i] = r.error
+        self.size = i + 1
+        return i
+
+    def view(self) -> np.ndarray:
+        """The filled rows (a view; copy before handing to another thread)."""
+        return self.rows[: self.size]

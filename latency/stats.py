@@ -1,0 +1,123 @@
+"""Statistics of latency samples: percentiles with distribution-free intervals, log-binned
+histograms, per-second series and the component make-up of the tail.
+
+Rules (ARCHITECTURE §4): never trim outliers; report a 95% confidence interval for p99 from
+order statistics (no distribution assumed) and say when there are too few samples for one.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.stats import binom
+
+#: the percentiles every summary reports, by key.
+PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0,
+                                 "p999": 99.9}
+#: histogram bin edges in ms: 1 µs to 100 s, 20 log-spaced bins per decade. Fixed edges make
+#: histograms of different runs (and of successive snapshots) directly comparable.
+BINS_PER_DECADE = 20
+HIST_EDGES_MS: np.ndarray = 10.0 ** np.linspace(-3, 5, 8 * BINS_PER_DECADE + 1)
+
+
+def quantile_ci(sorted_values: np.ndarray, q: float, confidence: float = 0.95
+                ) -> tuple[float, float] | None:
+    """Distribution-free confidence interval for the ``q``-quantile (0<q<1) of sorted samples.
+
+    The number of samples below the true quantile is Binomial(n, q); the interval runs from the
+    order statistic of rank ``binom.ppf(α/2)`` to that of rank ``binom.ppf(1-α/2) + 1``, which
+    covers the quantile with probability ≥ ``confidence``. Returns None when n is too small for
+    the upper rank to exist (e.g. fewer than ~370 samples for p99).
+    """
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    alpha = 1.0 - confidence
+    lo_rank = int(binom.ppf(alpha / 2, n, q))  # 1-based rank of the lower bound
+    hi_rank = int(binom.ppf(1 - alpha / 2, n, q)) + 1
+    if lo_rank < 1 or hi_rank > n:
+        return None
+    return float(sorted_values[lo_rank - 1]), float(sorted_values[hi_rank - 1])
+
+
+def describe_ms(values_ns: np.ndarray, with_ci: bool = True) -> dict[str, Any]:
+    """mean, p50…p999, max (and the p99 95% interval) of durations given in ns, in ms."""
+    if len(values_ns) == 0:
+        out: dict[str, Any] = {"mean": None, **{k: None for k in PERCENTILES}, "max": None}
+        if with_ci:
+            out["p99_ci95"] = None
+        return out
+    ms = np.sort(values_ns.astype(np.float64) / 1e6)
+    pct = np.percentile(ms, list(PERCENTILES.values()))
+    out = {"mean": float(ms.mean()), **{k: float(v) for k, v in zip(PERCENTILES, pct)},
+           "max": float(ms[-1])}
+    if with_ci:
+        ci = quantile_ci(ms, 0.99)
+        out["p99_ci95"] = list(ci) if ci is not None else None
+    return out
+
+
+def histogram_ms(values_ms: np.ndarray) -> np.ndarray:
+    """Counts of ``values_ms`` in the fixed log bins ``HIST_EDGES_MS`` (clipped into range)."""
+    clipped = np.clip(values_ms, HIST_EDGES_MS[0], HIST_EDGES_MS[-1] * 0.999999)
+    counts, _ = np.histogram(clipped, bins=HIST_EDGES_MS)
+    return counts
+
+
+def per_second_series(t_done_s: np.ndarray, total_ms: np.ndarray) -> dict[str, list[float]]:
+    """Throughput (completions/s) and p50/p99 of the requests completed in each whole second.
+
+    ``t_done_s`` are completion times in seconds since the start of measurement. A second with
+    no completion shows throughput 0 and no percentile (None), never an invented value.
+    """
+    if len(t_done_s) == 0:
+        return {"t_s": [], "throughput_rps": [], "p50_ms": [], "p99_ms": []}
+    sec = np.floor(t_done_s).astype(np.int64)
+    sec = np.clip(sec, 0, None)
+    n_sec = int(sec.max()) + 1
+    order = np.argsort(sec, kind="stable")
+    sec_sorted, tot_sorted = sec[order], total_ms[order]
+    bounds = np.searchsorted(sec_sorted, np.arange(n_sec + 1))
+    p50: list[float | None] = []
+    p99: list[float | None] = []
+    counts = np.diff(bounds)
+    for i in range(n_sec):
+        chunk = tot_sorted[bounds[i]: bounds[i + 1]]
+        if len(chunk):
+            a, b = np.percentile(chunk, [50, 99])
+            p50.append(float(a))
+            p99.append(float(b))
+        else:
+            p50.append(None)
+            p99.append(None)
+    return {"t_s": [float(i + 1) for i in range(n_sec)],
+            "throughput_rps": [float(c) for c in counts], "p50_ms": p50, "p99_ms": p99}
+
+
+def tail_makeup_ms(components_ms: dict[str, np.ndarray], total_ms: np.ndarray, q: float,
+                   window: float | None = None, min_samples: int = 5) -> dict[str, float]:
+    """The component make-up of the requests *around* the ``q``-quantile of the total.
+
+    Per-component percentiles do not add up (the p99 request is rarely p99 in every part), so
+    the p99 bar instead shows the mean components of the requests whose total lies within
+    ``window`` quantile points of p99 (at least ``min_samples`` nearest requests), scaled so the
+    segments sum to the quantile itself. That is what makes the tail slow.
+    """
+    n = len(total_ms)
+    if n == 0:
+        return {k: 0.0 for k in components_ms}
+    if window is None:
+        window = min(0.005, (1 - q) / 2) if q > 0.5 else 0.005
+    order = np.argsort(total_ms, kind="stable")
+    lo = int(np.floor((q - window) * (n - 1)))
+    hi = int(np.ceil((q + window) * (n - 1)))
+    centre = int(round(q * (n - 1)))
+    if hi - lo + 1 < min_samples:
+        lo, hi = centre - min_samples // 2, centre + min_samples // 2
+    lo, hi = max(lo, 0), min(hi, n - 1)
+    idx = order[lo: hi + 1]
+    means = {k: float(v[idx].mean()) for k, v in components_ms.items()}
+    target = float(np.percentile(total_ms, q * 100))
+    s = sum(means.values())
+    scale = target / s if s > 0 else 0.0
+    return {k: v * scale for k, v in means.items()}

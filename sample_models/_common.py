@@ -1,0 +1,44 @@
+"""Weight files and dtype checks shared by the three real sample pipelines.
+
+Why one place: every pipeline loads ``weights/<name>.safetensors`` plus ``weights/<name>.json``
+(labels, vocabulary, normalisation stats, model sizes) the same way, and ``train.py`` writes them
+the same way, so the file layout is defined once.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from latency.pipeline import PipelineError
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+
+
+def load_weights(name: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """(state dict on CPU, metadata) of a trained sample model; PipelineError if not trained."""
+    tensors, meta = WEIGHTS_DIR / f"{name}.safetensors", WEIGHTS_DIR / f"{name}.json"
+    if not tensors.exists() or not meta.exists():
+        raise PipelineError(f"no trained weights for {name!r} in {WEIGHTS_DIR}; "
+                            f"run: python -m sample_models.train --only {name}")
+    return load_file(tensors), json.loads(meta.read_text())
+
+
+def save_weights(name: str, model: torch.nn.Module, meta: dict[str, Any]) -> Path:
+    """Write ``model``'s float32 state dict and ``meta``; returns the safetensors path."""
+    WEIGHTS_DIR.mkdir(exist_ok=True)
+    state = {k: v.detach().float().contiguous() if v.is_floating_point() else v.contiguous()
+             for k, v in model.state_dict().items()}
+    path = WEIGHTS_DIR / f"{name}.safetensors"
+    save_file(state, path)
+    (WEIGHTS_DIR / f"{name}.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return path
+
+
+def check_dtype(cls: type, dtype: torch.dtype) -> None:
+    """Refuse a dtype the pipeline does not list, with the list in the message."""
+    if str(dtype).removeprefix("torch.") not in cls.dtypes:
+        raise PipelineError(f"{cls.name} supports dtypes {', '.join(cls.dtypes)}, not {dtype}")

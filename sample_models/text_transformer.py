@@ -1,0 +1,108 @@
+"""text-transformer: text → regex tokens → vocabulary ids → Transformer encoder → topic.
+
+Why this pipeline: text serving has a cheap preprocess (a regex and a dict lookup) and a forward
+pass whose cost is set by the padded length, not the text: every request is padded to
+``max_len`` so batches stack, and a 3-word text costs the model what a 150-word text does.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from latency.pipeline import Pipeline
+from sample_models import data
+from sample_models._common import check_dtype, load_weights
+
+PAD, UNK, CLS = "[PAD]", "[UNK]", "[CLS]"
+SPECIALS = (PAD, UNK, CLS)  # ids 0, 1, 2 in every vocabulary
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercase words and numbers (apostrophes kept inside words); punctuation is dropped."""
+    return _TOKEN.findall(text.lower())
+
+
+def encode(text: str, index: dict[str, int], max_len: int) -> tuple[list[int], int]:
+    """([CLS] + token ids, truncated to ``max_len``; unknown words → [UNK]) and its length."""
+    unk = index[UNK]
+    ids = [index[CLS]] + [index.get(t, unk) for t in tokenize(text)[: max_len - 1]]
+    return ids, len(ids)
+
+
+class TopicTransformer(nn.Module):
+    """Token + learned position embeddings, a pre-norm Transformer encoder, masked mean pool.
+
+    Mean pooling over the real tokens (not [CLS] alone) trains faster on a small data set: every
+    word's embedding gets gradient from the first step.
+    """
+
+    def __init__(self, vocab_size: int, n_classes: int, max_len: int = 128, d_model: int = 128,
+                 heads: int = 4, layers: int = 2, ff: int = 256, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(vocab_size, d_model, padding_idx=0)
+        self.pos = nn.Embedding(max_len, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, heads, ff, dropout, batch_first=True,
+                                           norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, n_classes)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``ids`` (B, L) long, ``mask`` (B, L) bool, True on real tokens → logits (B, classes)."""
+        pos = torch.arange(ids.shape[1], device=ids.device)
+        x = self.encoder(self.tok(ids) + self.pos(pos), src_key_padding_mask=~mask)
+        keep = mask.unsqueeze(-1).to(x.dtype)
+        pooled = (self.norm(x) * keep).sum(1) / keep.sum(1).clamp(min=1)
+        return self.head(pooled)
+
+
+class TextTransformerPipeline(Pipeline):
+    """Classifies short news-like texts into topics; responses carry label and confidence."""
+
+    name = "text-transformer"
+    description = ("Small Transformer encoder classifying English texts by topic (regex "
+                   "tokenise, vocabulary ids, pad to 128; softmax)")
+    dtypes = ("float32", "bfloat16", "float16")
+
+    def __init__(self, device: torch.device, dtype: torch.dtype, **args: Any) -> None:
+        super().__init__(device, dtype, **args)
+        check_dtype(type(self), dtype)
+        state, meta = load_weights(self.name)
+        self.labels: list[str] = meta["labels"]
+        self.max_len = int(meta["max_len"])
+        self.index = {w: i for i, w in enumerate(meta["vocab"])}
+        self.model = TopicTransformer(len(meta["vocab"]), len(self.labels), self.max_len,
+                                      **meta["model"])
+        self.model.load_state_dict(state)
+        self.model.to(device=device, dtype=dtype).eval()
+
+    def sample_inputs(self, n: int, seed: int) -> list[str]:
+        """Texts of 3-150 words from the held-out stream (never used in training)."""
+        return [text for text, _ in data.text_samples(n, seed, split="heldout")]
+
+    def preprocess(self, raw: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """Text → (ids, mask), both padded to ``max_len`` so any requests can be batched."""
+        if not isinstance(raw, str):
+            raise TypeError(f"text-transformer expects str input, got {type(raw).__name__}")
+        ids, n = encode(raw, self.index, self.max_len)
+        padded = torch.zeros(self.max_len, dtype=torch.long)
+        padded[:n] = torch.tensor(ids)
+        mask = torch.arange(self.max_len) < n
+        return padded.to(self.device), mask.to(self.device)
+
+    def collate(self, items: Sequence[tuple[torch.Tensor, torch.Tensor]]
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.stack([i for i, _ in items]), torch.stack([m for _, m in items])
+
+    @torch.inference_mode()
+    def forward(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        return self.model(*batch)
+
+    def postprocess(self, item: torch.Tensor) -> dict[str, Any]:
+        probs = torch.softmax(item.float().cpu(), dim=0)
+        conf, idx = probs.max(0)
+        return {"label": self.labels[int(idx)], "confidence": float(conf)}
