@@ -47,7 +47,8 @@ def _fit(model: nn.Module, batches: Callable[[int], Iterator[tuple]], epochs: in
             opt.step()
             sched.step()
             total, n = total + loss.item() * len(y), n + len(y)
-        print(f"  epoch {epoch + 1}/{epochs}: train loss {total / n:.4f}", flush=True)
+        if (epoch + 1) % math.ceil(epochs / 10) == 0 or epoch + 1 == epochs:
+            print(f"  epoch {epoch + 1}/{epochs}: train loss {total / n:.4f}", flush=True)
     model.eval()
 
 
@@ -120,7 +121,7 @@ def train_image_cnn(workers: int) -> float:
 
 # ---- text-transformer ----------------------------------------------------------------------
 def train_text_transformer() -> float:
-    n_train, n_test, epochs, bs, max_len = 12000, 2000, 6, 64, 128
+    n_train, n_test, epochs, bs, max_len = 8000, 2000, 4, 64, 128
     train, test = data.text_samples(n_train, 0, "train"), data.text_samples(n_test, 0, "test")
     counts = Counter(tok for text, _ in train for tok in tokenize(text))
     # a word seen fewer than 5 times is most likely a typo: let it map to [UNK]

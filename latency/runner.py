@@ -1,0 +1,244 @@
+"""One run in its own spawned process, watched through snapshots and cancellable.
+
+Why a process: the dashboard's threads (and its GIL) must not perturb the timings, and a crash
+in a pipeline must not take the caller down. The child streams finished request rows to the
+parent every half second (92 bytes a request, a cheap copy); the parent accumulates them and
+builds a Snapshot only when someone asks and the data changed. The child never aggregates, so
+watching a run costs the run nothing.
+
+    handle = start_run(RunConfig(model="synthetic", concurrency=4, duration_s=10))
+    handle.snapshot()   # -> Snapshot, versioned; cheap when nothing changed
+    handle.cancel()     # stop issuing, keep what was measured (status "stopped")
+    result = handle.wait()
+"""
+from __future__ import annotations
+
+import itertools
+import multiprocessing as mp
+import threading
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+
+from latency.components import RECORD_DTYPE
+from latency.config import RunConfig
+from latency.result import RunResult
+from latency.snapshot import Snapshot, build_snapshot
+
+_ctx = mp.get_context("spawn")
+
+
+def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any] | None
+                ) -> None:
+    """Entry point of the run process: execute and stream rows back."""
+    import threading as _threading
+
+    from latency.engine import execute
+
+    stop = _threading.Event()
+
+    def watch_cancel() -> None:  # bridge the process-level event to the engine's thread event
+        cancel.wait()
+        stop.set()
+
+    _threading.Thread(target=watch_cancel, daemon=True).start()
+
+    def on_rows(rows: np.ndarray, errors: dict[int, str], progress: dict[str, Any]) -> None:
+        conn.send(("rows", rows.tobytes(), errors, progress))
+
+    try:
+        conn.send(("phase", "loading"))
+        result = execute(RunConfig.from_dict(config), inputs=inputs, cancel=stop, on_rows=on_rows)
+        conn.send(("done", result.config, result.environment, result.status, result.timings,
+                   result.warnings, result.failure))
+    except BaseException as exc:  # noqa: BLE001 - report anything, then die
+        conn.send(("done", config, {}, "failed", {}, [],
+                   f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
+    finally:
+        conn.close()
+
+
+class RunHandle:
+    """The caller's side of a run process: snapshots, cancel, result."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, config: RunConfig, inputs: list[Any] | None = None,
+                 run_id: str | None = None) -> None:
+        self.config = config.validated()
+        self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self._inputs = inputs
+        self._lock = threading.Lock()
+        self._rows = np.zeros(1024, dtype=RECORD_DTYPE)
+        self._n = 0
+        self._errors: dict[int, str] = {}
+        self._progress: dict[str, Any] = {"phase": "queued", "elapsed_s": 0.0, "done": 0}
+        self._version = 0
+        self._status = "queued"
+        self._final: dict[str, Any] | None = None
+        self._snap: Snapshot | None = None
+        self._done = threading.Event()
+        self._cancel = _ctx.Event()
+        self._proc: Any = None
+        self.started_at: float | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def start(self) -> "RunHandle":
+        parent, child = _ctx.Pipe(duplex=False)
+        self._proc = _ctx.Process(target=_child_main, name=f"latency-{self.run_id}",
+                                  args=(self.config.to_dict(), child, self._cancel,
+                                        self._inputs), daemon=True)
+        with self._lock:
+            self._status, self._version = "running", self._version + 1
+            self._progress = dict(self._progress, phase="starting")
+        self.started_at = time.monotonic()
+        self._proc.start()
+        child.close()
+        threading.Thread(target=self._read, args=(parent,), name=f"reader-{self.run_id}",
+                         daemon=True).start()
+        return self
+
+    def cancel(self) -> None:
+        """Stop issuing requests; in-flight ones finish; the result is marked ``stopped``."""
+        self._cancel.set()
+        with self._lock:
+            if self._status == "queued":  # never started: nothing measured
+                self._final = {"status": "stopped", "config": self.config.to_dict(),
+                               "environment": {}, "timings": {}, "warnings": [],
+                               "failure": None}
+                self._status = "stopped"
+                self._version += 1
+                self._done.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> RunResult:
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"run {self.run_id} still in flight after {timeout} s")
+        return self.result()
+
+    # ---- reading ---------------------------------------------------------------------------
+    def _read(self, conn: Any) -> None:
+        final = None
+        try:
+            while True:
+                msg = conn.recv()
+                kind = msg[0]
+                with self._lock:
+                    if kind == "rows":
+                        self._append(np.frombuffer(msg[1], dtype=RECORD_DTYPE), msg[2])
+                        self._progress = msg[3]
+                    elif kind == "phase":
+                        self._progress = dict(self._progress, phase=msg[1])
+                    elif kind == "done":
+                        final = {"config": msg[1], "environment": msg[2], "status": msg[3],
+                                 "timings": msg[4], "warnings": msg[5], "failure": msg[6]}
+                    self._version += 1
+                if kind == "done":
+                    break
+        except (EOFError, OSError):
+            pass
+        self._proc.join(timeout=10)
+        with self._lock:
+            if final is None:
+                code = self._proc.exitcode
+                final = {"config": self.config.to_dict(), "environment": {}, "status": "failed",
+                         "timings": {}, "warnings": [],
+                         "failure": f"the run process exited unexpectedly (exit code {code})"}
+            self._final = final
+            self._status = final["status"]
+            self._progress = dict(self._progress, phase="done")
+            self._version += 1
+        self._done.set()
+
+    def _append(self, rows: np.ndarray, errors: dict[int, str]) -> None:
+        need = self._n + len(rows)
+        if need > len(self._rows):
+            grown = np.zeros(max(need, 2 * len(self._rows)), dtype=RECORD_DTYPE)
+            grown[: self._n] = self._rows[: self._n]
+            self._rows = grown
+        self._rows[self._n: need] = rows
+        self._errors.update(errors)
+        self._n = need
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def status(self) -> str:
+        return self._status
+
+    def snapshot(self) -> Snapshot:
+        """The latest Snapshot; rebuilt only when new data arrived since the last call."""
+        with self._lock:
+            if self._snap is not None and self._snap.version == self._version:
+                return self._snap
+            version, status = self._version, self._status
+            rows = self._rows[: self._n].copy()
+            errors = dict(self._errors)
+            progress = dict(self._progress)
+            final = self._final
+        if self.started_at is not None and status == "running":
+            progress["wall_s"] = time.monotonic() - self.started_at
+        progress.update(_fraction(self.config, progress))
+        timings = (final or {}).get("timings", {})
+        snap = build_snapshot(
+            self.run_id, version, status, progress.get("phase", status),
+            self.config.to_dict(), rows, errors, progress,
+            measure_start_ns=timings.get("measure_start_ns", progress.get("measure_start_ns")),
+            measure_end_ns=timings.get("measure_end_ns"),
+            warnings=(final or {}).get("warnings"), failure=(final or {}).get("failure"))
+        with self._lock:
+            if self._snap is None or self._snap.version < snap.version:
+                self._snap = snap
+        return snap
+
+    def result(self) -> RunResult:
+        """The RunResult (final once ``done()``; before that, what was measured so far)."""
+        with self._lock:
+            rows = self._rows[: self._n].copy()
+            errors = dict(self._errors)
+            final = self._final or {"config": self.config.to_dict(), "environment": {},
+                                    "status": self._status, "timings": {}, "warnings": [],
+                                    "failure": None}
+        return RunResult(config=final["config"], environment=final["environment"],
+                         status=final["status"], log=rows, errors=errors,
+                         timings=final["timings"], warnings=final["warnings"],
+                         failure=final["failure"])
+
+
+def _fraction(config: RunConfig, progress: dict[str, Any]) -> dict[str, Any]:
+    """Progress as a fraction 0..1 and an estimate of the seconds left."""
+    phase = progress.get("phase")
+    elapsed = float(progress.get("elapsed_s") or 0.0)
+    if phase in ("done", "finishing"):
+        return {"fraction": 1.0, "remaining_s": 0.0}
+    if phase != "measuring":
+        return {"fraction": 0.0, "remaining_s": None}
+    if config.duration_s:
+        frac = min(elapsed / config.duration_s, 1.0)
+        return {"fraction": frac, "remaining_s": max(config.duration_s - elapsed, 0.0)}
+    measured = max(int(progress.get("done") or 0) - config.warmup, 0)
+    total = config.requests or 1
+    frac = min(measured / total, 1.0)
+    remaining = elapsed * (1 - frac) / frac if frac > 0 else None
+    return {"fraction": frac, "remaining_s": remaining}
+
+
+def start_run(config: RunConfig, inputs: list[Any] | None = None) -> RunHandle:
+    """Validate ``config`` (ConfigError on bad input) and start it in a new process."""
+    return RunHandle(config, inputs).start()
+
+
+def run(config: RunConfig, inputs: list[Any] | None = None,
+        timeout: float | None = None) -> RunResult:
+    """Run ``config`` in its own process and return the result (blocking)."""
+    return start_run(config, inputs).wait(timeout)
