@@ -94,7 +94,17 @@ class RunHandle:
             self._status, self._version = "running", self._version + 1
             self._progress = dict(self._progress, phase="starting")
         self.started_at = time.monotonic()
-        self._proc.start()
+        try:
+            self._proc.start()
+        except Exception as exc:  # could not spawn: fail this run alone, say why
+            with self._lock:
+                self._final = {"config": self.config.to_dict(), "environment": {},
+                               "status": "failed", "timings": {}, "warnings": [],
+                               "failure": f"could not start the run process: {exc}"}
+                self._status = "failed"
+                self._version += 1
+            self._done.set()
+            return self
         child.close()
         threading.Thread(target=self._read, args=(parent,), name=f"reader-{self.run_id}",
                          daemon=True).start()

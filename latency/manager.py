@@ -1,0 +1,125 @@
+"""The run manager: one profiling run at a time per machine, the rest wait in line.
+
+A workshop room shares one server. Every Start goes through this manager: it validates the
+config (bad input fails at once, nothing queued), queues it, and starts runs one after another
+in their own processes, so two runs never compete for the same cores. Everyone can watch the
+current run; only its owner (or an instructor) may stop it. Finished runs stay readable.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from latency.config import RunConfig
+from latency.runner import RunHandle
+
+#: finished runs kept in memory for viewers (the SQLite store keeps everything for history).
+KEEP_FINISHED = 20
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """What a caller gets back from ``submit``: the run's id and its place in line."""
+
+    run_id: str
+    position: int  # 0 = running now, 1 = next, ...
+
+
+class PermissionDenied(Exception):
+    """Stopping a run that belongs to somebody else without instructor rights."""
+
+
+class RunManager:
+    def __init__(self, inputs_for: Any = None) -> None:
+        self._lock = threading.Condition()
+        self._queue: deque[RunHandle] = deque()
+        self._current: RunHandle | None = None
+        self._finished: deque[RunHandle] = deque(maxlen=KEEP_FINISHED)
+        self._owners: dict[str, str] = {}
+        self._by_id: dict[str, RunHandle] = {}
+        self._thread = threading.Thread(target=self._schedule, name="run-manager", daemon=True)
+        self._thread.start()
+
+    # ---- submitting and stopping ------------------------------------------------------------
+    def submit(self, config: RunConfig, owner: str, inputs: list[Any] | None = None) -> Ticket:
+        """Validate and queue a run (ConfigError on bad input); returns its ticket."""
+        handle = RunHandle(config, inputs)  # validates
+        with self._lock:
+            self._queue.append(handle)
+            self._owners[handle.run_id] = owner
+            self._by_id[handle.run_id] = handle
+            self._lock.notify_all()
+        return Ticket(handle.run_id, self.position(handle.run_id))
+
+    def stop(self, run_id: str, requester: str, instructor: bool = False) -> None:
+        """Stop (or un-queue) a run; only its owner or an instructor may."""
+        with self._lock:
+            handle = self._by_id.get(run_id)
+            if handle is None:
+                raise KeyError(run_id)
+            if not instructor and self._owners.get(run_id) != requester:
+                raise PermissionDenied("only the person who started this run (or an "
+                                       "instructor) can stop it")
+            if handle in self._queue:
+                self._queue.remove(handle)
+                self._finished.append(handle)
+        handle.cancel()
+
+    # ---- reading ------------------------------------------------------------------------------
+    def get(self, run_id: str) -> RunHandle | None:
+        return self._by_id.get(run_id)
+
+    def owner(self, run_id: str) -> str | None:
+        return self._owners.get(run_id)
+
+    def current(self) -> RunHandle | None:
+        return self._current
+
+    def queued(self) -> list[RunHandle]:
+        with self._lock:
+            return list(self._queue)
+
+    def position(self, run_id: str) -> int | None:
+        """0 if running now, k if k-th in line, None if finished or unknown."""
+        with self._lock:
+            if self._current is not None and self._current.run_id == run_id:
+                return 0
+            for i, h in enumerate(self._queue, start=1):
+                if h.run_id == run_id:
+                    return i
+            return None
+
+    def latest(self) -> RunHandle | None:
+        """The run to show a newcomer: the current one, else the most recently finished."""
+        with self._lock:
+            if self._current is not None:
+                return self._current
+            return self._finished[-1] if self._finished else None
+
+    def finished(self) -> list[RunHandle]:
+        with self._lock:
+            return list(self._finished)
+
+    # ---- scheduling ---------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue:
+                    self._lock.wait()
+                handle = self._queue.popleft()
+                self._current = handle
+            if not handle.done():  # not cancelled while it waited in line
+                handle.start()
+                handle.wait()
+            with self._lock:
+                self._finished.append(handle)
+                self._current = None
+                self._lock.notify_all()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until nothing is running or queued (for tests and scripts)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._queue and self._current is None,
+                                       timeout)

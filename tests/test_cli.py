@@ -1,0 +1,87 @@
+"""The command line, as a user runs it: output, files, exit codes, one-line errors."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "latency", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_models_lists_every_pipeline_with_a_description():
+    out = cli("models")
+    assert out.returncode == 0
+    for name in ("image-cnn", "text-transformer", "tabular-mlp", "synthetic"):
+        line = next(l for l in out.stdout.splitlines() if l.startswith(name))
+        assert len(line.split(None, 1)[1]) > 20  # a real one-line description
+
+
+def test_run_writes_summary_json_and_csv(tmp_path):
+    j, c = tmp_path / "run.json", tmp_path / "run.csv"
+    out = cli("run", "--model", "synthetic", "--model-arg", "forward_ms=3", "--rate", "150",
+              "--arrival", "poisson", "--requests", "400", "--seed", "1", "--warmup", "10",
+              "--json", str(j), "--csv", str(c), "--quiet")
+    assert out.returncode == 0, out.stderr
+    assert "verdict:" in out.stdout and "p99" in out.stdout and "throughput" in out.stdout
+    d = json.loads(j.read_text())
+    assert d["status"] == "completed"
+    s = d["summary"]
+    assert s["requests"] == 400 and s["warmup_requests"] == 10 and s["errors"] == 0
+    assert s["throughput_rps"] > 0 and s["duration_s"] > 0
+    keys = {"mean", "p50", "p90", "p95", "p99", "p999", "max", "p99_ci95"}
+    assert keys <= set(s["latency_ms"])
+    assert set(s["components_ms"]) == {"network", "queue", "preprocess", "forward",
+                                       "postprocess", "overhead"}
+    for comp in s["components_ms"].values():
+        assert keys <= set(comp)
+    assert {"p50", "p99"} <= set(s["schedule_lag_ms"]) and isinstance(s["warnings"], list)
+    assert s["components_ms"]["forward"]["p50"] == pytest.approx(3.0, rel=0.05)
+    env = d["environment"]
+    for key in ("torch", "cpu_model", "cpu_flags", "cores", "device", "threads_per_replica",
+                "dtype", "git_commit"):
+        assert key in env
+    rows = c.read_text().splitlines()
+    assert len(rows) == 1 + 410  # header + measured + warm-up
+    header = rows[0].split(",")
+    for col in ("network_ms", "queue_ms", "preprocess_ms", "forward_ms", "postprocess_ms",
+                "overhead_ms", "total_ms", "batch_id", "batch_size", "warmup"):
+        assert col in header
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--batch-size", "0"], "batch-size"),
+    (["--rate", "-1"], "rate"),
+    (["--concurrency", "0"], "concurrency"),
+    (["--model", "nope"], "unknown model"),
+    (["--device", "tpu"], "device"),
+    (["--device", "cuda:7"], "cuda:7"),
+    (["--dtype", "int3"], "dtype"),
+    (["--model-arg", "forward_ms"], "model-arg"),
+    (["--model-arg", "forward_ms=fast"], "forward_ms"),
+    (["--model-arg", "colour=red"], "colour"),
+    (["--duration", "100000"], "duration"),
+    (["--batch-size", "many"], "batch-size"),
+    (["--concurrency", "2", "--rate", "5"], "not allowed with"),
+])
+def test_bad_input_is_one_line_exit_2_nothing_run(args, needle):
+    out = cli("run", *args, timeout=60)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_oversubscription_warns_in_summary_and_json(tmp_path):
+    j = tmp_path / "r.json"
+    out = cli("run", "--model-arg", "forward_ms=1", "--model-arg", "preprocess_ms=0",
+              "--model-arg", "postprocess_ms=0", "--replicas", "2", "--threads", "64",
+              "--requests", "50", "--warmup", "0", "--json", str(j), "--quiet")
+    assert out.returncode == 0
+    assert "oversubscribed" in out.stdout
+    assert any("oversubscribed" in w for w in json.loads(j.read_text())["summary"]["warnings"])

@@ -1,0 +1,72 @@
+"""The API the dashboard uses: a run in its own process, snapshots while it runs, cancel."""
+import time
+
+import numpy as np
+import pytest
+
+from latency.config import ConfigError, RunConfig
+from latency.manager import PermissionDenied, RunManager
+from latency.runner import run, start_run
+
+
+def test_run_in_a_spawned_process_streams_snapshots_and_can_be_cancelled():
+    h = start_run(RunConfig(model="synthetic", model_args={"forward_ms": 2, "preprocess_ms": 0,
+                                                           "postprocess_ms": 0},
+                            concurrency=2, duration_s=30, warmup=5))
+    seen = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len({s.progress["measured"] for s in seen}) < 3:
+        s = h.snapshot()
+        if s.summary and s.progress["measured"] > 0:
+            seen.append(s)
+        time.sleep(0.3)
+    assert len({s.version for s in seen}) >= 3  # it changed while in flight
+    s = seen[-1]
+    assert s.status == "running" and s.phase == "measuring"
+    assert s.hist_counts.sum() == s.summary["successful"]  # bins, not samples
+    assert set(s.makeup_ms) == {"mean", "p50", "p90", "p99"}
+    assert 0 < s.progress["fraction"] < 1
+    assert h.snapshot() is h.snapshot() or h.snapshot().version >= s.version
+    h.cancel()
+    result = h.wait(timeout=30)
+    assert result.status == "stopped"
+    assert result.summary["requests"] > 0
+    final = h.snapshot()
+    assert final.finished and final.status == "stopped"
+
+
+def test_blocking_run_returns_the_result():
+    r = run(RunConfig(model="synthetic", model_args={"forward_ms": 1}, requests=50, warmup=2),
+            timeout=120)
+    assert r.status == "completed" and r.summary["requests"] == 50
+    assert r.environment["torch"]
+
+
+def test_a_run_that_crashes_fails_alone():
+    h = start_run(RunConfig(model="synthetic", requests=10, warmup=0), inputs=[])
+    r = h.wait(timeout=120)
+    assert r.status == "failed" and "no inputs" in r.failure
+
+
+def test_manager_runs_one_at_a_time_and_guards_stop():
+    m = RunManager()
+    cfg = RunConfig(model="synthetic", model_args={"forward_ms": 1, "preprocess_ms": 0,
+                                                   "postprocess_ms": 0},
+                    concurrency=1, duration_s=20, warmup=0)
+    a = m.submit(cfg, owner="alice")
+    b = m.submit(cfg, owner="bob")
+    assert b.position >= 1
+    with pytest.raises(ConfigError):
+        m.submit(RunConfig(batch_size=0), owner="eve")
+    deadline = time.monotonic() + 60
+    while m.position(a.run_id) != 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert m.position(a.run_id) == 0 and m.position(b.run_id) == 1
+    with pytest.raises(PermissionDenied):
+        m.stop(a.run_id, requester="bob")
+    m.stop(b.run_id, requester="bob")  # un-queue your own
+    assert m.position(b.run_id) is None
+    m.stop(a.run_id, requester="instructor", instructor=True)
+    assert m.wait_idle(timeout=60)
+    assert m.get(a.run_id).status == "stopped"
+    assert m.get(b.run_id).status == "stopped" and len(m.get(b.run_id).result().log) == 0
