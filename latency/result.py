@@ -6,7 +6,6 @@ can never disagree with the records it summarises.
 """
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -45,27 +44,39 @@ class RunResult:
         return {"config": self.config, "environment": self.environment, "status": self.status,
                 "failure": self.failure, "timings": self.timings, "summary": self.summary}
 
-    def to_json(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+    def json_text(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
 
-    def to_csv(self, path: str | Path) -> None:
+    def to_json(self, path: str | Path) -> None:
+        Path(path).write_text(self.json_text())
+
+    def requests_frame(self) -> "pd.DataFrame":
         """One row per request (warm-up included and labelled): stamps relative to the start
-        of measurement in ms, and every component in ms."""
+        of measurement and every component, in ms."""
+        import pandas as pd
+
         rows = self.log
         comps = component_ns(rows)
-        t0 = self.timings.get("measure_start_ns", int(rows["t_intended"].min()) if len(rows) else 0)
-        errors = self.errors
-        with open(path, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["request", "client", "warmup", "status", "error", "batch_id",
-                        "batch_size", "replica"] + [f"t_{s}_ms" for s in STAMPS]
-                       + ["total_ms"] + [f"{c}_ms" for c in COMPONENTS] + ["schedule_lag_ms"])
-            for i in range(len(rows)):
-                row = rows[i]
-                w.writerow([i, int(row["client"]), bool(row["warmup"]),
-                            "ok" if row["status"] == STATUS_OK else "error", errors.get(i, ""),
-                            int(row["batch_id"]), int(row["batch_size"]), int(row["replica"])]
-                           + [f"{(int(row[f't_{s}']) - t0) / 1e6:.4f}" for s in STAMPS]
-                           + [f"{comps['total'][i] / 1e6:.4f}"]
-                           + [f"{comps[c][i] / 1e6:.4f}" for c in COMPONENTS]
-                           + [f"{comps['schedule_lag'][i] / 1e6:.4f}"])
+        default_t0 = int(rows["t_intended"].min()) if len(rows) else 0
+        t0 = self.timings.get("measure_start_ns", default_t0)
+        status = np.where(rows["status"] == STATUS_OK, "ok", "error")
+        cols: dict[str, Any] = {
+            "request": np.arange(len(rows)), "client": rows["client"],
+            "warmup": rows["warmup"], "status": status,
+            "error": [self.errors.get(i, "") for i in range(len(rows))],
+            "batch_id": rows["batch_id"], "batch_size": rows["batch_size"],
+            "replica": rows["replica"],
+        }
+        for st in STAMPS:
+            cols[f"t_{st}_ms"] = (rows[f"t_{st}"] - t0) / 1e6
+        cols["total_ms"] = comps["total"] / 1e6
+        for c in COMPONENTS:
+            cols[f"{c}_ms"] = comps[c] / 1e6
+        cols["schedule_lag_ms"] = comps["schedule_lag"] / 1e6
+        return pd.DataFrame(cols)
+
+    def csv_bytes(self) -> bytes:
+        return self.requests_frame().to_csv(index=False, float_format="%.4f").encode()
+
+    def to_csv(self, path: str | Path) -> None:
+        Path(path).write_bytes(self.csv_bytes())

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing as mp
+import sys
 import threading
 import time
+import types
 import uuid
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -95,7 +98,7 @@ class RunHandle:
             self._progress = dict(self._progress, phase="starting")
         self.started_at = time.monotonic()
         try:
-            self._proc.start()
+            _spawn(self._proc)
         except Exception as exc:  # could not spawn: fail this run alone, say why
             with self._lock:
                 self._final = {"config": self.config.to_dict(), "environment": {},
@@ -223,6 +226,30 @@ class RunHandle:
                          status=final["status"], log=rows, errors=errors,
                          timings=final["timings"], warnings=final["warnings"],
                          failure=final["failure"])
+
+
+_PROJECT_ROOT = str(Path(__file__).resolve().parents[1])
+_spawn_lock = threading.Lock()
+
+
+def _spawn(proc: Any) -> None:
+    """Start a spawned process that imports only the engine.
+
+    ``spawn`` re-runs the parent's ``__main__`` in the child. Under Streamlit that is the
+    dashboard script (and under pytest, pytest): running it again in the run process would
+    be wrong and slow. So the child is handed a blank ``__main__``, and the project root is put
+    on the path it inherits, so ``latency`` imports however the parent was started.
+    """
+    with _spawn_lock:
+        if _PROJECT_ROOT not in sys.path:
+            sys.path.append(_PROJECT_ROOT)
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            proc.start()
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
 
 
 def _fraction(config: RunConfig, progress: dict[str, Any]) -> dict[str, Any]:

@@ -82,7 +82,7 @@ def _shape_set(n: int, split: str, workers: int) -> tuple[torch.Tensor, torch.Te
 
 
 def train_image_cnn(workers: int) -> float:
-    n_train, n_test, epochs, bs = 10000, 1000, 10, 128
+    n_train, n_test, epochs, bs = 8000, 1000, 8, 128
     t = time.perf_counter()
     x_train, y_train = _shape_set(n_train, "train", workers)
     x_test, y_test = _shape_set(n_test, "test", workers)
@@ -171,7 +171,7 @@ LOG_FIELDS = ("income", "loan_amount")  # heavy-tailed money amounts
 
 
 def train_tabular_mlp() -> float:
-    n_train, n_test, epochs, bs = 20000, 5000, 30, 256
+    n_train, n_test, epochs, bs = 20000, 5000, 20, 256
     train, test = data.loan_samples(n_train, 0, "train"), data.loan_samples(n_test, 0, "test")
     labels = list(data.LOAN_LABELS)
     categorical = {f: list(c) for f, c in data.CATEGORICAL_FIELDS.items()}

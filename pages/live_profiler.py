@@ -1,0 +1,63 @@
+"""Live Profiler: start a run, watch its latency decompose live, stop it."""
+import streamlit as st
+
+from latency.config import ConfigError, usable_cores
+from latency.manager import PermissionDenied
+from ui import live
+from ui.controls import profiler_controls
+from ui.shared import is_instructor, run_manager, session_id
+
+st.title("📊 Live Profiler")
+config, slo_ms = profiler_controls()
+mgr = run_manager()
+me = session_id()
+
+if config.replicas * config.threads > usable_cores():
+    st.warning(f"{config.replicas} replicas × {config.threads} threads = "
+               f"{config.replicas * config.threads} threads on {usable_cores()} cores: "
+               "replicas will steal cores from each other and every timing inflates. "
+               "You can still start it, to see the effect.")
+
+watch_id = st.session_state.get("watch")
+handle = mgr.get(watch_id) if watch_id else mgr.latest()
+st.session_state["shown"] = (handle.run_id, handle.done()) if handle is not None else None
+mine = handle is not None and mgr.owner(handle.run_id) == me
+in_flight = handle is not None and not handle.done()
+
+b1, b2, _ = st.columns([1, 1, 4])
+if b1.button("▶ Start", type="primary", help="Queue a run with these settings; the server "
+             "runs one at a time, in its own process."):
+    try:
+        ticket = mgr.submit(config, owner=me)
+        st.session_state["watch"] = ticket.run_id
+        st.rerun()
+    except ConfigError as exc:
+        st.error(f"Cannot start: {exc}")
+can_stop = in_flight and (mine or is_instructor())
+if b2.button("⏹ Stop", disabled=not can_stop,
+             help="Stop your run (instructors: any run); what was measured is kept."):
+    try:
+        mgr.stop(handle.run_id, requester=me, instructor=is_instructor())
+    except (PermissionDenied, KeyError) as exc:
+        st.error(str(exc))
+
+
+def shown_run():
+    """Your latest run if you started one, else whatever the room is running (or ran last)."""
+    rid = st.session_state.get("watch")
+    return mgr.get(rid) if rid else mgr.latest()
+
+
+@st.fragment(run_every=1.0)
+def live_view() -> None:
+    h = shown_run()
+    state = (h.run_id, h.done()) if h is not None else None
+    if state != st.session_state.get("shown"):  # a new run appeared, or this one ended:
+        st.rerun()  # refresh the whole page (buttons, status), not only this fragment
+    if h is None:
+        st.info("No run yet. Choose settings in the sidebar and press **Start**.")
+    else:
+        live.render(h, slo_ms)
+
+
+live_view()

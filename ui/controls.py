@@ -1,0 +1,94 @@
+"""The Live Profiler's controls: widgets in, a RunConfig (and an SLO) out.
+
+Every widget has a key bound to the URL (``bind="query-params"``) so an instructor can share a
+link to a configuration, and keeps its value across pages (``persist_state="session"``). Every
+widget's help text teaches what the setting changes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from latency.config import RunConfig, usable_cores
+from latency.devices import available_devices, supported_dtypes
+from latency.registry import list_pipelines
+
+KEEP: dict[str, Any] = {"bind": "query-params", "persist_state": "session"}
+
+
+def profiler_controls() -> tuple[RunConfig, float]:
+    """Render the sidebar controls; return the configuration they describe and the SLO (ms)."""
+    infos = {i.name: i for i in list_pipelines()}
+    sb = st.sidebar
+    sb.header("Run settings")
+    model = sb.selectbox("Pipeline", list(infos), index=list(infos).index("synthetic"),
+                         key="model", help="The real pipeline to serve: raw input → "
+                         "preprocess → model → postprocess → response.", **KEEP)
+    sb.caption(infos[model].description)
+    model_args: dict[str, Any] = {}
+    if model == "synthetic":
+        c1, c2, c3 = sb.columns(3)
+        model_args["preprocess_ms"] = c1.number_input(
+            "pre ms", 0.0, 200.0, 2.0, 0.5, key="pre_ms", help="Preprocess time per request.",
+            **KEEP)
+        model_args["forward_ms"] = c2.number_input(
+            "fwd ms", 0.0, 500.0, 5.0, 0.5, key="fwd_ms", help="Forward time per batch.",
+            **KEEP)
+        model_args["postprocess_ms"] = c3.number_input(
+            "post ms", 0.0, 200.0, 1.0, 0.5, key="post_ms",
+            help="Postprocess time per request.", **KEEP)
+        model_args["dist"] = sb.selectbox(
+            "Stage-time distribution", ["constant", "exponential", "lognormal"], key="dist",
+            help="Constant stages queue only because of arrivals; exponential or lognormal "
+                 "service times make queues (and tails) much longer at the same load.", **KEEP)
+    devices = available_devices()
+    device = sb.selectbox("Device", devices, key="device",
+                          help="Where the model runs. Only devices present here are listed.",
+                          **KEEP)
+    dtype = sb.selectbox("dtype", supported_dtypes(device), key="dtype",
+                         help="Numeric type of the model. bfloat16/float16 halve memory "
+                              "traffic but only pay off where the hardware has fast kernels.",
+                         **KEEP)
+    cores = usable_cores()
+    threads = sb.slider("Threads per replica", 1, max(8, 2 * cores), 1, key="threads",
+                        help="Intra-op threads each replica's forward pass may use. More "
+                             "threads speed up one big op but fight each other across "
+                             "replicas.", **KEEP)
+    replicas = sb.slider("Replicas", 1, 8, 1, key="replicas",
+                         help="Model workers pulling from the same queue: more replicas = "
+                              "more requests served at once (if there are cores for them).",
+                         **KEEP)
+    batch = sb.slider("Max batch size", 1, 64, 1, key="batch",
+                      help="A replica takes up to this many waiting requests at once. Bigger "
+                           "batches raise throughput; each request then waits for the whole "
+                           "batch's forward pass.", **KEEP)
+    delay = sb.slider("Max batch delay (ms)", 0.0, 50.0, 0.0, 0.5, key="delay",
+                      help="How long a replica waits for a batch to fill, counted from its "
+                           "first request. Adds queueing at low load; helps at high load.",
+                      **KEEP)
+    mode = sb.radio("Load", ["closed loop", "open loop"], horizontal=True, key="mode",
+                    help="Closed loop: N clients each wait for their answer before sending "
+                         "again (load adapts to the server). Open loop: requests arrive at a "
+                         "set rate whatever happens — like real users — so queues can grow.",
+                    **KEEP)
+    load: dict[str, Any] = {}
+    if mode == "closed loop":
+        load["concurrency"] = sb.slider("Concurrency (clients)", 1, 128, 4, key="concurrency",
+                                        help="Requests in flight at once.", **KEEP)
+    else:
+        load["rate"] = float(sb.slider("Arrival rate (req/s)", 1, 2000, 100, key="rate",
+                                       help="Offered load. Queueing explodes as it nears "
+                                            "the server's capacity.", **KEEP))
+        load["arrival"] = sb.radio("Arrivals", ["poisson", "constant"], horizontal=True,
+                                   key="arrival", help="Poisson: random gaps (bursty, like "
+                                   "real traffic). Constant: evenly spaced.", **KEEP)
+    duration = sb.slider("Run length (s)", 2, 120, 10, key="duration",
+                         help="Measured seconds, after 20 warm-up requests.", **KEEP)
+    slo = sb.number_input("SLO target (ms)", 0.1, 100000.0, 50.0, 1.0, key="slo",
+                          help="Your latency objective: the histogram marks it and shows "
+                               "the share of requests within it.", **KEEP)
+    config = RunConfig(model=model, model_args=model_args, device=device, dtype=dtype,
+                       batch_size=batch, max_batch_delay_ms=float(delay), replicas=replicas,
+                       threads=threads, duration_s=float(duration), **load)
+    return config, float(slo)

@@ -1,0 +1,94 @@
+"""The live part of the Live Profiler: status, progress, charts, verdict, downloads.
+
+Rendered inside ``st.fragment(run_every=1)``: only this part reruns each second. Everything it
+draws comes from cached figures of the shared snapshot (bins and statistics, never samples).
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from latency.runner import RunHandle
+from ui.shared import downloads, figures, run_manager
+
+STATUS_ICON = {"queued": "⏳", "running": "🟢", "completed": "✅", "stopped": "⏹️",
+               "failed": "❌"}
+
+EXPLAIN_BARS = """
+Each bar splits latency into the five components (plus overhead, the client's own gap).
+**mean** and **p50** are typical requests; **p90** and **p99 (tail)** are built from the
+requests *around* that percentile — not from per-component percentiles, which do not add up.
+Compare the p99 bar with the p50 bar: the segment that grows is what makes the tail slow.
+
+Classic mistakes: optimising the forward pass while another segment dominates; looking only
+at the end-to-end total.
+"""
+EXPLAIN_HIST = """
+How many requests took how long, on a log time axis (each bar is a ±6% band). Lines mark
+p50, p95 and p99; the red dashed line is your SLO. A long right tail means a few requests are
+far slower than the typical one — usually queueing, not the model.
+"""
+EXPLAIN_SERIES = """
+Throughput (requests completed per second) and p50/p99 of the requests completed in each
+second. Under open-loop overload p99 climbs steadily: the queue is growing.
+"""
+
+
+def render(handle: RunHandle, slo_ms: float) -> None:
+    mgr = run_manager()
+    position = mgr.position(handle.run_id)
+    if position and position > 0:
+        current = mgr.current()
+        st.info(f"⏳ Your run is number {position} in line; the server runs one at a time. "
+                + (f"Now running: {current.config.model}." if current else ""))
+    figs = figures(handle.run_id, handle.version, slo_ms)
+    snap = figs.get("snapshot")
+    if snap is None:
+        return
+    c = snap.config
+    st.markdown(f"**{STATUS_ICON.get(snap.status, '')} {snap.status}** · `{handle.run_id}` · "
+                f"{c['model']} · batch ≤ {c['batch_size']} · {c['replicas']} replica(s) · "
+                + (f"{c['rate']:g} req/s {c['arrival']}" if c.get("rate") else
+                   f"{c['concurrency']} client(s)"))
+    prog = snap.progress
+    frac = float(prog.get("fraction") or 0.0)
+    remaining = prog.get("remaining_s")
+    st.progress(frac, text=f"{snap.phase} · {prog.get('measured', 0)} requests measured · "
+                f"{prog.get('elapsed_s', 0):.1f} s elapsed"
+                + (f" · ~{remaining:.0f} s left" if remaining is not None else ""))
+    if snap.failure:
+        st.error(f"The run failed: {snap.failure}")
+    if "bars" not in figs:
+        st.caption("Waiting for the first measured requests…")
+        return
+    s = snap.summary
+    m = st.columns(5)
+    m[0].metric("throughput", f"{s['throughput_rps']:.0f} req/s")
+    m[1].metric("p50", f"{s['latency_ms']['p50']:.2f} ms")
+    m[2].metric("p99", f"{s['latency_ms']['p99']:.2f} ms")
+    share = figs["share"]
+    m[3].metric(f"within SLO {slo_ms:g} ms", f"{share:.1%}" if share is not None else "—")
+    m[4].metric("errors", f"{s['errors']}")
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(figs["bars"], key="bars")
+        st.caption("p90/p99 bars show the components of the requests *in the tail* (around "
+                   "that percentile), not per-component percentiles, which do not add up.")
+        with st.expander("What am I looking at?"):
+            st.markdown(EXPLAIN_BARS)
+    with right:
+        st.plotly_chart(figs["histogram"], key="histogram")
+        with st.expander("What am I looking at?"):
+            st.markdown(EXPLAIN_HIST)
+    st.plotly_chart(figs["timeseries"], key="timeseries")
+    with st.expander("What am I looking at?"):
+        st.markdown(EXPLAIN_SERIES)
+    st.info(f"**Verdict:** {s['verdict']}")
+    for w in s["warnings"]:
+        st.warning(w)
+    st.dataframe(figs["table"], hide_index=True)
+    if snap.finished:
+        csv, js = downloads(handle.run_id, handle.version)
+        d1, d2 = st.columns(2)
+        d1.download_button("Download requests (CSV)", csv, f"{handle.run_id}.csv", "text/csv")
+        d2.download_button("Download result (JSON)", js, f"{handle.run_id}.json",
+                           "application/json")

@@ -1,0 +1,95 @@
+"""Singletons and caches shared by every session of the dashboard server.
+
+- One ``RunManager`` per server (``st.cache_resource``): runs execute one at a time, each in
+  its own process; everybody watches the same runs.
+- Figures are built once per (run, snapshot version, SLO) with ``st.cache_data`` and shared by
+  every viewer, so thirty browsers cost one build per second, not thirty.
+- Instructor rights: start the server with ``LATENCY_LAB_INSTRUCTOR_KEY=<secret>`` and enter
+  the same secret in the sidebar; an instructor may stop anyone's run.
+"""
+from __future__ import annotations
+
+import hmac
+import os
+import uuid
+from typing import Any
+
+import streamlit as st
+
+from latency import plots
+from latency.manager import RunManager
+from latency.runner import RunHandle
+from latency.snapshot import Snapshot
+
+INSTRUCTOR_ENV = "LATENCY_LAB_INSTRUCTOR_KEY"
+
+
+@st.cache_resource
+def run_manager() -> RunManager:
+    """The server-wide run manager (created once, shared by all sessions)."""
+    return RunManager()
+
+
+def session_id() -> str:
+    """A random id for this browser session: it owns the runs it starts."""
+    if "owner" not in st.session_state:
+        st.session_state["owner"] = uuid.uuid4().hex
+    return st.session_state["owner"]
+
+
+def is_instructor() -> bool:
+    return bool(st.session_state.get("instructor"))
+
+
+def instructor_box() -> None:
+    """Sidebar unlock for instructors (only shown when the server has a key configured)."""
+    key = os.environ.get(INSTRUCTOR_ENV)
+    if not key:
+        return
+    with st.sidebar.expander("Instructor", expanded=False):
+        if is_instructor():
+            st.success("Instructor mode: you can stop any run.")
+            return
+        entered = st.text_input("Instructor key", type="password",
+                                help="The key the server was started with "
+                                     f"({INSTRUCTOR_ENV}); lets you stop anyone's run.")
+        if entered:
+            if hmac.compare_digest(entered, key):
+                st.session_state["instructor"] = True
+                st.rerun()
+            else:
+                st.error("Wrong key.")
+
+
+def snapshot_of(handle: RunHandle) -> Snapshot:
+    return handle.snapshot()
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def figures(run_id: str, version: int, slo_ms: float) -> dict[str, Any]:
+    """Every chart of one snapshot version, built once and shared by all viewers."""
+    handle = run_manager().get(run_id)
+    if handle is None:
+        return {}
+    snap = handle.snapshot()
+    if snap.summary is None or snap.hist_counts is None:
+        return {"snapshot": snap}
+    lat = snap.summary["latency_ms"]
+    share = snap.share_within(slo_ms)
+    return {
+        "snapshot": snap,
+        "bars": plots.stacked_components_figure(snap.makeup_ms),
+        "histogram": plots.latency_histogram_figure(
+            snap.hist_edges_ms, snap.hist_counts,
+            {"p50": lat["p50"], "p95": lat["p95"], "p99": lat["p99"]}, slo_ms, share),
+        "timeseries": plots.timeseries_figure(snap.series),
+        "table": plots.summary_rows(snap.summary),
+        "share": share,
+    }
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def downloads(run_id: str, version: int) -> tuple[bytes, str]:
+    """CSV of requests and JSON of the result, once per finished run."""
+    result = run_manager().get(run_id).result()  # type: ignore[union-attr]
+    return result.csv_bytes(), result.json_text()
