@@ -60,6 +60,10 @@ TITLE_SIZE = 18
 EMPTY_TEXT = "no data yet"
 #: fraction of the histogram's height kept free above the tallest bar for the line labels.
 HIST_LABEL_HEADROOM = 0.36
+#: to decide which way a line's label reads: a conservative plot width (a centred Streamlit
+#: column is ~700 px) and the width of one 13 px character.
+ASSUMED_PLOT_PX = 640.0
+LABEL_CHAR_PX = 8.0
 
 
 # --------------------------------------------------------------------------- helpers
@@ -252,16 +256,17 @@ def latency_histogram_figure(edges_ms: Sequence[float] | np.ndarray | None,
 
     shapes, annotations = [], []
     # Each label gets its own row in the headroom above the bars, and its line ends at its
-    # label, like a flag. Labels left of ~60% of the axis read rightwards from their line and
-    # take the top rows in x order; the rest read leftwards and take the rows below, right to
-    # left. So a label only ever reaches towards lines that stop below it: no two labels
-    # overlap and no line crosses a label, however close the values.
-    def frac(v: float) -> float:
-        return (math.log10(v) - log_lo) / (log_hi - log_lo)
+    # label, like a flag. A label reads rightwards from its line when it fits before the right
+    # edge; those take the top rows in x order. The few that would not fit read leftwards and
+    # take the rows below, right to left. So a label reaches towards lines that stop below it:
+    # no two labels overlap and no line crosses a label, however close the values.
+    def fits_rightwards(text: str, v: float) -> bool:
+        frac = (math.log10(v) - log_lo) / (log_hi - log_lo)
+        return frac + len(text) * LABEL_CHAR_PX / ASSUMED_PLOT_PX <= 1.0
 
     ordered = sorted(lines, key=lambda t: t[1])
-    rightwards = [t for t in ordered if frac(t[1]) <= 0.6]
-    leftwards = [t for t in ordered if frac(t[1]) > 0.6][::-1]
+    rightwards = [t for t in ordered if fits_rightwards(t[0], t[1])]
+    leftwards = [t for t in ordered if not fits_rightwards(t[0], t[1])][::-1]
     row_h = min(0.085, (HIST_LABEL_HEADROOM - 0.03) / max(len(lines), 1))
     for row, (text, v, is_slo) in enumerate(rightwards + leftwards):
         to_left = row >= len(rightwards)

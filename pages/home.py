@@ -5,13 +5,13 @@ from latency.components import COMPONENTS
 from latency.plots import COMPONENT_COLOURS
 from latency.registry import list_pipelines
 
-st.title("⏱️ Latency Lab")
+st.title("Latency Lab")
 st.markdown(
     "**Where does the time of one prediction request go?** Latency Lab runs real PyTorch "
     "pipelines under load and times every request component by component, live. Find the "
     "real bottleneck *before* you optimise: quantising the model does little when queueing "
     "or preprocessing dominates.")
-st.page_link("pages/live_profiler.py", label="Open the Live Profiler", icon="📊")
+st.page_link("pages/live_profiler.py", label="Open the Live Profiler", icon=":material/monitoring:")
 
 st.subheader("The five components of one request")
 MEANING = {

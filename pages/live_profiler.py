@@ -7,7 +7,7 @@ from ui import live
 from ui.controls import profiler_controls
 from ui.shared import is_instructor, run_manager, session_id
 
-st.title("📊 Live Profiler")
+st.title("Live Profiler")
 config, slo_ms = profiler_controls()
 mgr = run_manager()
 me = session_id()
@@ -25,7 +25,7 @@ mine = handle is not None and mgr.owner(handle.run_id) == me
 in_flight = handle is not None and not handle.done()
 
 b1, b2, _ = st.columns([1, 1, 4])
-if b1.button("▶ Start", type="primary", help="Queue a run with these settings; the server "
+if b1.button("Start", icon=":material/play_arrow:", type="primary", help="Queue a run with these settings; the server "
              "runs one at a time, in its own process."):
     try:
         ticket = mgr.submit(config, owner=me)
@@ -34,7 +34,7 @@ if b1.button("▶ Start", type="primary", help="Queue a run with these settings;
     except ConfigError as exc:
         st.error(f"Cannot start: {exc}")
 can_stop = in_flight and (mine or is_instructor())
-if b2.button("⏹ Stop", disabled=not can_stop,
+if b2.button("Stop", icon=":material/stop:", disabled=not can_stop,
              help="Stop your run (instructors: any run); what was measured is kept."):
     try:
         mgr.stop(handle.run_id, requester=me, instructor=is_instructor())

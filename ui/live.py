@@ -10,8 +10,9 @@ import streamlit as st
 from latency.runner import RunHandle
 from ui.shared import downloads, figures, run_manager
 
-STATUS_ICON = {"queued": "⏳", "running": "🟢", "completed": "✅", "stopped": "⏹️",
-               "failed": "❌"}
+STATUS_ICON = {"queued": ":material/hourglass_top:", "running": ":material/play_circle:",
+               "completed": ":material/check_circle:", "stopped": ":material/stop_circle:",
+               "failed": ":material/error:"}
 
 EXPLAIN_BARS = """
 Each bar splits latency into the five components (plus overhead, the client's own gap).
@@ -38,7 +39,7 @@ def render(handle: RunHandle, slo_ms: float) -> None:
     position = mgr.position(handle.run_id)
     if position and position > 0:
         current = mgr.current()
-        st.info(f"⏳ Your run is number {position} in line; the server runs one at a time. "
+        st.info(f"Your run is number {position} in line; the server runs one at a time. "
                 + (f"Now running: {current.config.model}." if current else ""))
     figs = figures(handle.run_id, handle.version, slo_ms)
     snap = figs.get("snapshot")
