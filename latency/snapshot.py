@@ -84,7 +84,8 @@ def build_snapshot(run_id: str, version: int, status: str, phase: str, config: d
         else:
             makeup[name] = tail_makeup_ms(comps_ms, total_ms, q)
     start = measure_start_ns if measure_start_ns is not None else int(ok["t_intended"].min())
-    series = per_second_series((ok["t_done"] - start) / 1e9, total_ms)
+    end_ns = measure_end_ns if measure_end_ns is not None else int(measured["t_done"].max())
+    series = per_second_series((ok["t_done"] - start) / 1e9, total_ms, (end_ns - start) / 1e9)
     return Snapshot(
         run_id, version, status, phase, config, progress,
         summary=summarize_rows(rows, errors, measure_start_ns=measure_start_ns,

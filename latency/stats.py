@@ -64,11 +64,14 @@ def histogram_ms(values_ms: np.ndarray) -> np.ndarray:
     return counts
 
 
-def per_second_series(t_done_s: np.ndarray, total_ms: np.ndarray) -> dict[str, list[float]]:
+def per_second_series(t_done_s: np.ndarray, total_ms: np.ndarray,
+                      end_s: float | None = None) -> dict[str, list[float]]:
     """Throughput (completions/s) and p50/p99 of the requests completed in each whole second.
 
-    ``t_done_s`` are completion times in seconds since the start of measurement. A second with
-    no completion shows throughput 0 and no percentile (None), never an invented value.
+    ``t_done_s`` are completion times in seconds since the start of measurement; ``end_s`` is
+    when observation stopped. The last second is usually cut short: its throughput is its
+    count divided by the part of the second observed (not a false dip). A second with no
+    completion shows throughput 0 and no percentile (None), never an invented value.
     """
     if len(t_done_s) == 0:
         return {"t_s": [], "throughput_rps": [], "p50_ms": [], "p99_ms": []}
@@ -90,8 +93,15 @@ def per_second_series(t_done_s: np.ndarray, total_ms: np.ndarray) -> dict[str, l
         else:
             p50.append(None)
             p99.append(None)
+    rates = [float(c) for c in counts]
+    if end_s is not None:
+        observed = end_s - (n_sec - 1)
+        if 0.05 < observed < 1.0:
+            rates[-1] = counts[-1] / observed
+        elif observed <= 0.05:  # too short a sliver to rate: leave it out
+            rates, p50, p99, n_sec = rates[:-1], p50[:-1], p99[:-1], n_sec - 1
     return {"t_s": [float(i + 1) for i in range(n_sec)],
-            "throughput_rps": [float(c) for c in counts], "p50_ms": p50, "p99_ms": p99}
+            "throughput_rps": rates, "p50_ms": p50, "p99_ms": p99}
 
 
 def tail_makeup_ms(components_ms: dict[str, np.ndarray], total_ms: np.ndarray, q: float,

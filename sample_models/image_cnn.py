@@ -38,7 +38,7 @@ def load_crop(raw: bytes, resize: int = data.RESIZE, crop: int = data.CROP) -> n
     nw, nh = max(resize, round(w * scale)), max(resize, round(h * scale))
     img = img.resize((nw, nh), Image.Resampling.BILINEAR)
     left, top = (nw - crop) // 2, (nh - crop) // 2
-    return np.asarray(img.crop((left, top, left + crop, top + crop)))
+    return np.array(img.crop((left, top, left + crop, top + crop)))  # a writable copy
 
 
 class ResidualBlock(nn.Module):

@@ -99,3 +99,9 @@ def test_failed_request_keeps_its_failed_stage_and_zero_after():
     c = {k: int(v[0]) for k, v in component_ns(log.view()).items()}
     assert c["preprocess"] == 60 and c["forward"] == 0 and c["postprocess"] == 0
     assert c["network"] == 10 + 10 and c["total"] == 100
+
+
+def test_the_last_partial_second_is_rated_by_its_observed_length():
+    t = np.array([0.1, 0.5, 0.9, 1.1, 1.2])  # 3/s in second 0; 2 in the first 0.25 s of 1
+    s = per_second_series(t, np.ones(5), end_s=1.25)
+    assert s["throughput_rps"] == [3.0, pytest.approx(8.0)]

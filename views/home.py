@@ -11,7 +11,7 @@ st.markdown(
     "pipelines under load and times every request component by component, live. Find the "
     "real bottleneck *before* you optimise: quantising the model does little when queueing "
     "or preprocessing dominates.")
-st.page_link("pages/live_profiler.py", label="Open the Live Profiler", icon=":material/monitoring:")
+st.page_link("views/live_profiler.py", label="Open the Live Profiler", icon=":material/monitoring:")
 
 st.subheader("The five components of one request")
 MEANING = {

@@ -1,0 +1,92 @@
+"""The dashboard through Streamlit's AppTest: pages render; a run started from the widgets
+finishes and its stacked bar figure holds the five components."""
+import json
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    return at
+
+
+def test_home_renders():
+    at = app()
+    assert not at.exception
+    assert any("five components" in h.value for h in at.subheader)
+
+
+def test_live_profiler_renders_with_every_control():
+    at = app()
+    at.switch_page("views/live_profiler.py").run()
+    assert not at.exception
+    labels = {w.label for w in at.sidebar.slider} | {w.label for w in at.sidebar.selectbox}
+    for label in ("Pipeline", "Device", "dtype", "Threads per replica", "Replicas",
+                  "Max batch size", "Max batch delay (ms)", "Concurrency (clients)",
+                  "Run length (s)"):
+        assert label in labels
+    for w in list(at.sidebar.slider) + list(at.sidebar.selectbox) + list(at.sidebar.radio):
+        assert w.help, f"{w.label} has no tooltip"
+
+
+def test_oversubscription_warns_before_start():
+    at = app()
+    at.switch_page("views/live_profiler.py").run()
+    at.sidebar.slider(key="replicas").set_value(4)
+    at.sidebar.slider(key="threads").set_value(4).run()
+    assert any("cores" in w.value for w in at.warning)
+    assert not at.exception
+
+
+def test_a_run_started_from_the_widgets_finishes_with_the_five_components():
+    at = app()
+    at.switch_page("views/live_profiler.py").run()
+    at.sidebar.number_input(key="pre_ms").set_value(1.0)
+    at.sidebar.number_input(key="fwd_ms").set_value(2.0)
+    at.sidebar.number_input(key="post_ms").set_value(0.5)
+    at.sidebar.slider(key="duration").set_value(2)
+    next(b for b in at.button if b.label == "Start").click().run()
+    assert not at.exception and not at.error
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        at.run()
+        if any("completed" in m.value for m in at.markdown):
+            break
+    assert any("completed" in m.value for m in at.markdown), [m.value for m in at.markdown]
+    charts = at.get("plotly_chart")
+    assert len(charts) == 3
+    specs = [json.loads(c.proto.spec) for c in charts]
+    bars = next(s for s in specs if {t.get("name") for t in s["data"]} >= {"queue", "forward"})
+    names = [t["name"] for t in bars["data"] if t.get("type") == "bar"]
+    for comp in ("network", "queue", "preprocess", "forward", "postprocess"):
+        assert comp in names
+    fwd = next(t for t in bars["data"] if t.get("name") == "forward")
+    assert fwd["y"][0] == pytest.approx(2.0, rel=0.15)  # the mean bar's forward segment
+    assert any("Verdict" in i.value for i in at.info)
+    assert not at.exception
+
+
+def test_an_engine_failure_shows_an_error_box_and_the_app_keeps_working():
+    from latency.config import RunConfig
+    from ui.shared import run_manager
+
+    at = app()
+    at.switch_page("views/live_profiler.py").run()
+    ticket = run_manager().submit(RunConfig(model="synthetic", requests=5, warmup=0),
+                                  owner=at.session_state["owner"], inputs=[])  # fails
+    at.session_state["watch"] = ticket.run_id
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not at.error:
+        time.sleep(1)
+        at.run()
+    assert any("no inputs" in e.value for e in at.error)
+    assert not at.exception
+    at.switch_page("views/home.py").run()
+    assert not at.exception
