@@ -52,7 +52,7 @@ class TopicTransformer(nn.Module):
         self.head = nn.Linear(d_model, n_classes)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``ids`` (B, L) long, ``mask`` (B, L) bool, True on real tokens → logits (B, classes)."""
+        """``ids`` (B, L) long, ``mask`` (B, L) bool, True on real tokens → (B, classes) logits."""
         pos = torch.arange(ids.shape[1], device=ids.device)
         x = self.encoder(self.tok(ids) + self.pos(pos), src_key_padding_mask=~mask)
         keep = mask.unsqueeze(-1).to(x.dtype)

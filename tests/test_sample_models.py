@@ -27,7 +27,7 @@ PIPELINES: dict[str, tuple[type[Pipeline], Callable[..., list[tuple[Any, str]]]]
 
 
 class _Built(dict):
-    """(name, dtype) → pipeline, built on first use: cheap to build, but not free 30 times over."""
+    """(name, dtype) → pipeline, built on first use: cheap, but not free 30 times over."""
 
     def __missing__(self, key: tuple[str, torch.dtype]) -> Pipeline:
         self[key] = PIPELINES[key[0]][0](CPU, key[1])
