@@ -135,3 +135,21 @@ class RequestLog:
     def view(self) -> np.ndarray:
         """The filled rows (a view; copy before handing to another thread)."""
         return self.rows[: self.size]
+
+
+def measured_and_ok(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The measured rows (warm-up excluded) and the successful ones among them.
+
+    Views instead of copies in the common case — warm-up rows form a prefix (the warm-up phase
+    finishes before measuring starts) and most runs have no errors — because copying 92-byte
+    rows twice per snapshot costs more than all the statistics on a 200,000-request run.
+    """
+    warm = rows["warmup"]
+    n_warm = int(warm.sum())
+    if n_warm == 0 or (warm[:n_warm].all()):
+        measured = rows[n_warm:]
+    else:
+        measured = rows[~warm]
+    bad = measured["status"] != STATUS_OK
+    ok = measured[~bad] if bad.any() else measured
+    return measured, ok

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from latency.components import COMPONENTS, RECORD_DTYPE, STAMPS, STATUS_OK, component_ns
+from latency.components import (COMPONENTS, RECORD_DTYPE, STAMPS, STATUS_OK, component_ns,
+                                measured_and_ok)
 
 STATUSES = ("completed", "stopped", "failed")
 
@@ -38,7 +39,7 @@ class RunResult:
 
     def measured(self) -> np.ndarray:
         """Rows of the measured phase (warm-up excluded), successful or not."""
-        return self.log[~self.log["warmup"]]
+        return measured_and_ok(self.log)[0]
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config, "environment": self.environment, "status": self.status,

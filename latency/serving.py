@@ -153,12 +153,13 @@ class Server:
                 continue
             batch_id = next(self._batch_ids)
             n = len(batch)
-            t0 = now_ns()
+            items = [r.item for r in batch]
             for r in batch:
-                r.t_fwd_start, r.batch_id, r.batch_size, r.replica = t0, batch_id, n, replica
+                r.batch_id, r.batch_size, r.replica = batch_id, n, replica
+            t0 = now_ns()
             try:
                 with torch.inference_mode():
-                    out = pipeline.forward(pipeline.collate([r.item for r in batch]))
+                    out = pipeline.forward(pipeline.collate(items))
                     synchronize(device)
                 t1 = now_ns()
                 outputs = pipeline.split(out, n)
@@ -166,13 +167,13 @@ class Server:
                 t1 = now_ns()
                 msg = f"forward: {_error_text(exc)}"
                 for r in batch:
-                    r.t_fwd_end = t1
+                    r.t_fwd_start, r.t_fwd_end = t0, t1
                     r.error = msg
                     r.fill_missing_server()
                     r.reply(r)
                 continue
             for r, o in zip(batch, outputs):
-                r.t_fwd_end = t1
+                r.t_fwd_start, r.t_fwd_end = t0, t1
                 r.item = None  # free the input tensor early
                 r.t_post_start = now_ns()
                 try:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from latency.components import COMPONENTS, STATUS_OK, component_ns
+from latency.components import COMPONENTS, component_ns, measured_and_ok
 from latency.stats import HIST_EDGES_MS, histogram_ms, per_second_series, tail_makeup_ms
 from latency.summary import summarize_rows
 
@@ -65,8 +65,7 @@ def build_snapshot(run_id: str, version: int, status: str, phase: str, config: d
                    measure_start_ns: int | None, measure_end_ns: int | None,
                    warnings: list[str] | None = None, failure: str | None = None) -> Snapshot:
     """Aggregate the rows seen so far into a Snapshot (O(n log n), once per version)."""
-    measured = rows[~rows["warmup"]]
-    ok = measured[measured["status"] == STATUS_OK]
+    measured, ok = measured_and_ok(rows)
     progress = dict(progress, measured=int(len(measured)))
     if len(ok) == 0:
         return Snapshot(run_id, version, status, phase, config, progress,
@@ -77,12 +76,16 @@ def build_snapshot(run_id: str, version: int, status: str, phase: str, config: d
     comps = component_ns(ok)
     total_ms = comps["total"] / 1e6
     comps_ms = {c: comps[c] / 1e6 for c in COMPONENTS}
+    order = np.argsort(comps["total"], kind="stable")  # one sort serves quantiles and tails
     makeup: dict[str, dict[str, float]] = {}
     for name, q in MAKEUP_POINTS.items():
         if q is None:
             makeup[name] = {c: float(v.mean()) for c, v in comps_ms.items()}
         else:
-            makeup[name] = tail_makeup_ms(comps_ms, total_ms, q)
+            makeup[name] = tail_makeup_ms(comps_ms, total_ms, q, order=order)
+    sorted_total = total_ms[order]
+    grid = QUANTILE_GRID * (len(sorted_total) - 1)
+    quantiles = np.interp(grid, np.arange(len(sorted_total)), sorted_total)
     start = measure_start_ns if measure_start_ns is not None else int(ok["t_intended"].min())
     end_ns = measure_end_ns if measure_end_ns is not None else int(measured["t_done"].max())
     series = per_second_series((ok["t_done"] - start) / 1e9, total_ms, (end_ns - start) / 1e9)
@@ -90,7 +93,7 @@ def build_snapshot(run_id: str, version: int, status: str, phase: str, config: d
         run_id, version, status, phase, config, progress,
         summary=summarize_rows(rows, errors, measure_start_ns=measure_start_ns,
                                measure_end_ns=measure_end_ns, config=config,
-                               warnings=warnings),
+                               warnings=warnings, comps=comps),
         hist_counts=histogram_ms(total_ms),
-        quantiles_ms=np.quantile(total_ms, QUANTILE_GRID),
+        quantiles_ms=quantiles,
         makeup_ms=makeup, series=series, failure=failure)

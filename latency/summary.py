@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from latency.components import COMPONENTS, STATUS_OK, component_ns
+from latency.components import COMPONENTS, component_ns, measured_and_ok
 from latency.stats import PERCENTILES, describe_ms
 from latency.verdict import verdict
 
@@ -21,11 +21,13 @@ MIN_FOR_P99 = 370
 
 def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns: int | None,
                    measure_end_ns: int | None, config: dict[str, Any],
-                   warnings: list[str] | None = None) -> dict[str, Any]:
-    """Summary dict (ms) of a request log; used for results and for live snapshots alike."""
-    measured = rows[~rows["warmup"]]
-    ok = measured[measured["status"] == STATUS_OK]
-    comps = component_ns(ok)
+                   warnings: list[str] | None = None,
+                   comps: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Summary dict (ms) of a request log; used for results and for live snapshots alike.
+    ``comps`` may pass the successful measured requests' components when already computed."""
+    measured, ok = measured_and_ok(rows)
+    if comps is None:
+        comps = component_ns(ok)
     if measure_start_ns is None:
         measure_start_ns = int(measured["t_intended"].min()) if len(measured) else 0
     if measure_end_ns is None:
@@ -35,8 +37,10 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
     else:
         end = measure_end_ns
     duration_s = max(end - measure_start_ns, 1) / 1e9
-    n_err = int((measured["status"] != STATUS_OK).sum())
+    n_err = len(measured) - len(ok)
     warmup_rows = rows[rows["warmup"]]
+    # overhead is, by construction, the schedule lag (intended → actual send): one statistic
+    components_ms = {c: describe_ms(comps[c]) for c in COMPONENTS}
     out: dict[str, Any] = {
         "requests": int(len(measured)),
         "successful": int(len(ok)),
@@ -47,9 +51,8 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
         "duration_s": duration_s,
         "throughput_rps": len(ok) / duration_s if len(measured) else 0.0,
         "latency_ms": describe_ms(comps["total"]),
-        "components_ms": {c: describe_ms(comps[c]) for c in COMPONENTS},
-        "schedule_lag_ms": {k: v for k, v in describe_ms(comps["schedule_lag"],
-                                                         with_ci=False).items()
+        "components_ms": components_ms,
+        "schedule_lag_ms": {k: v for k, v in components_ms["overhead"].items()
                             if k in ("mean", "p50", "p99", "max")},
         "batch_size_mean": float(ok["batch_size"].mean()) if len(ok) else None,
     }
