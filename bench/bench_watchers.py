@@ -285,6 +285,7 @@ class Outcome:
     wall_s: float
     server_cpu_s: float
     bench_cpu_s: float
+    load: float                 # 1-min load average before the run: other work on the machine
     frag_rate: list[float]      # fragment runs per second, per idle tab, during the run
     idle_kbps: float            # bytes/s received per idle tab, during the run
     ref_share: float            # share of idle tabs' ForwardMsgs answered from their cache
@@ -301,10 +302,16 @@ async def measured_run(url: str, pid: int, query: str, sessions: int, settle_s: 
     await driver.open()
     tabs = idle + [driver]
     await asyncio.wait_for(asyncio.gather(*(t.full_run_done.wait() for t in tabs)), 120)
+    # Every idle tab must be watching (its fragment rerunning) before Start; an overloaded
+    # server may take a while to get round to all of them.
+    deadline = time.monotonic() + 120
+    while idle and min(t.stats.fragment_runs for t in idle) == 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError("an idle tab never got a fragment run: auto-rerun not honoured?")
+        await asyncio.sleep(0.2)
     await asyncio.sleep(settle_s)
-    if idle and min(t.stats.fragment_runs for t in idle) == 0:
-        raise RuntimeError("an idle tab never got a fragment run: auto-rerun not honoured?")
 
+    load = os.getloadavg()[0]
     old_downloads = set(driver.downloads.values())
     before = [(t.stats.fragment_runs, t.stats.bytes, t.stats.messages, t.stats.ref_hits)
               for t in idle]
@@ -329,7 +336,7 @@ async def measured_run(url: str, pid: int, query: str, sessions: int, settle_s: 
     d_msgs = sum(a[2] - b[2] for a, b in zip(after, before))
     return Outcome(
         sessions=sessions, result=result, wall_s=wall, server_cpu_s=cpu1 - cpu0,
-        bench_cpu_s=bench1 - bench0,
+        bench_cpu_s=bench1 - bench0, load=load,
         frag_rate=[(a[0] - b[0]) / wall for a, b in zip(after, before)],
         idle_kbps=(sum(a[1] - b[1] for a, b in zip(after, before)) / wall / 1024 / sessions
                    if sessions else 0.0),
@@ -345,12 +352,12 @@ def row(o: Outcome) -> str:
     return (f"{o.sessions:>8} {fwd['p50']:>9.3f} {fwd['p99']:>9.3f} {tot['p50']:>9.3f} "
             f"{tot['p99']:>9.3f} {s['throughput_rps']:>9.1f} {o.server_cpu_s:>7.2f} "
             f"{100 * o.server_cpu_s / o.wall_s:>6.0f}% {o.bench_cpu_s:>6.2f} "
-            f"{o.wall_s:>6.1f}  {frag:<16} {o.idle_kbps:>7.1f}")
+            f"{o.wall_s:>6.1f}  {frag:<16} {o.idle_kbps:>9.1f} {o.load:>5.2f}")
 
 
 HEADER = (f"{'sessions':>8} {'fwd p50':>9} {'fwd p99':>9} {'tot p50':>9} {'tot p99':>9} "
           f"{'req/s':>9} {'srv cpu':>7} {'srv %':>7} {'bench':>6} {'wall':>6}  "
-          f"{'frag runs/s/tab':<16} {'KiB/s/tab':>7}")
+          f"{'frag runs/s/tab':<16} {'KiB/s/tab':>9} {'load':>5}")
 
 
 def main() -> None:

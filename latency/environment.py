@@ -59,6 +59,7 @@ def git_commit() -> str | None:
 def collect(device: torch.device, dtype: str, threads: int, replicas: int) -> dict[str, Any]:
     """Versions, CPU model and flags, cores, device, threads, dtype and git commit."""
     from latency.config import usable_cores
+    from latency.devices import device_name
 
     env: dict[str, Any] = {
         "python": platform.python_version(),
@@ -69,7 +70,7 @@ def collect(device: torch.device, dtype: str, threads: int, replicas: int) -> di
         "cpu_flags": cpu_flags(),
         "cores": usable_cores(),
         "device": str(device),
-        "device_name": cpu_model() if device.type == "cpu" else torch.cuda.get_device_name(device),
+        "device_name": device_name(device),
         "dtype": dtype,
         "threads_per_replica": threads,
         "replicas": replicas,
