@@ -87,9 +87,10 @@ def render(handle: RunHandle, slo_ms: float) -> None:
     for w in s["warnings"]:
         st.warning(w)
     st.dataframe(figs["table"], hide_index=True)
-    if snap.finished:
-        csv, js = downloads(handle.run_id, handle.version)
+    if snap.finished:  # files are built only when clicked (and then cached)
+        rid, version = handle.run_id, handle.version
         d1, d2 = st.columns(2)
-        d1.download_button("Download requests (CSV)", csv, f"{handle.run_id}.csv", "text/csv")
-        d2.download_button("Download result (JSON)", js, f"{handle.run_id}.json",
-                           "application/json")
+        d1.download_button("Download requests (CSV)", lambda: downloads(rid, version)[0],
+                           f"{rid}.csv", "text/csv", on_click="ignore")
+        d2.download_button("Download result (JSON)", lambda: downloads(rid, version)[1],
+                           f"{rid}.json", "application/json", on_click="ignore")

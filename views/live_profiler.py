@@ -49,15 +49,22 @@ def shown_run():
 
 
 @st.fragment(run_every=1.0)
-def live_view() -> None:
+def follow() -> None:
+    """Cheap check each second: a new run appeared, or the shown one ended → refresh the page."""
     h = shown_run()
-    state = (h.run_id, h.done()) if h is not None else None
-    if state != st.session_state.get("shown"):  # a new run appeared, or this one ended:
-        st.rerun()  # refresh the whole page (buttons, status), not only this fragment
-    if h is None:
+    if ((h.run_id, h.done()) if h is not None else None) != st.session_state.get("shown"):
+        st.rerun()
+
+
+# Charts refresh every second only while the run is in flight; a finished run's charts are
+# static, so a room of idle browsers costs the server next to nothing.
+@st.fragment(run_every=1.0 if in_flight else None)
+def live_view() -> None:
+    if handle is None:
         st.info("No run yet. Choose settings in the sidebar and press **Start**.")
     else:
-        live.render(h, slo_ms)
+        live.render(handle, slo_ms)
 
 
+follow()
 live_view()
