@@ -6,6 +6,7 @@ change at least twice while it is in flight — live, not only at the end. Saves
 ``artifacts/``. Skips with a reason where Chromium or Playwright is absent.
 """
 import hashlib
+import json
 import time
 from pathlib import Path
 
@@ -59,3 +60,7 @@ def test_live_profiler_updates_while_a_run_is_in_flight():
         page.screenshot(path=str(ARTIFACTS / "live_profiler_full.png"))
         body = page.inner_text("[data-testid='stMain']")
         assert "Verdict" in body and "Download requests (CSV)" in body
+        with page.expect_download(timeout=60_000) as download:
+            page.get_by_role("button", name="Download result (JSON)").click()
+        result = json.loads(Path(download.value.path()).read_text())
+        assert result["status"] == "completed" and result["summary"]["requests"] > 100
