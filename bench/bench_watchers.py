@@ -2,50 +2,57 @@
 
     python bench/bench_watchers.py [--sessions 30] [--duration 15] [--repeats 2]
 
-A workshop room opens the Live Profiler in 30 browsers. Each tab's ``st.fragment(run_every=1)``
-re-renders the charts every second from a shared cached snapshot, in the dashboard server's
-process. The run itself executes in its own process on the same machine, so if watching costs
-the server real CPU, the run's timings (above all the forward pass) would inflate. This script
-measures that, end to end, against the real ``streamlit run app.py``:
+A workshop room opens the Live Profiler in 30 browsers. The page's fragments
+(``st.fragment(run_every=...)``) rerun every second in the dashboard server's process, and
+re-render the charts from a shared cached snapshot while a run is in flight. The run itself
+executes in its own process on the same machine, so if watching costs the server real CPU,
+the run's timings (the forward pass above all) inflate. This script measures that end to end,
+against the real ``streamlit run app.py``.
+
+Why it is built this way:
 
 * **Idle tabs are fake browsers, not Chromium.** 30 Chromium instances on a 2-core machine
-  would measure Chromium's rendering, not our server — in a real room the browsers run on the
-  students' laptops. So each tab is a small asyncio websocket client (``FakeTab``) that speaks
+  would measure Chromium's rendering, not our server; in a real room the browsers run on the
+  students' laptops. So each tab is a small asyncio websocket client (``FakeTab``) speaking
   Streamlit's own protocol on ``/_stcore/stream`` (protobuf ``BackMsg`` up, ``ForwardMsg``
-  down) exactly as the frontend does, as far as the server can tell:
+  down) the way the 1.67 frontend does, as far as the server can tell:
 
   - it opens the ``live`` page with a ``rerun_script`` BackMsg (page name, query string,
-    context info), like the frontend right after the socket connects;
-  - it honours fragment auto-reruns: Streamlit 1.67 tells the browser about
-    ``run_every`` with a ``ForwardMsg.auto_rerun`` (``interval``, ``fragment_id``;
-    ``streamlit/runtime/fragment.py``); the frontend then calls ``setInterval`` and sends
-    ``rerun_script{fragment_id, is_auto_rerun=true}`` every ``interval`` seconds, until a
-    ``stop_auto_rerun`` arrives. ``FakeTab`` does the same, on a fixed-rate timer;
-  - it reads and parses every ForwardMsg, and keeps the frontend's ForwardMsg cache (hashes of
+    context info), as the frontend does right after the socket connects, and afterwards
+    sends back the page hash from the ``navigation`` message;
+  - it honours fragment auto-reruns: ``run_every`` reaches the browser as a
+    ``ForwardMsg.auto_rerun`` (``interval``, ``fragment_id``; sent by
+    ``streamlit/runtime/fragment.py``). The frontend then ``setInterval``s a
+    ``rerun_script{fragment_id, is_auto_rerun=true}``, ignores a repeat with the same
+    interval, cancels on ``stop_auto_rerun``, and drops every timer when a ``new_session``
+    of a whole-page run arrives (the run re-announces the fragments it still wants). So does
+    ``FakeTab``;
+  - it reads and parses every ForwardMsg, keeps the frontend's ForwardMsg cache (hashes of
     ``metadata.cacheable`` messages, aged per finished script run, expired after
-    ``max_cached_message_age`` runs) and sends those hashes in ``cached_message_hashes``, so
-    the server sends ``ref_hash`` stubs instead of unchanged charts, as it does for a browser;
+    ``max_cached_message_age`` runs) and reports it in ``cached_message_hashes``, so the server
+    sends ``ref_hash`` stubs for unchanged charts, as it does for a browser;
   - permessage-deflate is negotiated as by a browser (the ``websockets`` default).
 
-  Widget states are not echoed back on every rerun (the browser sends them all); the server
-  keeps them in session state either way, so this changes nothing measurable. The tabs' timers
-  are started spread over one interval, as in a room where people open the page at different
-  moments (all 30 in phase would be a worse, unrealistic burst).
+  Widget states are not echoed back on every rerun (a browser sends them all); the server
+  keeps them in session state either way. The tabs are opened spread over one second, as in a
+  room where people arrive at different moments (30 timers in phase would be a worse burst).
+  Each report row says how often the server actually re-rendered the live view for each idle
+  tab during the run (``renders/s/tab``; 1.0 = every second): the check that the server
+  really did the work of N watchers, and the first thing to fall when it cannot keep up.
 
-  Each report row shows how many fragment runs per second per idle tab the server actually
-  completed during the run — the check that the server really did the work of N watchers.
+* **The measured run is started through the UI**, by one more ``FakeTab`` (the "driver"):
+  it opens ``/live?model=...`` (every control is URL-bound), presses **Start** (a
+  ``trigger_value`` widget state for the button's id), waits until its run shows as finished,
+  and fetches **Download result (JSON)** as the browser does: a ``deferred_file`` backend
+  operation request for the button's ``deferred_file_id`` (or its plain ``url``), then an HTTP
+  GET. The driver is itself a watching tab, in both arms: "0 idle sessions" means only the
+  driver watches.
 
-* **The measured run is started through the UI**, by one more ``FakeTab`` (the "driver") that
-  opens ``/live?model=...`` (every control is URL-bound), presses **Start** (a
-  ``trigger_value`` widget state for the button's id), waits for the run to finish, and
-  fetches the **Download result (JSON)** file over HTTP. The driver is itself a watching tab,
-  in both arms: "0 idle sessions" means only the driver is watching.
-
-* **Arms are interleaved** (0, N, 0, N for ``--repeats 2``) after one short unreported warm-up
+* **Arms are interleaved** (0, N, 0, N for ``--repeats 2``) after a short unreported warm-up
   run, so machine drift hits both. The server process's CPU time (``/proc/<pid>/stat``
-  utime+stime; the run's own process is a child and not counted) is read over each run, from
-  Start to the result; so is this script's own CPU (the fake tabs live here and share the
-  cores too: that is reported as "bench CPU").
+  utime+stime; the run's own process is a child and not counted) is read from Start to the
+  result; so is this script's own CPU ("bench": the fake tabs share the cores too), and the
+  1-minute load average before each run (other work on the machine shows there).
 """
 from __future__ import annotations
 
@@ -53,15 +60,17 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import sys
 import threading
 import time
 import urllib.parse
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -75,6 +84,9 @@ from tests.browser import streamlit_server  # noqa: E402
 FRAGMENT_DONE = ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
 EARLY_FOR_RERUN = ForwardMsg.FINISHED_EARLY_FOR_RERUN
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+RUN_ID = re.compile(r"`(run-[^`]+)`")
+FINISHED = ("completed", "stopped", "failed")
+JSON_LABEL = "Download result (JSON)"
 
 
 # ---- the fake browser tab ------------------------------------------------------------------
@@ -82,10 +94,10 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 class TabStats:
     messages: int = 0
     bytes: int = 0
-    deltas: int = 0
     ref_hits: int = 0          # ForwardMsgs the server replaced by a ref_hash stub
     full_runs: int = 0         # script_finished of a whole-page run
     fragment_runs: int = 0     # script_finished of a fragment run
+    renders: int = 0           # live-view renders (its status line arrived)
     reruns_sent: int = 0
 
 
@@ -96,6 +108,13 @@ class _Cached:
 
 
 @dataclass
+class Download:
+    run_id: str                # the run whose status line preceded the button
+    url: str
+    deferred_file_id: str
+
+
+@dataclass
 class FakeTab:
     """One browser tab on a page of the dashboard, as far as the server can tell."""
 
@@ -103,36 +122,43 @@ class FakeTab:
     query: str = ""
     page: str = "live"
     stats: TabStats = field(default_factory=TabStats)
-    buttons: dict[str, str] = field(default_factory=dict)       # label -> widget id
-    downloads: dict[str, str] = field(default_factory=dict)     # label -> media URL
+    buttons: dict[str, str] = field(default_factory=dict)        # label -> widget id
+    downloads: dict[str, Download] = field(default_factory=dict)  # label -> latest button
+    status_line: str = ""      # "**<icon> running** · `run-…` · …" of the live view
 
     def __post_init__(self) -> None:
         self._ws: Any = None
-        self._tasks: list[asyncio.Task] = []
+        self._reader_task: asyncio.Task | None = None
         self._timers: dict[str, tuple[float, asyncio.Task]] = {}
         self._cache: dict[str, _Cached] = {}
         self._run_count = 0
         self._max_age = 2
         self._page_hash = ""
+        self._session_id = ""
+        self._pending: dict[str, asyncio.Future] = {}
         self.full_run_done = asyncio.Event()
 
     # -- connection ---------------------------------------------------------------------------
     async def open(self) -> None:
         ws_url = self.base_url.replace("http://", "ws://", 1) + "/_stcore/stream"
-        # Same subprotocol tokens as the frontend sends when it has no XSRF cookie yet.
+        # The subprotocol tokens the frontend sends when it has no XSRF cookie yet.
         self._ws = await websockets.connect(
             ws_url, subprotocols=["streamlit", "PLACEHOLDER_AUTH_TOKEN"], max_size=None,
-            ping_interval=None)
-        self._tasks.append(asyncio.create_task(self._reader()))
+            open_timeout=300)  # a saturated server can take long to answer the handshake
+        self._reader_task = asyncio.create_task(self._reader())
         await self.rerun()  # the frontend's first "Requesting a script run."
 
     async def close(self) -> None:
-        for _, task in self._timers.values():
-            task.cancel()
-        for task in self._tasks:
-            task.cancel()
+        self._cancel_timers()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
         if self._ws is not None:
             await self._ws.close()
+
+    @property
+    def run_id(self) -> str:
+        m = RUN_ID.search(self.status_line)
+        return m.group(1) if m else ""
 
     # -- sending --------------------------------------------------------------------------------
     async def rerun(self, fragment_id: str = "", auto: bool = False,
@@ -156,6 +182,26 @@ class FakeTab:
         self.stats.reruns_sent += 1
         await self._ws.send(msg.SerializeToString())
 
+    async def fetch(self, label: str) -> bytes:
+        """Click a download button: ask for a deferred file's URL if needed, then GET it."""
+        d = self.downloads[label]
+        url = d.url
+        if not url:
+            msg = BackMsg()
+            req = msg.backend_operation_request
+            req.request_id = uuid.uuid4().hex
+            req.session_id = self._session_id
+            req.deferred_file.file_id = d.deferred_file_id
+            fut = asyncio.get_running_loop().create_future()
+            self._pending[req.request_id] = fut
+            await self._ws.send(msg.SerializeToString())
+            resp = await asyncio.wait_for(fut, 60)
+            if resp.error_msg:
+                raise RuntimeError(f"deferred download failed: {resp.error_msg}")
+            url = resp.deferred_file.url
+        full = urllib.parse.urljoin(self.base_url + "/", url.lstrip("/"))
+        return await asyncio.to_thread(lambda: urllib.request.urlopen(full, timeout=60).read())
+
     async def _auto_rerun(self, fragment_id: str, interval: float) -> None:
         """The frontend's ``setInterval(() => rerun(fragmentId, isAutoRerun=true), interval)``."""
         loop = asyncio.get_running_loop()
@@ -167,6 +213,12 @@ class FakeTab:
                 await self.rerun(fragment_id, auto=True)
             except websockets.ConnectionClosed:
                 return
+
+    def _cancel_timers(self, fragment_ids: Any = None) -> None:
+        for fid in list(self._timers) if fragment_ids is None else fragment_ids:
+            old = self._timers.pop(fid, None)
+            if old is not None:
+                old[1].cancel()
 
     # -- receiving ------------------------------------------------------------------------------
     async def _reader(self) -> None:
@@ -197,31 +249,22 @@ class FakeTab:
             self._cache[msg.hash] = _Cached(self._run_count, frag)
         if kind == "new_session":
             self._max_age = msg.new_session.config.max_cached_message_age or 2
+            self._session_id = msg.new_session.initialize.session_id or self._session_id
+            if not msg.metadata.run.fragment_ids:  # a whole-page run: timers start afresh
+                self._cancel_timers()
         elif kind == "navigation":  # the page that ran: the frontend sends its hash back
             self._page_hash = msg.navigation.page_script_hash
-        elif kind == "delta":
-            self.stats.deltas += 1
-            d = msg.delta
-            if d.WhichOneof("type") == "new_element":
-                el = d.new_element
-                which = el.WhichOneof("type")
-                if which == "button":
-                    self.buttons[el.button.label] = el.button.id
-                elif which == "download_button":
-                    self.downloads[el.download_button.label] = el.download_button.url
+        elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+            self._element(msg.delta.new_element)
         elif kind == "auto_rerun":
             fid, interval = msg.auto_rerun.fragment_id, msg.auto_rerun.interval
             old = self._timers.get(fid)
             if old is None or old[0] != interval:  # same interval again: keep the timer
-                if old is not None:
-                    old[1].cancel()
+                self._cancel_timers([fid])
                 task = asyncio.get_running_loop().create_task(self._auto_rerun(fid, interval))
                 self._timers[fid] = (interval, task)
         elif kind == "stop_auto_rerun":
-            for fid in msg.stop_auto_rerun.fragment_ids:
-                old = self._timers.pop(fid, None)
-                if old is not None:
-                    old[1].cancel()
+            self._cancel_timers(msg.stop_auto_rerun.fragment_ids)
         elif kind == "script_finished":
             status = msg.script_finished
             if status == FRAGMENT_DONE:
@@ -231,6 +274,21 @@ class FakeTab:
                 self.full_run_done.set()
             if status != EARLY_FOR_RERUN:
                 self._age_cache(list(msg.metadata.run.fragment_ids))
+        elif kind == "backend_operation_response":
+            fut = self._pending.pop(msg.backend_operation_response.request_id, None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg.backend_operation_response)
+
+    def _element(self, el: Any) -> None:
+        which = el.WhichOneof("type")
+        if which == "markdown" and RUN_ID.search(el.markdown.body):
+            self.status_line = el.markdown.body
+            self.stats.renders += 1
+        elif which == "button":
+            self.buttons[el.button.label] = el.button.id
+        elif which == "download_button":
+            b = el.download_button
+            self.downloads[b.label] = Download(self.run_id, b.url, b.deferred_file_id)
 
     def _age_cache(self, fragment_ids: list[str]) -> None:
         """The frontend's ForwardMsgCache.incrementRunCount."""
@@ -242,9 +300,9 @@ class FakeTab:
                 del self._cache[h]
 
 
-# ---- process CPU time -----------------------------------------------------------------------
+# ---- the server process ---------------------------------------------------------------------
 def server_pid(port: int) -> int:
-    """The ``streamlit run`` process started by ``streamlit_server`` for this port."""
+    """The ``streamlit run`` process that ``streamlit_server`` started on this port."""
     needle = f"--server.port\0{port}\0".encode()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -266,7 +324,7 @@ def cpu_seconds(pid: int) -> float:
 
 def drain_stdout(pid: int) -> None:
     """``streamlit_server`` pipes the server's output and never reads it; a full pipe (64 KiB)
-    would block the server mid-benchmark. Read it away through /proc (Linux only)."""
+    would block the server mid-benchmark. Read it away through /proc (Linux)."""
     def pump() -> None:
         try:
             with open(f"/proc/{pid}/fd/1", "rb", buffering=0) as f:
@@ -282,82 +340,92 @@ def drain_stdout(pid: int) -> None:
 class Outcome:
     sessions: int
     result: dict[str, Any]
-    wall_s: float
+    wall_s: float               # Start pressed → the driver sees its run finished
     server_cpu_s: float
     bench_cpu_s: float
-    load: float                 # 1-min load average before the run: other work on the machine
-    frag_rate: list[float]      # fragment runs per second, per idle tab, during the run
-    idle_kbps: float            # bytes/s received per idle tab, during the run
-    ref_share: float            # share of idle tabs' ForwardMsgs answered from their cache
+    load: float                 # 1-min load average before the run
+    render_rate: list[float]    # live-view renders per second, per idle tab, during the run
+    idle_kib_s: float           # KiB/s received per idle tab, during the run
 
 
 async def measured_run(url: str, pid: int, query: str, sessions: int, settle_s: float,
                        timeout_s: float) -> Outcome:
     idle = [FakeTab(url) for _ in range(sessions)]
-    # Open the idle tabs spread over one second, so their 1-s timers are out of phase.
-    for i, tab in enumerate(idle):
+    for tab in idle:  # spread over one second, so their timers are out of phase
         await tab.open()
-        await asyncio.sleep(1.0 / max(sessions, 1))
+        await asyncio.sleep(1.0 / sessions)
     driver = FakeTab(url, query=query)
     await driver.open()
     tabs = idle + [driver]
-    await asyncio.wait_for(asyncio.gather(*(t.full_run_done.wait() for t in tabs)), 120)
-    # Every idle tab must be watching (its fragment rerunning) before Start; an overloaded
-    # server may take a while to get round to all of them.
-    deadline = time.monotonic() + 120
-    while idle and min(t.stats.fragment_runs for t in idle) == 0:
-        if time.monotonic() > deadline:
-            raise RuntimeError("an idle tab never got a fragment run: auto-rerun not honoured?")
-        await asyncio.sleep(0.2)
+    await asyncio.wait_for(asyncio.gather(*(t.full_run_done.wait() for t in tabs)), 600)
     await asyncio.sleep(settle_s)
 
     load = os.getloadavg()[0]
-    old_downloads = set(driver.downloads.values())
-    before = [(t.stats.fragment_runs, t.stats.bytes, t.stats.messages, t.stats.ref_hits)
-              for t in idle]
+    before_run = driver.run_id
+    snap = lambda: [(t.stats.renders, t.stats.bytes) for t in idle]  # noqa: E731
+    before = snap()
     cpu0, bench0, t0 = cpu_seconds(pid), time.process_time(), time.monotonic()
     await driver.rerun(triggers=(driver.buttons["Start"],))  # press Start
-    while True:  # the new run's JSON download appears when it has finished
-        link = driver.downloads.get("Download result (JSON)")
-        if link and link not in old_downloads:
+    while True:  # until the driver's page shows its new run finished, with the downloads
+        rid = driver.run_id
+        d = driver.downloads.get(JSON_LABEL)
+        if (rid and rid != before_run and any(f" {s}**" in driver.status_line for s in FINISHED)
+                and d is not None and d.run_id == rid):
             break
         if time.monotonic() - t0 > timeout_s:
-            raise TimeoutError("the run did not finish in time")
-        await asyncio.sleep(0.1)
+            raise TimeoutError(f"the run did not finish in {timeout_s:.0f} s; the driver "
+                               f"last saw: {driver.status_line!r}")
+        await asyncio.sleep(0.05)
     wall = time.monotonic() - t0
     cpu1, bench1 = cpu_seconds(pid), time.process_time()
-    after = [(t.stats.fragment_runs, t.stats.bytes, t.stats.messages, t.stats.ref_hits)
-             for t in idle]
-    link = urllib.parse.urljoin(url + "/", link.lstrip("/"))
-    body = await asyncio.to_thread(lambda: urllib.request.urlopen(link, timeout=30).read())
+    after = snap()
+    body = await driver.fetch(JSON_LABEL)
     for t in tabs:
         await t.close()
-    result = json.loads(body)
-    d_msgs = sum(a[2] - b[2] for a, b in zip(after, before))
     return Outcome(
-        sessions=sessions, result=result, wall_s=wall, server_cpu_s=cpu1 - cpu0,
+        sessions=sessions, result=json.loads(body), wall_s=wall, server_cpu_s=cpu1 - cpu0,
         bench_cpu_s=bench1 - bench0, load=load,
-        frag_rate=[(a[0] - b[0]) / wall for a, b in zip(after, before)],
-        idle_kbps=(sum(a[1] - b[1] for a, b in zip(after, before)) / wall / 1024 / sessions
-                   if sessions else 0.0),
-        ref_share=(sum(a[3] - b[3] for a, b in zip(after, before)) / d_msgs if d_msgs else 0.0))
+        render_rate=[(a[0] - b[0]) / wall for a, b in zip(after, before)],
+        idle_kib_s=(sum(a[1] - b[1] for a, b in zip(after, before)) / wall / 1024 / sessions
+                    if sessions else 0.0))
 
 
 # ---- report ---------------------------------------------------------------------------------
+HEADER = (f"{'sessions':>8} {'fwd p50':>8} {'fwd p99':>8} {'tot p50':>8} {'tot p99':>8} "
+          f"{'req/s':>7} {'srv cpu':>8} {'srv':>5} {'bench':>6} {'wall':>6} "
+          f"{'renders/s/tab':>18} {'KiB/s/tab':>9} {'load':>5}")
+UNITS = (f"{'':>8} {'ms':>8} {'ms':>8} {'ms':>8} {'ms':>8} {'':>7} {'s':>8} {'core':>5} "
+         f"{'s':>6} {'s':>6} {'mean (min)':>18}")
+
+
 def row(o: Outcome) -> str:
     s = o.result["summary"]
     fwd, tot = s["components_ms"]["forward"], s["latency_ms"]
-    frag = (f"{statistics.mean(o.frag_rate):.2f} (min {min(o.frag_rate):.2f})"
-            if o.frag_rate else "-")
-    return (f"{o.sessions:>8} {fwd['p50']:>9.3f} {fwd['p99']:>9.3f} {tot['p50']:>9.3f} "
-            f"{tot['p99']:>9.3f} {s['throughput_rps']:>9.1f} {o.server_cpu_s:>7.2f} "
-            f"{100 * o.server_cpu_s / o.wall_s:>6.0f}% {o.bench_cpu_s:>6.2f} "
-            f"{o.wall_s:>6.1f}  {frag:<16} {o.idle_kbps:>9.1f} {o.load:>5.2f}")
+    rr = (f"{statistics.mean(o.render_rate):.2f} ({min(o.render_rate):.2f})"
+          if o.render_rate else "-")
+    return (f"{o.sessions:>8} {fwd['p50']:>8.3f} {fwd['p99']:>8.3f} {tot['p50']:>8.3f} "
+            f"{tot['p99']:>8.3f} {s['throughput_rps']:>7.1f} {o.server_cpu_s:>8.2f} "
+            f"{o.server_cpu_s / o.wall_s:>5.2f} {o.bench_cpu_s:>6.2f} {o.wall_s:>6.1f} "
+            f"{rr:>18} {o.idle_kib_s:>9.1f} {o.load:>5.2f}")
 
 
-HEADER = (f"{'sessions':>8} {'fwd p50':>9} {'fwd p99':>9} {'tot p50':>9} {'tot p99':>9} "
-          f"{'req/s':>9} {'srv cpu':>7} {'srv %':>7} {'bench':>6} {'wall':>6}  "
-          f"{'frag runs/s/tab':<16} {'KiB/s/tab':>9} {'load':>5}")
+def summary(outs: list[Outcome], n: int) -> None:
+    by_n: dict[int, list[Outcome]] = {}
+    for o in outs:
+        by_n.setdefault(o.sessions, []).append(o)
+
+    def line(name: str, f: Callable[[Outcome], float], unit: str, fmt: str = ".3f") -> None:
+        a, b = (statistics.median(f(o) for o in by_n[k]) for k in (0, n))
+        print(f"  {name:<14} 0: {a:{fmt}} {unit:<6} {n}: {b:{fmt}} {unit:<6} ratio {n}/0 = "
+              f"{b / a:.3f}")
+
+    print(f"median over {len(by_n[0])} run(s) per arm:")
+    line("forward p50", lambda o: o.result["summary"]["components_ms"]["forward"]["p50"], "ms")
+    line("forward p99", lambda o: o.result["summary"]["components_ms"]["forward"]["p99"], "ms")
+    line("total p50", lambda o: o.result["summary"]["latency_ms"]["p50"], "ms")
+    line("total p99", lambda o: o.result["summary"]["latency_ms"]["p99"], "ms")
+    line("throughput", lambda o: o.result["summary"]["throughput_rps"], "req/s", ".1f")
+    line("server CPU", lambda o: o.server_cpu_s / o.wall_s, "cores", ".2f")
 
 
 def main() -> None:
@@ -367,66 +435,51 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="pairs of (0, N) runs (default 2)")
     ap.add_argument("--model", default="image-cnn",
                     help="pipeline; its forward pass should be real CPU work (default image-cnn)")
-    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=4, help="closed-loop clients (default 4)")
     ap.add_argument("--settle", type=float, default=3.0,
                     help="seconds the tabs watch before Start (default 3)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the unreported warm-up run")
+    ap.add_argument("--no-post-script-gc", action="store_true",
+                    help="start the server with runner.postScriptGC=false: Streamlit otherwise "
+                         "runs gc.collect(2) after every script run, fragment runs included")
     args = ap.parse_args()
 
     query = urllib.parse.urlencode({"model": args.model, "mode": "closed loop",
                                     "concurrency": args.concurrency,
                                     "duration": args.duration, "threads": 1, "replicas": 1,
                                     "batch": 1})
-    print(f"cores: {os.cpu_count()}   pipeline: /live?{query}")
-    print(f"idle tabs: Streamlit-protocol websocket clients (no Chromium); the driver tab is "
-          f"also watching in every arm")
+    print(f"cores: {os.cpu_count()}   run: /live?{query}")
+    print("idle tabs: Streamlit-protocol websocket clients (no Chromium); the driver tab also "
+          "watches, in both arms")
     env = {"STREAMLIT_LOGGER_LEVEL": "error"}
+    if args.no_post_script_gc:
+        env["STREAMLIT_RUNNER_POST_SCRIPT_GC"] = "false"
+    print(f"server: streamlit run app.py, runner.postScriptGC="
+          f"{'false' if args.no_post_script_gc else 'true (default)'}")
     with streamlit_server(env) as url:
-        port = int(url.rsplit(":", 1)[1])
-        pid = server_pid(port)
+        pid = server_pid(int(url.rsplit(":", 1)[1]))
         drain_stdout(pid)
-        timeout = args.duration + 120
+        timeout = args.duration + 600
 
         async def go() -> list[Outcome]:
             if not args.no_warmup:
                 warm = urllib.parse.urlencode({"model": args.model, "duration": 2})
                 await measured_run(url, pid, warm, 0, 0.5, timeout)
-                print("warm-up run done")
+            print(HEADER + "\n" + UNITS, flush=True)
             outs = []
             for _ in range(args.repeats):
                 for n in (0, args.sessions):
                     o = await measured_run(url, pid, query, n, args.settle, timeout)
                     cfg = o.result["config"]
-                    assert cfg["model"] == args.model and cfg["concurrency"] == args.concurrency, cfg
-                    print(row(o) if outs else HEADER + "\n" + row(o), flush=True)
+                    if cfg["model"] != args.model or cfg["concurrency"] != args.concurrency:
+                        raise RuntimeError(f"the run did not get the URL's settings: {cfg}")
+                    print(row(o), flush=True)
                     outs.append(o)
             return outs
 
         outs = asyncio.run(go())
-
     print()
-    by_n: dict[int, list[Outcome]] = {}
-    for o in outs:
-        by_n.setdefault(o.sessions, []).append(o)
-
-    def med(n: int, f: Any) -> float:
-        return statistics.median(f(o) for o in by_n[n])
-
-    fwd50 = lambda o: o.result["summary"]["components_ms"]["forward"]["p50"]  # noqa: E731
-    tot50 = lambda o: o.result["summary"]["latency_ms"]["p50"]  # noqa: E731
-    rps = lambda o: o.result["summary"]["throughput_rps"]  # noqa: E731
-    cpu = lambda o: o.server_cpu_s / o.wall_s  # noqa: E731
-    n = args.sessions
-    print(f"median over {args.repeats} run(s) per arm:")
-    print(f"  forward p50   0: {med(0, fwd50):.3f} ms   {n}: {med(n, fwd50):.3f} ms   "
-          f"ratio {n}/0 = {med(n, fwd50) / med(0, fwd50):.3f}")
-    print(f"  total p50     0: {med(0, tot50):.3f} ms   {n}: {med(n, tot50):.3f} ms   "
-          f"ratio {n}/0 = {med(n, tot50) / med(0, tot50):.3f}")
-    print(f"  throughput    0: {med(0, rps):.1f} req/s   {n}: {med(n, rps):.1f} req/s   "
-          f"ratio {n}/0 = {med(n, rps) / med(0, rps):.3f}")
-    print(f"  server CPU    0: {100 * med(0, cpu):.0f}% of a core   "
-          f"{n}: {100 * med(n, cpu):.0f}% of a core   "
-          f"(≈ {100 * (med(n, cpu) - med(0, cpu)) / max(n, 1):.1f}% of a core per idle tab)")
+    summary(outs, args.sessions)
 
 
 if __name__ == "__main__":

@@ -74,6 +74,7 @@ class RunHandle:
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self._inputs = inputs
         self._lock = threading.Lock()
+        self._build_lock = threading.Lock()
         self._rows = np.zeros(1024, dtype=RECORD_DTYPE)
         self._n = 0
         self._errors: dict[int, str] = {}
@@ -190,12 +191,22 @@ class RunHandle:
         return self._status
 
     def snapshot(self) -> Snapshot:
-        """The latest Snapshot; rebuilt only when new data arrived since the last call."""
+        """The latest Snapshot; rebuilt only when new data arrived since the last call.
+
+        One builder at a time: when thirty viewers ask at once, one builds and the others wait
+        for it and share the result instead of building thirty copies.
+        """
+        with self._build_lock:
+            return self._snapshot()
+
+    def _snapshot(self) -> Snapshot:
         with self._lock:
             if self._snap is not None and self._snap.version == self._version:
                 return self._snap
             version, status = self._version, self._status
-            rows = self._rows[: self._n].copy()
+            # A view, not a copy: rows below ``_n`` are never written again, and growing
+            # allocates a new array, leaving this one intact.
+            rows = self._rows[: self._n]
             errors = dict(self._errors)
             progress = dict(self._progress)
             final = self._final
