@@ -65,6 +65,8 @@ import statistics
 import sys
 import threading
 import time
+import tomllib
+import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -99,6 +101,7 @@ class TabStats:
     fragment_runs: int = 0     # script_finished of a fragment run
     renders: int = 0           # live-view renders (its status line arrived)
     reruns_sent: int = 0
+    download_404s: int = 0     # a download link gone before we could GET it
 
 
 @dataclass
@@ -182,25 +185,39 @@ class FakeTab:
         self.stats.reruns_sent += 1
         await self._ws.send(msg.SerializeToString())
 
-    async def fetch(self, label: str) -> bytes:
-        """Click a download button: ask for a deferred file's URL if needed, then GET it."""
+    async def fetch(self, label: str, attempts: int = 10) -> bytes:
+        """Click a download button: get a deferred file's URL from the server, then GET it.
+
+        Streamlit keeps a generated file only until two script runs of *any* session have
+        seen it unreferenced (``MediaFileManager.remove_orphaned_files``), so on a busy server
+        the GET can come too late and get a 404; a person would click again. So do we, and
+        count it (``stats.download_404s``)."""
         d = self.downloads[label]
-        url = d.url
-        if not url:
-            msg = BackMsg()
-            req = msg.backend_operation_request
-            req.request_id = uuid.uuid4().hex
-            req.session_id = self._session_id
-            req.deferred_file.file_id = d.deferred_file_id
-            fut = asyncio.get_running_loop().create_future()
-            self._pending[req.request_id] = fut
-            await self._ws.send(msg.SerializeToString())
-            resp = await asyncio.wait_for(fut, 60)
-            if resp.error_msg:
-                raise RuntimeError(f"deferred download failed: {resp.error_msg}")
-            url = resp.deferred_file.url
-        full = urllib.parse.urljoin(self.base_url + "/", url.lstrip("/"))
-        return await asyncio.to_thread(lambda: urllib.request.urlopen(full, timeout=60).read())
+        for _ in range(attempts):
+            url = d.url or await self._deferred_url(d.deferred_file_id)
+            full = urllib.parse.urljoin(self.base_url + "/", url.lstrip("/"))
+            try:
+                return await asyncio.to_thread(
+                    lambda: urllib.request.urlopen(full, timeout=60).read())
+            except urllib.error.HTTPError as exc:
+                if exc.code != 404:
+                    raise
+                self.stats.download_404s += 1
+        raise RuntimeError(f"{label}: 404 on each of {attempts} attempts")
+
+    async def _deferred_url(self, file_id: str) -> str:
+        msg = BackMsg()
+        req = msg.backend_operation_request
+        req.request_id = uuid.uuid4().hex
+        req.session_id = self._session_id
+        req.deferred_file.file_id = file_id
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[req.request_id] = fut
+        await self._ws.send(msg.SerializeToString())
+        resp = await asyncio.wait_for(fut, 300)
+        if resp.error_msg:
+            raise RuntimeError(f"deferred download failed: {resp.error_msg}")
+        return resp.deferred_file.url
 
     async def _auto_rerun(self, fragment_id: str, interval: float) -> None:
         """The frontend's ``setInterval(() => rerun(fragmentId, isAutoRerun=true), interval)``."""
@@ -346,6 +363,7 @@ class Outcome:
     load: float                 # 1-min load average before the run
     render_rate: list[float]    # live-view renders per second, per idle tab, during the run
     idle_kib_s: float           # KiB/s received per idle tab, during the run
+    download_404s: int          # result downloads that 404'd before one succeeded
 
 
 async def measured_run(url: str, pid: int, query: str, sessions: int, settle_s: float,
@@ -387,13 +405,14 @@ async def measured_run(url: str, pid: int, query: str, sessions: int, settle_s: 
         bench_cpu_s=bench1 - bench0, load=load,
         render_rate=[(a[0] - b[0]) / wall for a, b in zip(after, before)],
         idle_kib_s=(sum(a[1] - b[1] for a, b in zip(after, before)) / wall / 1024 / sessions
-                    if sessions else 0.0))
+                    if sessions else 0.0),
+        download_404s=driver.stats.download_404s)
 
 
 # ---- report ---------------------------------------------------------------------------------
 HEADER = (f"{'sessions':>8} {'fwd p50':>8} {'fwd p99':>8} {'tot p50':>8} {'tot p99':>8} "
           f"{'req/s':>7} {'srv cpu':>8} {'srv':>5} {'bench':>6} {'wall':>6} "
-          f"{'renders/s/tab':>18} {'KiB/s/tab':>9} {'load':>5}")
+          f"{'renders/s/tab':>18} {'KiB/s/tab':>9} {'load':>5} {'404s':>4}")
 UNITS = (f"{'':>8} {'ms':>8} {'ms':>8} {'ms':>8} {'ms':>8} {'':>7} {'s':>8} {'core':>5} "
          f"{'s':>6} {'s':>6} {'mean (min)':>18}")
 
@@ -406,7 +425,7 @@ def row(o: Outcome) -> str:
     return (f"{o.sessions:>8} {fwd['p50']:>8.3f} {fwd['p99']:>8.3f} {tot['p50']:>8.3f} "
             f"{tot['p99']:>8.3f} {s['throughput_rps']:>7.1f} {o.server_cpu_s:>8.2f} "
             f"{o.server_cpu_s / o.wall_s:>5.2f} {o.bench_cpu_s:>6.2f} {o.wall_s:>6.1f} "
-            f"{rr:>18} {o.idle_kib_s:>9.1f} {o.load:>5.2f}")
+            f"{rr:>18} {o.idle_kib_s:>9.1f} {o.load:>5.2f} {o.download_404s:>4}")
 
 
 def summary(outs: list[Outcome], n: int) -> None:
@@ -428,6 +447,18 @@ def summary(outs: list[Outcome], n: int) -> None:
     line("server CPU", lambda o: o.server_cpu_s / o.wall_s, "cores", ".2f")
 
 
+def post_script_gc(env: dict[str, str]) -> str:
+    """The server's effective runner.postScriptGC: environment, else config.toml, else on."""
+    if "STREAMLIT_RUNNER_POST_SCRIPT_GC" in env:
+        return f"{env['STREAMLIT_RUNNER_POST_SCRIPT_GC']} (forced)"
+    cfg = ROOT / ".streamlit" / "config.toml"
+    if cfg.exists():
+        value = tomllib.loads(cfg.read_text()).get("runner", {}).get("postScriptGC")
+        if value is not None:
+            return f"{str(value).lower()} (.streamlit/config.toml)"
+    return "true (Streamlit's default)"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sessions", type=int, default=30, help="idle watching tabs (default 30)")
@@ -439,9 +470,10 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=3.0,
                     help="seconds the tabs watch before Start (default 3)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the unreported warm-up run")
-    ap.add_argument("--no-post-script-gc", action="store_true",
-                    help="start the server with runner.postScriptGC=false: Streamlit otherwise "
-                         "runs gc.collect(2) after every script run, fragment runs included")
+    ap.add_argument("--post-script-gc", choices=("project", "on", "off"), default="project",
+                    help="Streamlit's runner.postScriptGC (a gc.collect(2) after every script "
+                         "run, fragment runs included): as .streamlit/config.toml says "
+                         "(default), or forced on/off to compare")
     args = ap.parse_args()
 
     query = urllib.parse.urlencode({"model": args.model, "mode": "closed loop",
@@ -452,10 +484,9 @@ def main() -> None:
     print("idle tabs: Streamlit-protocol websocket clients (no Chromium); the driver tab also "
           "watches, in both arms")
     env = {"STREAMLIT_LOGGER_LEVEL": "error"}
-    if args.no_post_script_gc:
-        env["STREAMLIT_RUNNER_POST_SCRIPT_GC"] = "false"
-    print(f"server: streamlit run app.py, runner.postScriptGC="
-          f"{'false' if args.no_post_script_gc else 'true (default)'}")
+    if args.post_script_gc != "project":  # an environment variable beats config.toml
+        env["STREAMLIT_RUNNER_POST_SCRIPT_GC"] = "true" if args.post_script_gc == "on" else "false"
+    print(f"server: streamlit run app.py, runner.postScriptGC = {post_script_gc(env)}")
     with streamlit_server(env) as url:
         pid = server_pid(int(url.rsplit(":", 1)[1]))
         drain_stdout(pid)

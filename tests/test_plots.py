@@ -366,3 +366,17 @@ def test_figures_are_fast():
             f()
         per_call_ms = (time.perf_counter() - t0) / 5 * 1e3
         assert per_call_ms < 50  # ~2–5 ms measured; generous for slow CI machines
+
+
+def test_summary_markdown_is_a_table_of_every_component():
+    summary = {"latency_ms": {"mean": 10.0, "p50": 9.0, "p90": 12.0, "p95": 13.0, "p99": 20.0,
+                              "p999": 25.0, "max": 30.0},
+               "components_ms": {c: {"mean": 1.0, "p50": 1.0, "p90": 1.0, "p95": 1.0,
+                                     "p99": 1.0, "p999": 1.0, "max": 1.0}
+                                 for c in ("network", "queue", "preprocess", "forward",
+                                           "postprocess", "overhead")}}
+    text = plots.summary_markdown(summary)
+    lines = [l for l in text.splitlines() if l.startswith("|")]
+    assert len(lines) == 2 + 7  # header, rule, total + six components
+    assert "**total**" in lines[2] and "20.0" in lines[2]
+    assert plots.summary_markdown(None) == ""

@@ -86,7 +86,7 @@ def render(handle: RunHandle, slo_ms: float) -> None:
     st.info(f"**Verdict:** {s['verdict']}")
     for w in s["warnings"]:
         st.warning(w)
-    st.dataframe(figs["table"], hide_index=True)
+    st.markdown(figs["table"])
     if snap.finished:  # files are built only when clicked (and then cached)
         rid, version = handle.run_id, handle.version
         d1, d2 = st.columns(2)

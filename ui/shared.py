@@ -16,6 +16,7 @@ import os
 import uuid
 from typing import Any
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from latency import plots
@@ -80,14 +81,30 @@ def figures(run_id: str, version: int, slo_ms: float) -> dict[str, Any]:
     share = snap.share_within(slo_ms)
     return {
         "snapshot": snap,
-        "bars": plots.stacked_components_figure(snap.makeup_ms),
-        "histogram": plots.latency_histogram_figure(
+        "bars": SharedFigure(plots.stacked_components_figure(snap.makeup_ms)),
+        "histogram": SharedFigure(plots.latency_histogram_figure(
             snap.hist_edges_ms, snap.hist_counts,
-            {"p50": lat["p50"], "p95": lat["p95"], "p99": lat["p99"]}, slo_ms, share),
-        "timeseries": plots.timeseries_figure(snap.series),
-        "table": plots.summary_rows(snap.summary),
+            {"p50": lat["p50"], "p95": lat["p95"], "p99": lat["p99"]}, slo_ms, share)),
+        "timeseries": SharedFigure(plots.timeseries_figure(snap.series)),
+        "table": plots.summary_markdown(snap.summary),
         "share": share,
     }
+
+
+class SharedFigure(go.Figure):
+    """A figure shown to every viewer: its dict form is computed once, not once per viewer.
+
+    ``st.plotly_chart`` calls ``to_dict()`` (a deep copy and array encoding) on every render;
+    with thirty browsers refreshing every second that was the server's largest cost. The
+    figure is never mutated after it is built, so the dict is computed once and reused.
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        cached = self.__dict__.get("_shared_dict")
+        if cached is None:
+            cached = super().to_dict()
+            self.__dict__["_shared_dict"] = cached
+        return cached
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
