@@ -7,11 +7,12 @@ go through the shared run manager.
 """
 import streamlit as st
 
-from ui.shared import instructor_box, run_manager, session_id
+from ui.shared import instructor_box, run_manager, session_id, yield_cpu_to_runs
 
 st.set_page_config(page_title="Latency Lab", page_icon=":material/timer:", layout="wide")
 
-run_manager()  # start the server-wide manager with the first session
+run_manager()  # start the server-wide manager (and its thread) before lowering priority
+yield_cpu_to_runs()
 session_id()
 nav = st.navigation([
     st.Page("views/home.py", title="Home", icon=":material/home:", default=True),

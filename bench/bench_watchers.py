@@ -53,6 +53,12 @@ Why it is built this way:
   utime+stime; the run's own process is a child and not counted) is read from Start to the
   result; so is this script's own CPU ("bench": the fake tabs share the cores too), and the
   1-minute load average before each run (other work on the machine shows there).
+
+* ``404s`` counts result downloads whose link was gone before the GET (Streamlit drops a
+  generated file after two script runs of any session; a busy room makes that quick), and
+  ``--post-script-gc on|off`` overrides ``.streamlit/config.toml``'s ``runner.postScriptGC``
+  to compare: Streamlit's default ``gc.collect(2)`` after every script run (~140 ms over a
+  heap that holds torch) saturates the server with a room's once-a-second fragment runs.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Why a process: the dashboard's threads (and its GIL) must not perturb the timings, and a crash
 in a pipeline must not take the caller down. The child streams finished request rows to the
-parent every half second (92 bytes a request, a cheap copy); the parent accumulates them and
+parent every second (92 bytes a request, a cheap copy); the parent accumulates them and
 builds a Snapshot only when someone asks and the data changed. The child never aggregates, so
 watching a run costs the run nothing.
 
@@ -31,6 +31,9 @@ from latency.result import RunResult
 from latency.snapshot import Snapshot, build_snapshot
 
 _ctx = mp.get_context("spawn")
+#: how often the run process sends new rows: one snapshot version a second is what the
+#: dashboard shows, and each version costs the viewers' server one round of figure building.
+PROGRESS_INTERVAL_S = 1.0
 
 
 def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any] | None
@@ -53,7 +56,8 @@ def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any
 
     try:
         conn.send(("phase", "loading"))
-        result = execute(RunConfig.from_dict(config), inputs=inputs, cancel=stop, on_rows=on_rows)
+        result = execute(RunConfig.from_dict(config), inputs=inputs, cancel=stop, on_rows=on_rows,
+                         progress_interval_s=PROGRESS_INTERVAL_S)
         conn.send(("done", result.config, result.environment, result.status, result.timings,
                    result.warnings, result.failure))
     except BaseException as exc:  # noqa: BLE001 - report anything, then die

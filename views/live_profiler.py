@@ -5,7 +5,7 @@ from latency.config import ConfigError, usable_cores
 from latency.manager import PermissionDenied
 from ui import live
 from ui.controls import profiler_controls
-from ui.shared import is_instructor, run_manager, session_id
+from ui.shared import is_instructor, run_manager, session_id, yield_cpu_to_runs
 
 st.title("Live Profiler")
 config, slo_ms = profiler_controls()
@@ -51,6 +51,7 @@ def shown_run():
 @st.fragment(run_every=1.0)
 def follow() -> None:
     """Cheap check each second: a new run appeared, or the shown one ended → refresh the page."""
+    yield_cpu_to_runs()
     h = shown_run()
     if ((h.run_id, h.done()) if h is not None else None) != st.session_state.get("shown"):
         st.rerun()
@@ -60,6 +61,7 @@ def follow() -> None:
 # static, so a room of idle browsers costs the server next to nothing.
 @st.fragment(run_every=1.0 if in_flight else None)
 def live_view() -> None:
+    yield_cpu_to_runs()
     if handle is None:
         st.info("No run yet. Choose settings in the sidebar and press **Start**.")
     else:
