@@ -41,9 +41,23 @@ class RunResult:
         """Rows of the measured phase (warm-up excluded), successful or not."""
         return measured_and_ok(self.log)[0]
 
+    @cached_property
+    def series(self) -> dict[str, list[Any]]:
+        """Per-second throughput and p50/p99 of the measured, successful requests."""
+        from latency.stats import per_second_series
+
+        _, ok = measured_and_ok(self.log)
+        start = self.timings.get("measure_start_ns")
+        if not len(ok) or start is None:
+            return per_second_series(np.zeros(0), np.zeros(0))
+        end = self.timings.get("measure_end_ns", int(ok["t_done"].max()))
+        return per_second_series((ok["t_done"] - start) / 1e9,
+                                 (ok["t_done"] - ok["t_intended"]) / 1e6, (end - start) / 1e9)
+
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config, "environment": self.environment, "status": self.status,
-                "failure": self.failure, "timings": self.timings, "summary": self.summary}
+                "failure": self.failure, "timings": self.timings, "summary": self.summary,
+                "series": self.series}
 
     def json_text(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"

@@ -122,7 +122,7 @@ def per_second_series(t_done_s: np.ndarray, total_ms: np.ndarray,
     if end_s is not None:
         observed = end_s - (n_sec - 1)
         if 0.05 < observed < 1.0:
-            rates[-1] = counts[-1] / observed
+            rates[-1] = float(counts[-1] / observed)
         elif observed <= 0.05:  # too short a sliver to rate: leave it out
             rates, p50, p99, n_sec = rates[:-1], p50[:-1], p99[:-1], n_sec - 1
     return {"t_s": [float(i + 1) for i in range(n_sec)],

@@ -42,6 +42,9 @@ def test_run_writes_summary_json_and_csv(tmp_path):
         assert keys <= set(comp)
     assert {"p50", "p99"} <= set(s["schedule_lag_ms"]) and isinstance(s["warnings"], list)
     assert s["components_ms"]["forward"]["p50"] == pytest.approx(3.0, rel=0.05)
+    series = d["series"]
+    assert len(series["t_s"]) >= 2 and sum(series["throughput_rps"]) > 0
+    assert len(series["p50_ms"]) == len(series["p99_ms"]) == len(series["t_s"])
     env = d["environment"]
     for key in ("torch", "cpu_model", "cpu_flags", "cores", "device", "threads_per_replica",
                 "dtype", "git_commit"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from latency.runner import RunHandle
+from ui.explain import COMPONENTS_TABLE, MISTAKES
 from ui.shared import downloads, figures, run_manager
 
 STATUS_ICON = {"queued": ":material/hourglass_top:", "running": ":material/play_circle:",
@@ -19,9 +20,6 @@ Each bar splits latency into the five components (plus overhead, the client's ow
 **mean** and **p50** are typical requests; **p90** and **p99 (tail)** are built from the
 requests *around* that percentile — not from per-component percentiles, which do not add up.
 Compare the p99 bar with the p50 bar: the segment that grows is what makes the tail slow.
-
-Classic mistakes: optimising the forward pass while another segment dominates; looking only
-at the end-to-end total.
 """
 EXPLAIN_HIST = """
 How many requests took how long, on a log time axis (each bar is a ±6% band). Lines mark
@@ -76,6 +74,8 @@ def render(handle: RunHandle, slo_ms: float) -> None:
                    "that percentile), not per-component percentiles, which do not add up.")
         with st.expander("What am I looking at?"):
             st.markdown(EXPLAIN_BARS)
+            st.markdown(COMPONENTS_TABLE, unsafe_allow_html=True)
+            st.markdown("**Two classic mistakes**\n\n" + MISTAKES)
     with right:
         st.plotly_chart(figs["histogram"], key="histogram")
         with st.expander("What am I looking at?"):
