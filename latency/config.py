@@ -47,7 +47,6 @@ class RunConfig:
     warmup: int = 20
     seed: int = 0
     input_pool: int = 64
-    allow_oversubscription: bool = True
 
     @property
     def mode(self) -> str:

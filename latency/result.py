@@ -10,12 +10,15 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from latency.components import (COMPONENTS, RECORD_DTYPE, STAMPS, STATUS_OK, component_ns,
                                 measured_and_ok)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STATUSES = ("completed", "stopped", "failed")
 

@@ -19,8 +19,6 @@ import itertools
 import queue
 import threading
 from collections import deque
-from typing import Callable
-
 import torch
 
 from latency.components import Request
@@ -95,7 +93,6 @@ class Server:
         self._replicas = [threading.Thread(target=self._replica_loop, args=(i,),
                                            name=f"replica-{i}", daemon=True)
                           for i in range(replicas)]
-        self._idle_since = [0] * preprocess_workers
 
     def start(self) -> None:
         for t in self._workers + self._replicas:
@@ -183,5 +180,3 @@ class Server:
                 r.t_post_end = now_ns()
                 r.reply(r)
 
-
-ReplyFn = Callable[[Request], None]

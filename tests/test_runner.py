@@ -1,7 +1,6 @@
 """The API the dashboard uses: a run in its own process, snapshots while it runs, cancel."""
 import time
 
-import numpy as np
 import pytest
 
 from latency.config import ConfigError, RunConfig

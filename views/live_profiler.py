@@ -25,8 +25,9 @@ mine = handle is not None and mgr.owner(handle.run_id) == me
 in_flight = handle is not None and not handle.done()
 
 b1, b2, _ = st.columns([1, 1, 4])
-if b1.button("Start", icon=":material/play_arrow:", type="primary", help="Queue a run with these settings; the server "
-             "runs one at a time, in its own process."):
+if b1.button("Start", icon=":material/play_arrow:", type="primary",
+             help="Queue a run with these settings; the server runs one at a time, in its "
+                  "own process."):
     try:
         ticket = mgr.submit(config, owner=me)
         st.session_state["watch"] = ticket.run_id
