@@ -32,12 +32,13 @@ def _positive_float(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m latency",
+    p = _Parser(prog="python -m latency", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
                 description="Latency Lab: where does the time of one prediction request go?")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p_fmt = argparse.ArgumentDefaultsHelpFormatter
     sub.add_parser("models", help="list the sample pipelines")
 
-    r = sub.add_parser("run", help="profile a pipeline under load")
+    r = sub.add_parser("run", help="profile a pipeline under load", formatter_class=p_fmt)
     r.add_argument("--model", default="synthetic", help="pipeline name (see `models`)")
     r.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="pipeline argument, repeatable (e.g. forward_ms=8)")
@@ -51,9 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--preprocess-workers", type=int, default=4,
                    help="server threads that preprocess requests")
     load = r.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=int, help="closed loop: number of clients")
+    load.add_argument("--concurrency", type=int,
+                      help="closed loop: number of clients (1 when --rate is not given)")
     load.add_argument("--rate", type=_positive_float, help="open loop: requests per second")
-    r.add_argument("--arrival", default="poisson", help="open-loop arrivals: poisson|constant")
+    r.add_argument("--arrival", help="open-loop arrivals: poisson (default) or constant")
     length = r.add_mutually_exclusive_group()
     length.add_argument("--requests", type=int, help="measured requests (default 1000)")
     length.add_argument("--duration", type=_positive_float, help="measured seconds")
@@ -72,7 +74,7 @@ def _config_from_args(a: argparse.Namespace) -> Any:
                      dtype=a.dtype, batch_size=a.batch_size,
                      max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
                      threads=a.threads, preprocess_workers=a.preprocess_workers,
-                     concurrency=a.concurrency, rate=a.rate, arrival=a.arrival,
+                     concurrency=a.concurrency, rate=a.rate, arrival=a.arrival or "poisson",
                      requests=a.requests, duration_s=a.duration, warmup=a.warmup, seed=a.seed)
 
 
@@ -93,6 +95,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
     from latency.engine import execute
     from latency.summary import format_summary
 
+    if a.arrival is not None and a.rate is None:
+        raise ConfigError("--arrival applies to open loop only: give --rate too")
     config = _config_from_args(a).validated()  # ConfigError → one line, exit 2
     for path in (a.json, a.csv):
         if path:

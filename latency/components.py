@@ -45,7 +45,7 @@ class Request:
     """One request in flight; plain attributes (``__slots__``) because the hot path sets them."""
 
     __slots__ = ("raw", "item", "output", "response", "error", "client", "warmup", "reply",
-                 "batch_id", "batch_size", "replica") + tuple(f"t_{s}" for s in STAMPS)
+                 "batch_id", "batch_size", "replica", "cancelled") + tuple(f"t_{s}" for s in STAMPS)
 
     def __init__(self, raw: object, client: int, warmup: bool, reply: object,
                  t_intended: int) -> None:
@@ -60,6 +60,7 @@ class Request:
         self.batch_id = -1
         self.batch_size = 0
         self.replica = -1
+        self.cancelled = False  # dropped unserved when the run was stopped: not a result
         self.t_intended = t_intended
         # Stamps a failed request never reaches stay 0; ``fill_missing`` closes the gaps.
         self.t_sent = self.t_received = self.t_pre_start = self.t_pre_end = 0

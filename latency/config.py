@@ -99,7 +99,8 @@ class RunConfig:
         try:
             pipeline_class(c.model)
             c.model_args = parse_model_args(c.model, c.model_args)
-        except PipelineError as exc:
+            pipeline_class(c.model).check_args(c.model_args)
+        except (PipelineError, ValueError) as exc:
             raise ConfigError(str(exc)) from None
         check_device_dtype(c.device, c.dtype, pipeline_class(c.model).dtypes)
         return c

@@ -36,11 +36,15 @@ class _Recorder:
     def __init__(self, capacity: int) -> None:
         self.log = RequestLog.with_capacity(capacity)
         self.lock = threading.Lock()
+        self.cancelled = 0
         self._sent_upto = 0
 
     def record(self, r: Request) -> None:
         with self.lock:
-            self.log.append(r)
+            if r.cancelled:
+                self.cancelled += 1
+            else:
+                self.log.append(r)
 
     def take_new(self) -> tuple[np.ndarray, dict[int, str]]:
         with self.lock:
@@ -102,13 +106,20 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
                         max_batch=config.batch_size, max_delay_ms=config.max_batch_delay_ms,
                         preprocess_workers=config.preprocess_workers)
         server.start()
+        stopper = threading.Thread(target=lambda: cancel.wait() and server.abandon_waiting(),
+                                   name="stopper", daemon=True)
+        stopper.start()
         transport = InProcessTransport(server)
         driver = LoadDriver(transport.send, pool, rec.record, cancel)
         rng = np.random.default_rng(config.seed)
 
+        def draining() -> None:  # everything is sent; the backlog is still being served
+            phase["name"] = "draining" if phase["name"] == "measuring" else phase["name"]
+
         def drive(count: int | None, until_ns: int | None, warmup: bool) -> None:
             if config.rate is not None:
-                driver.open(config.rate, config.arrival, rng, count, until_ns, warmup)
+                driver.open(config.rate, config.arrival, rng, count, until_ns, warmup,
+                            on_issued=draining)
             else:
                 driver.closed(config.concurrency or 1, count, until_ns, warmup)
 
@@ -125,6 +136,10 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
         timings["measure_end_ns"] = now_ns()
         if cancel.is_set():
             status = "stopped"
+            timings["cancelled_requests"] = rec.cancelled
+            if rec.cancelled:
+                warnings.append(f"stopped: {rec.cancelled} requests still waiting were dropped "
+                                "unserved, so this run's tail under-states its queueing")
     except Exception as exc:  # keep what was measured; say what broke, in one line
         status = "failed"
         failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -133,6 +148,7 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
         phase["name"] = "finishing"
         if server is not None:
             server.stop()
+        cancel.set()  # releases the stopper thread (the server is already stopped)
         stop_reporter.set()
         if on_rows is not None:
             rep.join(timeout=5)

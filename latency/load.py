@@ -93,8 +93,10 @@ class LoadDriver:
 
     # ---- open loop ----------------------------------------------------------------------
     def open(self, rate: float, arrival: str, rng: np.random.Generator, count: int | None,
-             until_ns: int | None, warmup: bool) -> None:
-        """Send at intended times from the arrival process, without waiting for replies."""
+             until_ns: int | None, warmup: bool,
+             on_issued: Callable[[], None] | None = None) -> None:
+        """Send at intended times from the arrival process, without waiting for replies.
+        ``on_issued`` is called once everything is sent (the backlog may still be served)."""
         replies: queue.SimpleQueue[Request | object] = queue.SimpleQueue()
         state = {"sent": 0, "received": 0, "done_sending": False}
         all_back = threading.Event()
@@ -129,6 +131,8 @@ class LoadDriver:
             sent += 1
             state["sent"] = sent
         state["done_sending"] = True
+        if on_issued is not None:
+            on_issued()
         if state["received"] >= sent:
             all_back.set()
         deadline = None

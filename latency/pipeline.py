@@ -46,6 +46,11 @@ class Pipeline(abc.ABC):
     #: dtypes this pipeline can run in (the device may narrow the list further).
     dtypes: ClassVar[tuple[str, ...]] = ("float32", "bfloat16", "float16")
 
+    @classmethod
+    def check_args(cls, args: dict[str, Any]) -> None:
+        """Reject impossible model-arg values (raise ValueError with one line) before anything
+        runs; types and choices are already checked against ``model_args``."""
+
     def __init__(self, device: torch.device, dtype: torch.dtype, **args: Any) -> None:
         self.device = device
         self.dtype = dtype

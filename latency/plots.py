@@ -71,6 +71,13 @@ LABEL_CHAR_PX = 8.0
 # --------------------------------------------------------------------------- helpers
 
 
+def fmt_duration(ms: float | None) -> str:
+    """A latency with its unit, switching to seconds from 1 s up (for headline numbers)."""
+    if ms is None or not math.isfinite(ms):
+        return "—"
+    return f"{fmt_ms(ms / 1000)} s" if abs(ms) >= 1000 else f"{fmt_ms(ms)} ms"
+
+
 def fmt_ms(v: float | None) -> str:
     """A latency as a short string with about three significant figures: enough to compare,
     few enough to read at a glance on a chart."""
@@ -363,8 +370,11 @@ def latency_histogram_figure(edges_ms: Sequence[float] | np.ndarray | None,
 
 
 def timeseries_figure(series: Mapping[str, Sequence[float | None]] | None,
-                      title: str | None = None) -> go.Figure:
+                      title: str | None = None, offered_rps: float | None = None) -> go.Figure:
     """Throughput and p50/p99 per elapsed second, in two panels sharing the time axis.
+
+    In open loop ``offered_rps`` draws the offered rate as a dashed line: served below offered
+    is overload, the single most telling sight in a queueing lesson.
 
     Shown together because the usual story is one in time: latency climbs when throughput hits
     its ceiling. A second without completions has no percentile (None): it is drawn as a gap,
@@ -383,6 +393,11 @@ def timeseries_figure(series: Mapping[str, Sequence[float | None]] | None,
                    line={"color": "#444444", "width": 2}, marker={"size": 5},
                    connectgaps=False, showlegend=True,
                    hovertemplate="%{y:.0f} req/s at %{x:g} s<extra></extra>"),
+        *([go.Scatter(x=[0, float(t[-1])], y=[offered_rps, offered_rps], name="offered rate",
+                      mode="lines", xaxis="x", yaxis="y",
+                      line={"color": "#CC79A7", "width": 2, "dash": "dash"},
+                      hovertemplate="offered %{y:.0f} req/s<extra></extra>")]
+          if offered_rps else []),
         go.Scatter(x=t, y=p50, name="p50", mode="lines+markers", xaxis="x2", yaxis="y2",
                    line={"color": SERIES_COLOURS[0], "width": 2}, marker={"size": 5},
                    connectgaps=False, hovertemplate=hover_ms),

@@ -216,6 +216,11 @@ class RunHandle:
             final = self._final
         if self.started_at is not None and status == "running":
             progress["wall_s"] = time.monotonic() - self.started_at
+            start_ns = progress.get("measure_start_ns")
+            if progress.get("phase") == "measuring" and start_ns:
+                # perf_counter_ns is system-wide on Linux: read the elapsed time now, not as
+                # of the run process's last message (up to a second old)
+                progress["elapsed_s"] = (time.perf_counter_ns() - start_ns) / 1e9
         progress.update(_fraction(self.config, progress))
         timings = (final or {}).get("timings", {})
         snap = build_snapshot(
@@ -273,6 +278,8 @@ def _fraction(config: RunConfig, progress: dict[str, Any]) -> dict[str, Any]:
     elapsed = float(progress.get("elapsed_s") or 0.0)
     if phase in ("done", "finishing"):
         return {"fraction": 1.0, "remaining_s": 0.0}
+    if phase == "draining":  # all sent; serving the backlog, which has no known length
+        return {"fraction": 1.0, "remaining_s": None}
     if phase != "measuring":
         return {"fraction": 0.0, "remaining_s": None}
     if config.duration_s:

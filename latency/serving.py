@@ -54,6 +54,13 @@ class BatchQueue:
             self._closed = True
             self._cond.notify_all()
 
+    def drain(self) -> list[Request]:
+        """Remove and return everything waiting (used when a run is stopped)."""
+        with self._cond:
+            items = list(self._items)
+            self._items.clear()
+            return items
+
     def take(self) -> list[Request] | None:
         """Block until a batch is due; None once closed and empty."""
         with self._cond:
@@ -106,6 +113,25 @@ class Server:
         self.batches.close()
         for t in self._replicas:
             t.join(timeout=5)
+
+    def abandon_waiting(self) -> int:
+        """On Stop: answer every request not yet started as cancelled (left out of the
+        results) so a stopped run ends now, not after its whole backlog has been served."""
+        dropped: list[Request] = []
+        while True:
+            try:
+                r = self.inbox.get_nowait()
+            except queue.Empty:
+                break
+            if r is _STOP:
+                self.inbox.put(r)
+                break
+            dropped.append(r)  # type: ignore[arg-type]
+        dropped += self.batches.drain()
+        for r in dropped:
+            r.cancelled = True
+            r.reply(r)
+        return len(dropped)
 
     # ---- ingress + preprocess ------------------------------------------------------------
     def submit(self, r: Request) -> None:

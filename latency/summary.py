@@ -13,8 +13,12 @@ from latency.components import COMPONENTS, component_ns, measured_and_ok
 from latency.stats import PERCENTILES, describe_ms
 from latency.verdict import verdict
 
-#: open-loop schedule lag above this p99 means the generator could not keep up.
-LAG_WARN_MS = 1.0
+#: open-loop schedule lag p99 above this (or above half the mean gap between arrivals, if
+#: larger) means the generator could not keep up. A millisecond of lag on a 2-core machine
+#: is scheduling noise, not a generator falling behind.
+LAG_WARN_MS = 2.0
+#: open loop: served below this share of the offered rate means the server is overloaded.
+OVERLOAD_SHARE = 0.9
 #: below this many successful requests a p99 has no confidence interval worth the name.
 MIN_FOR_P99 = 370
 
@@ -36,7 +40,7 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
         end = max(measure_end_ns, int(measured["t_done"].max()))
     else:
         end = measure_end_ns
-    duration_s = max(end - measure_start_ns, 1) / 1e9
+    duration_s = max(end - measure_start_ns, 1) / 1e9 if len(measured) else 0.0
     n_err = len(measured) - len(ok)
     warmup_rows = rows[rows["warmup"]]
     # overhead is, by construction, the schedule lag (intended → actual send): one statistic
@@ -49,7 +53,7 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
         "warmup_requests": int(len(warmup_rows)),
         "warmup_latency_ms": describe_ms(component_ns(warmup_rows)["total"], with_ci=False),
         "duration_s": duration_s,
-        "throughput_rps": len(ok) / duration_s if len(measured) else 0.0,
+        "throughput_rps": len(ok) / duration_s if duration_s else 0.0,
         "latency_ms": describe_ms(comps["total"]),
         "components_ms": components_ms,
         "schedule_lag_ms": {k: v for k, v in components_ms["overhead"].items()
@@ -65,11 +69,20 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
     if len(ok) < MIN_FOR_P99:
         w.append(f"only {len(ok)} successful requests: too few for a p99 confidence interval "
                  f"(need ≥ {MIN_FOR_P99}); run longer for a trustworthy tail")
+    rate = config.get("rate")
+    out["offered_rps"] = rate
+    out["overloaded"] = bool(rate and len(measured) >= 20
+                             and out["throughput_rps"] < OVERLOAD_SHARE * rate)
+    if out["overloaded"]:
+        w.append(f"overloaded: {rate:g} req/s offered but only {out['throughput_rps']:.1f} "
+                 "served; the queue grows for as long as the run lasts, so latencies depend "
+                 "on the run length — add replicas or batching, or lower the rate")
     lag99 = out["schedule_lag_ms"].get("p99")
-    if config.get("rate") is not None and lag99 is not None and lag99 > LAG_WARN_MS:
+    lag_limit = max(LAG_WARN_MS, 500.0 / rate) if rate else LAG_WARN_MS
+    if rate and lag99 is not None and lag99 > lag_limit:
         w.append(f"the load generator fell behind its schedule (schedule lag p99 "
-                 f"{lag99:.2f} ms > {LAG_WARN_MS:g} ms); latencies still start at the intended "
-                 "send time, but the offered rate was not fully delivered")
+                 f"{lag99:.2f} ms > {lag_limit:.2g} ms): the client machine is short of CPU; "
+                 "latencies still start at the intended send times")
     if n_err:
         w.append(f"{n_err} of {len(measured)} requests failed ({out['error_rate']:.1%}); "
                  "percentiles are over successful requests only")

@@ -27,7 +27,9 @@ ADVICE = {
 def verdict(summary: dict[str, Any], config: dict[str, Any]) -> str:
     """One sentence: the dominant component's share of the mean, and what to try."""
     if not summary.get("successful"):
-        return "no successful requests: nothing to decompose (see the errors above)"
+        if summary.get("errors"):
+            return "no successful requests: nothing to decompose (see the errors above)"
+        return "no requests were measured: nothing to decompose"
     means = {c: summary["components_ms"][c]["mean"] or 0.0 for c in COMPONENTS}
     total = sum(means.values())
     if total <= 0:
@@ -38,8 +40,15 @@ def verdict(summary: dict[str, Any], config: dict[str, Any]) -> str:
     second = ranked[1]
     text = (f"{top} dominates ({share:.0%} of the mean {total:.2f} ms; next: {second} "
             f"{means[second] / total:.0%}) — {ADVICE[top]}")
+    if summary.get("overloaded"):
+        return (f"overloaded: {summary['offered_rps']:g} req/s offered, "
+                f"{summary['throughput_rps']:.1f} served — {top} is {share:.0%} of the mean "
+                f"{total:.2f} ms and grows with the run length. Raise capacity (replicas, "
+                "batching, a faster forward pass) or lower the rate")
     fwd_share = means["forward"] / total
-    if top != "forward" and fwd_share < 0.5:
+    # Amdahl's bound holds for work done per request; queueing is not such work (it shrinks
+    # with the service time), so the bound is only stated when another stage dominates.
+    if top in ("preprocess", "postprocess", "network") and fwd_share < 0.5:
         text += (f". Even an infinitely fast model would cut at most {fwd_share:.0%} of the "
                  "mean latency")
     return text

@@ -40,6 +40,19 @@ class SyntheticPipeline(Pipeline):
         ModelArg("seed", int, 0, "seed of the stage-time and error draws"),
     )
 
+    @classmethod
+    def check_args(cls, args: dict[str, Any]) -> None:
+        for key in ("preprocess_ms", "forward_ms", "forward_per_item_ms", "postprocess_ms",
+                    "stall_ms"):
+            if float(args.get(key, 0.0)) < 0:
+                raise ValueError(f"model-arg {key} must be >= 0 (got {args[key]})")
+        if not 0.0 <= float(args.get("error_rate", 0.0)) <= 1.0:
+            raise ValueError("model-arg error_rate must be between 0 and 1")
+        if float(args.get("sigma", 0.5)) <= 0:
+            raise ValueError("model-arg sigma must be > 0")
+        if int(args.get("stall_after", 100)) < 1:
+            raise ValueError("model-arg stall_after must be >= 1")
+
     def __init__(self, device: torch.device, dtype: torch.dtype, **args: Any) -> None:
         super().__init__(device, dtype, **args)
         self.pre_ms = float(args.get("preprocess_ms", 2.0))
@@ -51,14 +64,7 @@ class SyntheticPipeline(Pipeline):
         self.error_rate = float(args.get("error_rate", 0.0))
         self.stall_ms = float(args.get("stall_ms", 0.0))
         self.stall_after = int(args.get("stall_after", 100))
-        for key in ("preprocess_ms", "forward_ms", "forward_per_item_ms", "postprocess_ms",
-                    "stall_ms"):
-            if float(args.get(key, 0.0)) < 0:
-                raise ValueError(f"model-arg {key} must be >= 0")
-        if not 0.0 <= self.error_rate <= 1.0:
-            raise ValueError("model-arg error_rate must be between 0 and 1")
-        if self.sigma <= 0:
-            raise ValueError("model-arg sigma must be > 0")
+        self.check_args(args)
         self._rng = random.Random(int(args.get("seed", 0)))
         self._lock = threading.Lock()
         self._forward_calls = 0

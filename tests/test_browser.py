@@ -32,7 +32,7 @@ def test_live_profiler_updates_while_a_run_is_in_flight():
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     ARTIFACTS.mkdir(exist_ok=True)
     with streamlit_server() as url, chromium_page(1280, 800) as page:
-        page.goto(f"{url}/live?duration=8&mode=open+loop&rate=120&dist=exponential")
+        page.goto(f"{url}/live?duration=8&mode=open+loop&rate=120&stage_dist=exponential")
         wait_idle(page)
         page.get_by_role("button", name="Start").click()
         page.wait_for_selector("[data-testid='stPlotlyChart']", timeout=60_000)

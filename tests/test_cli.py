@@ -71,6 +71,9 @@ def test_run_writes_summary_json_and_csv(tmp_path):
     (["--duration", "100000"], "duration"),
     (["--batch-size", "many"], "batch-size"),
     (["--concurrency", "2", "--rate", "5"], "not allowed with"),
+    (["--model-arg", "forward_ms=-1"], "forward_ms"),
+    (["--model-arg", "error_rate=1.5"], "error_rate"),
+    (["--arrival", "constant"], "--rate"),
 ])
 def test_bad_input_is_one_line_exit_2_nothing_run(args, needle):
     out = cli("run", *args, timeout=60)

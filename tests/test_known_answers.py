@@ -130,3 +130,22 @@ def test_failed_run_is_reported_not_raised():
     r = execute(RunConfig(model="synthetic", requests=10, warmup=0), inputs=[])
     assert r.status == "failed"
     assert "no inputs" in r.failure
+
+
+def test_overload_is_named_and_stop_drops_the_backlog_at_once():
+    import threading
+    import time
+
+    cancel = threading.Event()
+    threading.Timer(2.0, cancel.set).start()
+    t0 = time.monotonic()
+    r = execute(synthetic(preprocess_ms=0, forward_ms=10, postprocess_ms=0, rate=400,
+                          duration_s=30, warmup=0), cancel=cancel)
+    assert time.monotonic() - t0 < 6  # not after the whole backlog
+    s = r.summary
+    assert r.status == "stopped" and s["overloaded"]
+    assert 60 < s["throughput_rps"] < 110  # one replica at 10 ms a request
+    assert any(w.startswith("overloaded") for w in s["warnings"])
+    assert any("dropped unserved" in w for w in s["warnings"])
+    assert s["verdict"].startswith("overloaded")
+    assert r.timings["cancelled_requests"] > 100

@@ -380,3 +380,12 @@ def test_summary_markdown_is_a_table_of_every_component():
     assert len(lines) == 2 + 7  # header, rule, total + six components
     assert "**total**" in lines[2] and "20.0" in lines[2]
     assert plots.summary_markdown(None) == ""
+
+
+def test_timeseries_draws_the_offered_rate_in_open_loop():
+    series = {"t_s": [1.0, 2.0], "throughput_rps": [90.0, 91.0], "p50_ms": [5.0, 6.0],
+              "p99_ms": [9.0, 12.0]}
+    fig = plots.timeseries_figure(series, offered_rps=300.0)
+    offered = next(t for t in fig.data if t.name == "offered rate")
+    assert list(offered.y) == [300.0, 300.0]
+    assert "offered rate" not in {t.name for t in plots.timeseries_figure(series).data}

@@ -39,7 +39,8 @@ def profiler_controls() -> tuple[RunConfig, float]:
             "post ms", 0.0, 200.0, 1.0, 0.5, key="post_ms",
             help="Postprocess time per request.", **KEEP)
         model_args["dist"] = sb.selectbox(
-            "Stage-time distribution", ["constant", "exponential", "lognormal"], key="dist",
+            "Stage-time distribution", ["constant", "exponential", "lognormal"],
+            key="stage_dist",
             help="Constant stages queue only because of arrivals; exponential or lognormal "
                  "service times make queues (and tails) much longer at the same load.", **KEEP)
     devices = available_devices()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from latency.plots import fmt_duration
 from latency.runner import RunHandle
 from ui.explain import COMPONENTS_TABLE, MISTAKES
 from ui.shared import downloads, figures, run_manager
@@ -45,15 +46,18 @@ def render(handle: RunHandle, slo_ms: float) -> None:
         return
     c = snap.config
     st.markdown(f"**{STATUS_ICON.get(snap.status, '')} {snap.status}** · `{handle.run_id}` · "
-                f"{c['model']} · batch ≤ {c['batch_size']} · {c['replicas']} replica(s) · "
+                f"{c['model']} · batch ≤ {c['batch_size']} · replicas {c['replicas']} · "
                 + (f"{c['rate']:g} req/s {c['arrival']}" if c.get("rate") else
-                   f"{c['concurrency']} client(s)"))
+                   f"clients {c['concurrency']}"))
     prog = snap.progress
     frac = float(prog.get("fraction") or 0.0)
     remaining = prog.get("remaining_s")
-    st.progress(frac, text=f"{snap.phase} · {prog.get('measured', 0)} requests measured · "
-                f"{prog.get('elapsed_s', 0):.1f} s elapsed"
-                + (f" · ~{remaining:.0f} s left" if remaining is not None else ""))
+    left = (f" · ~{remaining:.0f} s left" if remaining is not None and not snap.finished
+            else "")
+    phase = {"draining": "draining (all requests sent; serving the backlog)"}.get(
+        snap.phase, snap.phase)
+    st.progress(frac, text=f"{phase} · {prog.get('measured', 0)} requests measured · "
+                f"{prog.get('elapsed_s', 0):.1f} s elapsed{left}")
     if snap.failure:
         st.error(f"The run failed: {snap.failure}")
     if "bars" not in figs:
@@ -62,8 +66,8 @@ def render(handle: RunHandle, slo_ms: float) -> None:
     s = snap.summary
     m = st.columns(5)
     m[0].metric("throughput", f"{s['throughput_rps']:.0f} req/s")
-    m[1].metric("p50", f"{s['latency_ms']['p50']:.2f} ms")
-    m[2].metric("p99", f"{s['latency_ms']['p99']:.2f} ms")
+    m[1].metric("p50", fmt_duration(s["latency_ms"]["p50"]))
+    m[2].metric("p99", fmt_duration(s["latency_ms"]["p99"]))
     share = figs["share"]
     m[3].metric(f"within SLO {slo_ms:g} ms", f"{share:.1%}" if share is not None else "—")
     m[4].metric("errors", f"{s['errors']}")

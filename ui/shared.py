@@ -110,7 +110,8 @@ def figures(run_id: str, version: int, slo_ms: float) -> dict[str, Any]:
         "histogram": SharedFigure(plots.latency_histogram_figure(
             snap.hist_edges_ms, snap.hist_counts,
             {"p50": lat["p50"], "p95": lat["p95"], "p99": lat["p99"]}, slo_ms, share)),
-        "timeseries": SharedFigure(plots.timeseries_figure(snap.series)),
+        "timeseries": SharedFigure(plots.timeseries_figure(snap.series,
+                                                           offered_rps=snap.config.get("rate"))),
         "table": plots.summary_markdown(snap.summary),
         "share": share,
     }

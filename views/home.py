@@ -12,7 +12,7 @@ st.markdown(
     "or preprocessing dominates.")
 st.page_link("views/live_profiler.py", label="Open the Live Profiler", icon=":material/monitoring:")
 
-st.subheader("The five components of one request")
+st.subheader("The five components of one request (and overhead)")
 st.markdown(COMPONENTS_TABLE, unsafe_allow_html=True)
 st.caption("Every request records integer-nanosecond timestamps; components are differences "
            "of them, so they add up to the total exactly.")
