@@ -43,6 +43,16 @@ def profiler_controls() -> tuple[RunConfig, float]:
             key="stage_dist",
             help="Constant stages queue only because of arrivals; exponential or lognormal "
                  "service times make queues (and tails) much longer at the same load.", **KEEP)
+        with sb.expander("Failure modes"):
+            model_args["error_rate"] = st.slider(
+                "Error rate", 0.0, 0.5, 0.0, 0.01, key="error_rate",
+                help="Share of requests whose preprocessing raises: each fails alone, is "
+                     "counted, and percentiles cover only the successful ones.", **KEEP)
+            model_args["stall_ms"] = st.slider(
+                "One model stall (ms)", 0, 1000, 0, 50, key="stall_ms",
+                help="The model worker freezes once (at its 100th batch). In open loop every "
+                     "request that arrives meanwhile carries the wait: coordinated omission, "
+                     "measured honestly.", **KEEP)
     devices = available_devices()
     device = sb.selectbox("Device", devices, key="device",
                           help="Where the model runs. Only devices present here are listed.",

@@ -73,14 +73,17 @@ def render(handle: RunHandle, slo_ms: float) -> None:
     m[4].metric("errors", f"{s['errors']}")
     left, right = st.columns(2)
     with left:
+        st.caption("Where the time goes. The p90/p99 bars show the components of the "
+                   "requests *in the tail* (around that percentile), not per-component "
+                   "percentiles, which do not add up.")
         st.plotly_chart(figs["bars"], key="bars")
-        st.caption("p90/p99 bars show the components of the requests *in the tail* (around "
-                   "that percentile), not per-component percentiles, which do not add up.")
         with st.expander("What am I looking at?"):
             st.markdown(EXPLAIN_BARS)
             st.markdown(COMPONENTS_TABLE, unsafe_allow_html=True)
             st.markdown("**Two classic mistakes**\n\n" + MISTAKES)
     with right:
+        st.caption("How long requests took: the distribution of the total, on a log axis, "
+                   "with your SLO.")
         st.plotly_chart(figs["histogram"], key="histogram")
         with st.expander("What am I looking at?"):
             st.markdown(EXPLAIN_HIST)
