@@ -120,11 +120,10 @@ def _cmd_run(a: argparse.Namespace) -> int:
         if a.quiet or time.monotonic() - last[0] < 1.0:
             return
         last[0] = time.monotonic()
-        total = progress["expected"]
-        done = progress["done"]
-        of = f"/{total}" if total else ""
-        print(f"[{progress['phase']}] {done}{of} requests, {progress['elapsed_s']:.1f} s",
-              file=sys.stderr)
+        measured = max(progress["done"] - config.warmup, 0)
+        of = f"/{config.requests}" if config.requests else ""
+        print(f"[{progress['phase']}] {measured}{of} measured requests, "
+              f"{progress['elapsed_s']:.1f} s", file=sys.stderr)
 
     result = execute(config, cancel=cancel, on_rows=on_rows)
     print(format_summary(result))

@@ -17,7 +17,8 @@ ADVICE = {
              "load; a faster forward pass only helps by shortening that wait",
     "preprocess": "speed up decoding/resizing/tokenising (vectorise, smaller inputs, more "
                   "preprocess workers) before touching the model",
-    "forward": "the model itself: batch, quantise, compile, use a smaller model or a GPU",
+    "forward": "the model itself: quantise, compile, a smaller model or faster hardware; "
+               "batching raises throughput once several requests wait at a time",
     "postprocess": "trim postprocessing (top-k instead of full softmax, smaller responses)",
     "overhead": "the client could not send on schedule: lower the rate or give the load "
                 "generator more CPU",
