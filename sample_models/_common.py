@@ -6,6 +6,7 @@ the same way, so the file layout is defined once.
 """
 from __future__ import annotations
 
+import abc
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from latency.pipeline import PipelineError
+from latency.pipeline import Pipeline, PipelineError
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 
@@ -42,3 +43,21 @@ def check_dtype(cls: type, dtype: torch.dtype) -> None:
     """Refuse a dtype the pipeline does not list, with the list in the message."""
     if str(dtype).removeprefix("torch.") not in cls.dtypes:
         raise PipelineError(f"{cls.name} supports dtypes {', '.join(cls.dtypes)}, not {dtype}")
+
+
+class TrainedPipeline(Pipeline):
+    """A sample pipeline with trained weights: checks the dtype, loads the weights and their
+    metadata, builds the model (``build_model``) and places it on the device, in eval mode."""
+
+    def __init__(self, device: torch.device, dtype: torch.dtype, **args: Any) -> None:
+        super().__init__(device, dtype, **args)
+        check_dtype(type(self), dtype)
+        state, self.meta = load_weights(self.name)
+        self.labels: list[str] = self.meta["labels"]
+        self.model = self.build_model(self.meta)
+        self.model.load_state_dict(state)
+        self.model.to(device=device, dtype=dtype).eval()
+
+    @abc.abstractmethod
+    def build_model(self, meta: dict[str, Any]) -> torch.nn.Module:
+        """The untrained model, shaped as ``meta`` describes."""

@@ -14,9 +14,8 @@ import torch
 from PIL import Image, ImageFile
 from torch import nn
 
-from latency.pipeline import Pipeline
 from sample_models import data
-from sample_models._common import check_dtype, load_weights
+from sample_models._common import TrainedPipeline
 
 ImageFile.LOAD_TRUNCATED_IMAGES = False  # a truncated JPEG must fail, not decode half-grey
 
@@ -82,7 +81,7 @@ class ShapeResNet(nn.Module):
         return self.head(self.stages(self.stem(x)).mean((2, 3)))
 
 
-class ImageCNNPipeline(Pipeline):
+class ImageCNNPipeline(TrainedPipeline):
     """Classifies JPEG photos of shapes; responses carry the top label and the top 5 scores."""
 
     name = "image-cnn"
@@ -90,15 +89,13 @@ class ImageCNNPipeline(Pipeline):
                    "resize, crop, normalise; softmax top-5)")
     dtypes = ("float32", "bfloat16", "float16")
 
+    def build_model(self, meta: dict[str, Any]) -> nn.Module:
+        return ShapeResNet(len(meta["labels"]), tuple(meta["widths"]))
+
     def __init__(self, device: torch.device, dtype: torch.dtype, **args: Any) -> None:
         super().__init__(device, dtype, **args)
-        check_dtype(type(self), dtype)
-        state, meta = load_weights(self.name)
-        self.labels: list[str] = meta["labels"]
+        meta = self.meta
         self.resize, self.crop = int(meta["resize"]), int(meta["crop"])
-        self.model = ShapeResNet(len(self.labels), tuple(meta["widths"]))
-        self.model.load_state_dict(state)
-        self.model.to(device=device, dtype=dtype).eval()
         # normalisation runs in float32 on the device, then the tensor is cast to ``dtype``
         self.mean = torch.tensor(meta["mean"], device=device).view(3, 1, 1)
         self.std = torch.tensor(meta["std"], device=device).view(3, 1, 1)

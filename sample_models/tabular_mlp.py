@@ -13,9 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from latency.pipeline import Pipeline
 from sample_models import data
-from sample_models._common import check_dtype, load_weights
+from sample_models._common import TrainedPipeline
 
 
 def featurize(raw: str | bytes, numeric: dict[str, dict[str, Any]],
@@ -63,7 +62,7 @@ class LoanMLP(nn.Sequential):
                          nn.ReLU(), nn.Linear(hidden, n_classes))
 
 
-class TabularMLPPipeline(Pipeline):
+class TabularMLPPipeline(TrainedPipeline):
     """Predicts loan default from one JSON record; responses carry label and its probability."""
 
     name = "tabular-mlp"
@@ -71,17 +70,14 @@ class TabularMLPPipeline(Pipeline):
                    "scale; softmax)")
     dtypes = ("float32", "bfloat16", "float16")
 
+    def build_model(self, meta: dict[str, Any]) -> nn.Module:
+        n_in = len(meta["numeric"]) + sum(len(c) for c in meta["categorical"].values())
+        return LoanMLP(n_in, len(meta["labels"]), int(meta["hidden"]))
+
     def __init__(self, device: torch.device, dtype: torch.dtype, **args: Any) -> None:
         super().__init__(device, dtype, **args)
-        check_dtype(type(self), dtype)
-        state, meta = load_weights(self.name)
-        self.labels: list[str] = meta["labels"]
-        self.numeric: dict[str, dict[str, Any]] = meta["numeric"]
-        self.categorical: dict[str, list[str]] = meta["categorical"]
-        n_in = len(self.numeric) + sum(len(c) for c in self.categorical.values())
-        self.model = LoanMLP(n_in, len(self.labels), int(meta["hidden"]))
-        self.model.load_state_dict(state)
-        self.model.to(device=device, dtype=dtype).eval()
+        self.numeric: dict[str, dict[str, Any]] = self.meta["numeric"]
+        self.categorical: dict[str, list[str]] = self.meta["categorical"]
 
     def sample_inputs(self, n: int, seed: int) -> list[str]:
         """JSON records from the held-out stream (never used in training)."""

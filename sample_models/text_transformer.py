@@ -12,9 +12,8 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from latency.pipeline import Pipeline
 from sample_models import data
-from sample_models._common import check_dtype, load_weights
+from sample_models._common import TrainedPipeline
 
 PAD, UNK, CLS = "[PAD]", "[UNK]", "[CLS]"
 SPECIALS = (PAD, UNK, CLS)  # ids 0, 1, 2 in every vocabulary
@@ -60,7 +59,7 @@ class TopicTransformer(nn.Module):
         return self.head(pooled)
 
 
-class TextTransformerPipeline(Pipeline):
+class TextTransformerPipeline(TrainedPipeline):
     """Classifies short news-like texts into topics; responses carry label and confidence."""
 
     name = "text-transformer"
@@ -68,17 +67,14 @@ class TextTransformerPipeline(Pipeline):
                    "tokenise, vocabulary ids, pad to 128; softmax)")
     dtypes = ("float32", "bfloat16", "float16")
 
+    def build_model(self, meta: dict[str, Any]) -> nn.Module:
+        return TopicTransformer(len(meta["vocab"]), len(meta["labels"]), int(meta["max_len"]),
+                                **meta["model"])
+
     def __init__(self, device: torch.device, dtype: torch.dtype, **args: Any) -> None:
         super().__init__(device, dtype, **args)
-        check_dtype(type(self), dtype)
-        state, meta = load_weights(self.name)
-        self.labels: list[str] = meta["labels"]
-        self.max_len = int(meta["max_len"])
-        self.index = {w: i for i, w in enumerate(meta["vocab"])}
-        self.model = TopicTransformer(len(meta["vocab"]), len(self.labels), self.max_len,
-                                      **meta["model"])
-        self.model.load_state_dict(state)
-        self.model.to(device=device, dtype=dtype).eval()
+        self.max_len = int(self.meta["max_len"])
+        self.index = {w: i for i, w in enumerate(self.meta["vocab"])}
 
     def sample_inputs(self, n: int, seed: int) -> list[str]:
         """Texts of 3-150 words from the held-out stream (never used in training)."""
