@@ -85,6 +85,7 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
                 "measure_start_ns": timings.get("measure_start_ns")}
 
     stop_reporter = threading.Event()
+    finished = threading.Event()
 
     def reporter() -> None:
         while not stop_reporter.wait(progress_interval_s):
@@ -106,9 +107,13 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
                         max_batch=config.batch_size, max_delay_ms=config.max_batch_delay_ms,
                         preprocess_workers=config.preprocess_workers)
         server.start()
-        stopper = threading.Thread(target=lambda: cancel.wait() and server.abandon_waiting(),
-                                   name="stopper", daemon=True)
-        stopper.start()
+        def stopper(srv: Server) -> None:  # on Stop, drop what has not started at once
+            while not finished.wait(0.1):
+                if cancel.is_set():
+                    srv.abandon_waiting()
+                    return
+
+        threading.Thread(target=stopper, args=(server,), name="stopper", daemon=True).start()
         transport = InProcessTransport(server)
         driver = LoadDriver(transport.send, pool, rec.record, cancel)
         rng = np.random.default_rng(config.seed)
@@ -148,7 +153,7 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
         phase["name"] = "finishing"
         if server is not None:
             server.stop()
-        cancel.set()  # releases the stopper thread (the server is already stopped)
+        finished.set()
         stop_reporter.set()
         if on_rows is not None:
             rep.join(timeout=5)
