@@ -149,3 +149,15 @@ def test_overload_is_named_and_stop_drops_the_backlog_at_once():
     assert any("dropped unserved" in w for w in s["warnings"])
     assert s["verdict"].startswith("overloaded")
     assert r.timings["cancelled_requests"] > 100
+
+
+def test_open_loop_on_two_replicas_matches_mmc_queueing():
+    from latency import queueing
+
+    rate = 300.0  # two replicas, exponential 4 ms service: rho ≈ 0.6
+    r = execute(synthetic(preprocess_ms=0, forward_ms=4, postprocess_ms=0, dist="exponential",
+                          rate=rate, replicas=2, requests=4000, warmup=20, seed=1))
+    m = r.measured()
+    service_ms = ((m["t_post_end"] - m["t_fwd_start"]) / 1e6).mean()
+    theory = queueing.mmc(rate / 1000, service_ms, 2).wait_mean  # Erlang C
+    assert r.summary["components_ms"]["queue"]["mean"] == pytest.approx(theory, rel=0.20)
