@@ -90,3 +90,18 @@ def test_an_engine_failure_shows_an_error_box_and_the_app_keeps_working():
     assert not at.exception
     at.switch_page("views/home.py").run()
     assert not at.exception
+
+
+def test_a_shared_link_sets_the_controls_and_they_survive_a_page_switch():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["replicas"] = "3"
+    at.query_params["mode"] = "open loop"
+    at.run()
+    at.switch_page("views/live_profiler.py").run()
+    assert at.sidebar.slider(key="replicas").value == 3
+    assert at.sidebar.radio(key="mode").value == "open loop"
+    at.sidebar.slider(key="batch").set_value(8).run()
+    at.switch_page("views/home.py").run()
+    at.switch_page("views/live_profiler.py").run()
+    assert at.sidebar.slider(key="batch").value == 8
+    assert not at.exception
