@@ -64,6 +64,24 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--csv", metavar="PATH", help="write one row per request as CSV")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    sm = sub.add_parser("simulate", help="simulate the serving system (no model runs)",
+                        formatter_class=p_fmt)
+    sm.add_argument("--rate", type=_positive_float, required=True, help="arrivals per second")
+    sm.add_argument("--replicas", type=int, default=1, help="model workers")
+    sm.add_argument("--batch-size", type=int, default=1, help="largest batch")
+    sm.add_argument("--max-batch-delay-ms", type=_positive_float, default=0.0,
+                    help="longest wait for a batch to fill")
+    sm.add_argument("--arrival", default="poisson", help="poisson, constant or bursty")
+    sm.add_argument("--service-ms", type=_positive_float, default=5.0,
+                    help="mean forward time per batch (ms)")
+    sm.add_argument("--service-dist", default="exponential",
+                    help="constant, exponential or lognormal")
+    sm.add_argument("--service-cv", type=_positive_float, default=1.0,
+                    help="lognormal spread (coefficient of variation)")
+    sm.add_argument("--requests", type=int, default=100_000, help="simulated requests")
+    sm.add_argument("--seed", type=int, default=0, help="seed of arrivals and service draws")
+    sm.add_argument("--json", metavar="PATH", help="write the summary as JSON")
     return p
 
 
@@ -134,6 +152,55 @@ def _cmd_run(a: argparse.Namespace) -> int:
     return EXIT_FAILED if result.status == "failed" else EXIT_OK
 
 
+def _cmd_simulate(a: argparse.Namespace) -> int:
+    import json
+
+    from latency import queueing
+    from latency.config import ConfigError
+    from latency.simulate import ARRIVALS, DISTS, ServiceModel, SimConfig, summarize_simulation
+    from latency.summary import format_table
+
+    for flag, value, limit in (("replicas", a.replicas, 1024), ("batch-size", a.batch_size, 4096),
+                               ("requests", a.requests, 10_000_000)):
+        if value < 1 or value > limit:
+            raise ConfigError(f"--{flag} must be between 1 and {limit}")
+    if a.arrival not in ARRIVALS:
+        raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
+    if a.service_dist not in DISTS:
+        raise ConfigError(f"--service-dist must be one of: {', '.join(DISTS)}")
+    cfg = SimConfig(rate=a.rate, replicas=a.replicas, batch_size=a.batch_size,
+                    max_batch_delay_ms=a.max_batch_delay_ms, arrival=a.arrival,
+                    requests=a.requests, seed=a.seed)
+    svc = ServiceModel(forward_ms=a.service_ms, dist=a.service_dist, cv=a.service_cv)
+    s = summarize_simulation(cfg, svc)
+    cv = {"constant": 0.0, "exponential": 1.0}.get(a.service_dist, a.service_cv)
+    theory = None
+    if a.batch_size == 1 and a.arrival == "poisson" and s["utilisation"] < 1:
+        rate_per_ms, tau = a.rate / 1000, a.service_ms
+        theory = (queueing.mmc(rate_per_ms, tau, a.replicas) if cv == 1.0 else
+                  queueing.mg1(rate_per_ms, tau, cv) if a.replicas == 1 else
+                  queueing.allen_cunneen(rate_per_ms, tau, a.replicas, 1.0, cv))
+    s["closed_form"] = None if theory is None else {
+        "model": theory.model, "wait_mean_ms": theory.wait_mean,
+        "response_mean_ms": theory.response_mean}
+    print(f"SIMULATED (no model ran): {a.rate:g} req/s {a.arrival}, {a.replicas} replica(s), "
+          f"batch ≤ {a.batch_size} / {a.max_batch_delay_ms:g} ms, service {a.service_ms:g} ms "
+          f"{a.service_dist}; utilisation {s['utilisation']:.2f}")
+    print(f"requests {s['requests']} (after a {s['warmup_requests']}-request transient), "
+          f"throughput {s['throughput_rps']:.1f} req/s\n")
+    print(format_table(s))
+    if theory is not None:
+        print(f"\nclosed form {theory.model}: mean wait {theory.wait_mean:.3f} ms, mean "
+              f"response {theory.response_mean:.3f} ms (simulated: "
+              f"{s['components_ms']['queue']['mean']:.3f} / {s['latency_ms']['mean']:.3f})")
+    for w in s["warnings"]:
+        print(f"warning: {w}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"simulated": True, "config": vars(a), "summary": s}, f, indent=2)
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from latency.config import ConfigError
     from latency.pipeline import PipelineError
@@ -142,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "models":
             return _cmd_models()
+        if args.command == "simulate":
+            return _cmd_simulate(args)
         return _cmd_run(args)
     except (UsageError, ConfigError, PipelineError) as exc:
         print(f"latency: error: {exc}", file=sys.stderr)

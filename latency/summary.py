@@ -105,6 +105,17 @@ def _fmt(v: float | None) -> str:
     return f"{v:.3f}" if v < 10 else f"{v:.2f}" if v < 100 else f"{v:.1f}"
 
 
+def format_table(s: dict[str, Any]) -> str:
+    """The latency table (total and each component, mean to max) of a summary, in ms."""
+    keys = ["mean"] + list(PERCENTILES) + ["max"]
+    head = f"{'ms':<12}" + "".join(f"{k:>9}" for k in keys)
+    lines = [head, "-" * len(head)]
+    rowsrc = [("total", s["latency_ms"])] + [(k, s["components_ms"][k]) for k in COMPONENTS]
+    for name, d in rowsrc:
+        lines.append(f"{name:<12}" + "".join(f"{_fmt(d[k]):>9}" for k in keys))
+    return "\n".join(lines)
+
+
 def format_summary(result: Any) -> str:
     """A short human summary for the terminal."""
     s = result.summary
@@ -121,12 +132,7 @@ def format_summary(result: Any) -> str:
     lines.append(f"requests {s['requests']} (+{s['warmup_requests']} warm-up), errors "
                  f"{s['errors']} ({s['error_rate']:.1%}), {s['duration_s']:.2f} s, throughput "
                  f"{s['throughput_rps']:.1f} req/s, mean batch {_fmt(s['batch_size_mean'])}")
-    keys = ["mean"] + list(PERCENTILES) + ["max"]
-    head = f"{'ms':<12}" + "".join(f"{k:>9}" for k in keys)
-    lines += ["", head, "-" * len(head)]
-    rowsrc = [("total", s["latency_ms"])] + [(k, s["components_ms"][k]) for k in COMPONENTS]
-    for name, d in rowsrc:
-        lines.append(f"{name:<12}" + "".join(f"{_fmt(d[k]):>9}" for k in keys))
+    lines += ["", format_table(s)]
     ci = s["latency_ms"].get("p99_ci95")
     lines.append("")
     lines.append("p99 95% CI: " + (f"[{_fmt(ci[0])}, {_fmt(ci[1])}] ms" if ci else

@@ -91,3 +91,23 @@ def test_oversubscription_warns_in_summary_and_json(tmp_path):
     assert out.returncode == 0
     assert "oversubscribed" in out.stdout
     assert any("oversubscribed" in w for w in json.loads(j.read_text())["summary"]["warnings"])
+
+
+def test_simulate_prints_the_summary_and_the_closed_form(tmp_path):
+    j = tmp_path / "sim.json"
+    out = cli("simulate", "--rate", "150", "--service-ms", "5", "--requests", "50000",
+              "--json", str(j))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("SIMULATED") and "closed form M/M/1" in out.stdout
+    d = json.loads(j.read_text())
+    s = d["summary"]
+    assert d["simulated"] and s["utilisation"] == pytest.approx(0.75)
+    assert s["components_ms"]["queue"]["mean"] == pytest.approx(15.0, rel=0.15)
+    assert s["closed_form"]["wait_mean_ms"] == pytest.approx(15.0)
+
+
+def test_simulate_unstable_and_bad_input():
+    out = cli("simulate", "--rate", "300", "--service-ms", "5", "--requests", "20000")
+    assert out.returncode == 0 and "unstable" in out.stdout and "nan" not in out.stdout.lower()
+    bad = cli("simulate", "--rate", "10", "--service-dist", "weibull")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

@@ -1,0 +1,40 @@
+"""Simulation speed: 100,000 simulated requests, target ≤ 200 ms on this machine.
+
+    python bench/bench_simulate.py
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import common  # noqa: F401  (puts the project on the path)
+from latency.simulate import ServiceModel, SimConfig, simulate
+
+CASES = {
+    "1 replica, batch 1, exponential": (SimConfig(rate=70, requests=100_000),
+                                        ServiceModel(forward_ms=10, dist="exponential")),
+    "3 replicas, batch 1, lognormal": (SimConfig(rate=240, replicas=3, requests=100_000),
+                                       ServiceModel(forward_ms=10, dist="lognormal", cv=1.5)),
+    "2 replicas, batch 8 / 5 ms": (SimConfig(rate=600, replicas=2, batch_size=8,
+                                             max_batch_delay_ms=5, requests=100_000),
+                                   ServiceModel(forward_ms=6, forward_per_item_ms=1,
+                                                preprocess_ms=1, postprocess_ms=0.2)),
+}
+
+
+def main() -> None:
+    for name, (cfg, svc) in CASES.items():
+        simulate(cfg, svc)
+        times = []
+        for seed in range(5):
+            cfg.seed = seed
+            t = time.perf_counter()
+            simulate(cfg, svc)
+            times.append((time.perf_counter() - t) * 1e3)
+        print(f"{name:<36} 100,000 requests: median {np.median(times):.0f} ms, "
+              f"max {max(times):.0f} ms (target ≤ 200 ms)")
+
+
+if __name__ == "__main__":
+    main()

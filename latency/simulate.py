@@ -1,0 +1,218 @@
+"""Discrete-event simulation of the serving system the engine runs (groundwork for issue 5).
+
+The same server as ``latency.serving``: requests arrive (Poisson, constant or bursty on/off),
+are preprocessed in parallel (no wait for a worker), wait in one FIFO batch queue, and a free
+replica takes up to ``batch_size`` of them as soon as that many wait or ``max_batch_delay_ms``
+has passed since the oldest one arrived; it runs the batch's forward pass, then post-processes
+the batch's requests one by one. Service times come from a ``ServiceModel``: parametric
+(constant, exponential, lognormal with a mean and a spread) or resampled from a recorded run.
+
+The loop runs once per *batch* over plain floats with a heap of replica free times (a FIFO
+queue with c servers cannot be vectorised like the one-server Lindley recursion); arrival
+times, service draws and the expansion of batches back to requests are vectorised with numpy. Results are request rows in the engine's own record format
+(simulated nanosecond stamps), so every statistic, summary and chart of a measured run applies
+unchanged — and every output is labelled ``simulated``.
+"""
+from __future__ import annotations
+
+import bisect
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from latency.components import RECORD_DTYPE, STATUS_OK, component_ns
+from latency.queueing import UnstableQueue
+
+ARRIVALS = ("poisson", "constant", "bursty")
+DISTS = ("constant", "exponential", "lognormal")
+
+
+@dataclass
+class ServiceModel:
+    """Where service times come from. Parametric: ``forward_ms`` per batch (plus
+    ``forward_per_item_ms`` per extra request), ``preprocess_ms`` and ``postprocess_ms`` per
+    request, all drawn from ``dist`` (lognormal spread ``cv``). Recorded: ``samples`` of each
+    component per request and ``forward_by_batch`` {batch size: forward times} from a run."""
+
+    forward_ms: float = 5.0
+    forward_per_item_ms: float = 0.0
+    preprocess_ms: float = 0.0
+    postprocess_ms: float = 0.0
+    dist: str = "exponential"
+    cv: float = 1.0
+    samples: dict[str, np.ndarray] = field(default_factory=dict)
+    forward_by_batch: dict[int, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def from_rows(cls, rows: np.ndarray) -> "ServiceModel":
+        """Resample a recorded run: per-request components and per-batch-size forward times."""
+        ok = rows[(rows["status"] == STATUS_OK) & ~rows["warmup"]]
+        if len(ok) == 0:
+            raise ValueError("the recorded run has no successful measured requests")
+        comps = component_ns(ok)
+        first = np.unique(ok["batch_id"], return_index=True)[1]
+        sizes = ok["batch_size"][first]
+        fwd = comps["forward"][first] / 1e6
+        return cls(samples={k: comps[k] / 1e6 for k in ("preprocess", "postprocess", "network")},
+                   forward_by_batch={int(s): fwd[sizes == s] for s in np.unique(sizes)})
+
+    def mean_service_ms(self, batch: int = 1) -> float:
+        """Mean replica busy time for a batch of ``batch`` (forward + its postprocessing)."""
+        if self.forward_by_batch:
+            fwd = float(np.mean(self._forward_pool(batch)))
+            post = float(np.mean(self.samples["postprocess"])) * batch
+            return fwd + post
+        return self.forward_ms + self.forward_per_item_ms * (batch - 1) + self.postprocess_ms * batch
+
+    def _forward_pool(self, batch: int) -> np.ndarray:
+        if batch in self.forward_by_batch:
+            return self.forward_by_batch[batch]
+        nearest = min(self.forward_by_batch, key=lambda s: abs(s - batch))
+        return self.forward_by_batch[nearest] * batch / nearest  # scaled, clearly an estimate
+
+    def draw(self, rng: np.random.Generator, mean: float, n: int) -> np.ndarray:
+        if mean <= 0:
+            return np.zeros(n)
+        if self.dist == "constant":
+            return np.full(n, mean)
+        if self.dist == "exponential":
+            return rng.exponential(mean, n)
+        sigma = np.sqrt(np.log(1 + self.cv ** 2))
+        return rng.lognormal(np.log(mean) - sigma ** 2 / 2, sigma, n)
+
+
+@dataclass
+class SimConfig:
+    rate: float  # requests per second
+    replicas: int = 1
+    batch_size: int = 1
+    max_batch_delay_ms: float = 0.0
+    arrival: str = "poisson"
+    requests: int = 100_000
+    seed: int = 0
+    warmup_fraction: float = 0.1  # the transient from an empty system, dropped
+    burst_on_s: float = 1.0  # bursty arrivals: on at 2× rate for this long, then off as long
+    allow_unstable: bool = True
+
+
+def arrivals_ms(config: SimConfig, rng: np.random.Generator) -> np.ndarray:
+    n, gap = config.requests, 1000.0 / config.rate
+    if config.arrival == "constant":
+        return np.arange(1, n + 1) * gap
+    if config.arrival == "poisson":
+        return np.cumsum(rng.exponential(gap, n))
+    if config.arrival == "bursty":  # Poisson at twice the rate, switched on and off
+        t = np.cumsum(rng.exponential(gap / 2, n))
+        period = config.burst_on_s * 1000
+        return t + (t // period) * period  # every "on" period is followed by an equal gap
+    raise ValueError(f"arrival must be one of {', '.join(ARRIVALS)}")
+
+
+def utilisation(config: SimConfig, service: ServiceModel) -> float:
+    """Offered load per replica at full batches; ≥ 1 means the queue grows without bound."""
+    per_request = service.mean_service_ms(config.batch_size) / config.batch_size
+    return config.rate * per_request / 1000 / config.replicas
+
+
+def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
+    """Simulated request rows (the engine's record format, stamps in ns), warm-up labelled."""
+    if not config.allow_unstable and utilisation(config, service) >= 1:
+        raise UnstableQueue(f"utilisation {utilisation(config, service):.2f} ≥ 1")
+    rng = np.random.default_rng(config.seed)
+    n = config.requests
+    arrive = arrivals_ms(config, rng)
+    if service.samples:
+        pre = rng.choice(service.samples["preprocess"], n)
+        post = rng.choice(service.samples["postprocess"], n)
+        net = rng.choice(service.samples["network"], n)
+    else:
+        pre = service.draw(rng, service.preprocess_ms, n)
+        post = service.draw(rng, service.postprocess_ms, n)
+        net = np.zeros(n)
+    ready = arrive + net / 2 + pre  # preprocessing in parallel; ready to be batched
+    order = np.argsort(ready, kind="stable")
+    ready_list = ready[order].tolist()  # plain floats: the loop below is scalar work
+    post_sorted = post[order]
+    post_total = np.concatenate(([0.0], np.cumsum(post_sorted))).tolist()
+    fwd_draws = (service.draw(rng, service.forward_ms, n).tolist()
+                 if not service.forward_by_batch else rng.random(n).tolist())
+    free = [(0.0, r) for r in range(config.replicas)]
+    heapq.heapify(free)
+    B, D = config.batch_size, config.max_batch_delay_ms
+    starts: list[int] = []  # per batch: first request (in ready order), start, forward, replica
+    t_start: list[float] = []
+    t_fwd: list[float] = []
+    reps: list[int] = []
+    i = 0
+    while i < n:
+        t_free, r = heapq.heappop(free)
+        first = ready_list[i]
+        if B == 1:
+            start = t_free if t_free > first else first
+            j = i + 1
+        else:
+            full_at = ready_list[i + B - 1] if i + B - 1 < n else float("inf")
+            due = full_at if full_at < first + D else first + D
+            start = t_free if t_free > due else due
+            j = min(bisect.bisect_right(ready_list, start, i), i + B)
+            j = j if j > i else i + 1
+        size = j - i
+        if service.forward_by_batch:
+            pool = service._forward_pool(size)
+            fwd = float(pool[int(fwd_draws[len(starts)] * len(pool))])
+        else:
+            fwd = fwd_draws[len(starts)] + service.forward_per_item_ms * (size - 1)
+        starts.append(i)
+        t_start.append(start)
+        t_fwd.append(fwd)
+        reps.append(r)
+        heapq.heappush(free, (start + fwd + post_total[j] - post_total[i], r))
+        i = j
+    # Expand per-batch results to requests (vectorised).
+    first_idx = np.asarray(starts)
+    sizes = np.diff(np.append(first_idx, n))
+    per_req_batch = np.repeat(np.arange(len(first_idx)), sizes)
+    start_s = np.repeat(np.asarray(t_start), sizes)
+    end_s = start_s + np.repeat(np.asarray(t_fwd), sizes)
+    cum = np.asarray(post_total)
+    before = cum[:-1] - cum[first_idx][per_req_batch]  # postprocessing of earlier batch-mates
+    fwd_start, fwd_end, post_start = (np.empty(n) for _ in range(3))
+    fwd_start[order], fwd_end[order], post_start[order] = start_s, end_s, end_s + before
+    batch_id = np.empty(n, dtype=np.int32)
+    batch_size = np.empty(n, dtype=np.int16)
+    replica = np.empty(n, dtype=np.int16)
+    batch_id[order] = per_req_batch
+    batch_size[order] = np.repeat(sizes, sizes)
+    replica[order] = np.repeat(np.asarray(reps), sizes)
+    rows = np.zeros(n, dtype=RECORD_DTYPE)
+    ns = lambda ms: np.round(ms * 1e6).astype(np.int64)  # noqa: E731
+    post_end = post_start + post
+    rows["t_intended"] = rows["t_sent"] = ns(arrive)
+    rows["t_received"] = rows["t_pre_start"] = ns(arrive + net / 2)
+    rows["t_pre_end"] = ns(ready)
+    rows["t_fwd_start"], rows["t_fwd_end"] = ns(fwd_start), ns(fwd_end)
+    rows["t_post_start"], rows["t_post_end"] = ns(post_start), ns(post_end)
+    rows["t_done"] = ns(post_end + net / 2)
+    rows["batch_id"], rows["batch_size"], rows["replica"] = batch_id, batch_size, replica
+    rows["warmup"] = np.arange(n) < int(n * config.warmup_fraction)
+    return rows
+
+
+def summarize_simulation(config: SimConfig, service: ServiceModel) -> dict[str, Any]:
+    """The same summary shape as a measured run, marked simulated, with the utilisation."""
+    from latency.summary import summarize_rows
+
+    rows = simulate(config, service)
+    rho = utilisation(config, service)
+    measured = rows[~rows["warmup"]]
+    summary = summarize_rows(rows, {}, measure_start_ns=int(measured["t_intended"][0]),
+                             measure_end_ns=int(measured["t_done"].max()),
+                             config={"rate": config.rate})
+    summary["simulated"] = True
+    summary["utilisation"] = rho
+    if rho >= 1:
+        summary["warnings"].insert(0, f"unstable: utilisation {rho:.2f} ≥ 1 — the queue grows "
+                                      "for as long as the simulation runs; no steady state")
+    return summary

@@ -1,0 +1,65 @@
+"""The simulation against closed forms (long runs, statistical tolerance) and its speed rule."""
+import numpy as np
+import pytest
+
+from latency import queueing as q
+from latency.simulate import ServiceModel, SimConfig, simulate, summarize_simulation
+
+
+def mean_wait_ms(config, service):
+    rows = simulate(config, service)
+    m = rows[~rows["warmup"]]
+    return float(((m["t_fwd_start"] - m["t_pre_end"]) / 1e6).mean())
+
+
+@pytest.mark.parametrize("dist,theory", [
+    ("exponential", lambda: q.mm1(0.7 / 10, 10).wait_mean),
+    ("constant", lambda: q.md1(0.7 / 10, 10).wait_mean),
+])
+def test_single_server_matches_mm1_and_md1(dist, theory):
+    svc = ServiceModel(forward_ms=10, dist=dist)
+    got = mean_wait_ms(SimConfig(rate=70, requests=200_000, seed=1), svc)
+    assert got == pytest.approx(theory(), rel=0.05)
+
+
+def test_three_replicas_match_erlang_c():
+    svc = ServiceModel(forward_ms=10, dist="exponential")
+    got = mean_wait_ms(SimConfig(rate=240, replicas=3, requests=200_000, seed=2), svc)
+    assert got == pytest.approx(q.mmc(0.24, 10, 3).wait_mean, rel=0.06)
+
+
+def test_batching_forms_batches_and_bounds_the_wait():
+    svc = ServiceModel(forward_ms=4, forward_per_item_ms=0.5, dist="constant")
+    rows = simulate(SimConfig(rate=50, batch_size=8, max_batch_delay_ms=5, requests=20_000),
+                    svc)
+    m = rows[~rows["warmup"]]
+    assert m["batch_size"].max() <= 8
+    wait = (m["t_fwd_start"] - m["t_pre_end"]) / 1e6
+    assert wait.max() < 5 + 4 + 0.5 * 7 + 1e-6  # delay, plus at most one batch in service
+
+
+def test_unstable_is_said_plainly_without_nan():
+    s = summarize_simulation(SimConfig(rate=150, requests=20_000),
+                             ServiceModel(forward_ms=10, dist="constant"))
+    assert s["utilisation"] == pytest.approx(1.5)
+    assert s["warnings"][0].startswith("unstable")
+    assert np.isfinite(s["latency_ms"]["p99"])
+
+
+def test_service_times_resampled_from_a_recorded_run():
+    from latency.config import RunConfig
+    from latency.engine import execute
+
+    run = execute(RunConfig(model="synthetic", model_args={"preprocess_ms": 1, "forward_ms": 4,
+                                                            "postprocess_ms": 0.5},
+                            concurrency=8, batch_size=4, max_batch_delay_ms=2, requests=400,
+                            warmup=8))
+    svc = ServiceModel.from_rows(run.log)
+    assert 4 in svc.forward_by_batch
+    assert np.median(svc.forward_by_batch[4]) == pytest.approx(4.0, rel=0.1)
+    assert np.median(svc.samples["preprocess"]) == pytest.approx(1.0, rel=0.1)
+    rows = simulate(SimConfig(rate=100, batch_size=4, max_batch_delay_ms=2, requests=20_000),
+                    svc)
+    m = rows[~rows["warmup"]]
+    fwd = (m["t_fwd_end"] - m["t_fwd_start"]) / 1e6
+    assert np.median(fwd[m["batch_size"] == 4]) == pytest.approx(4.0, rel=0.1)
