@@ -18,6 +18,8 @@ nav = st.navigation([
     st.Page("views/home.py", title="Home", icon=":material/home:", default=True),
     st.Page("views/live_profiler.py", title="Live Profiler", icon=":material/monitoring:",
             url_path="live"),
+    st.Page("views/load_simulator.py", title="Load Simulator", icon=":material/ssid_chart:",
+            url_path="simulator"),
 ], position="top")
 instructor_box()
 nav.run()

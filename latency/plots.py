@@ -494,3 +494,46 @@ def summary_markdown(summary: Mapping[str, Any] | None) -> str:
         f"**{r[c]}**" if c == "component" and r[c] == "total" else
         (str(r[c]) if r[c] is not None else "—") for c in cols) + " |" for r in rows)
     return f"{head}|\n{body}\n\n(all times in ms)"
+
+
+def hockey_stick_figure(utilisation: Sequence[float], p50_ms: Sequence[float],
+                        p99_ms: Sequence[float], theory_p50_ms: Sequence[float] | None = None,
+                        theory_p99_ms: Sequence[float] | None = None,
+                        current: tuple[float, float, float] | None = None,
+                        slo_ms: float | None = None, title: str | None = None) -> go.Figure:
+    """p50 and p99 against utilisation: flat, then a wall. ``current`` = (ρ, p50, p99) marks
+    the slider's setting; dashed lines are the closed form where one applies (M/M/c)."""
+    if len(utilisation) == 0:
+        return empty_figure(title)
+    u = list(utilisation)
+    traces = [
+        go.Scatter(x=u, y=list(p50_ms), name="p50 (simulated)", mode="lines+markers",
+                   line={"color": SERIES_COLOURS[0], "width": 2},
+                   hovertemplate="ρ=%{x:.2f}: p50 %{y:.1f} ms<extra></extra>"),
+        go.Scatter(x=u, y=list(p99_ms), name="p99 (simulated)", mode="lines+markers",
+                   line={"color": SERIES_COLOURS[1], "width": 2},
+                   hovertemplate="ρ=%{x:.2f}: p99 %{y:.1f} ms<extra></extra>"),
+    ]
+    if theory_p50_ms is not None and theory_p99_ms is not None:
+        for name, y, colour in (("p50 (M/M/c theory)", theory_p50_ms, SERIES_COLOURS[0]),
+                                ("p99 (M/M/c theory)", theory_p99_ms, SERIES_COLOURS[1])):
+            traces.append(go.Scatter(x=u, y=list(y), name=name, mode="lines",
+                                     line={"color": colour, "width": 1.5, "dash": "dot"},
+                                     hovertemplate="ρ=%{x:.2f}: %{y:.1f} ms<extra></extra>"))
+    if current is not None:
+        cu, c50, c99 = current
+        traces.append(go.Scatter(x=[cu, cu], y=[c50, c99], name="your setting",
+                                 mode="markers", marker={"size": 13, "color": "#000000",
+                                                         "symbol": "diamond"},
+                                 hovertemplate="your setting: %{y:.1f} ms<extra></extra>"))
+    layout = _base_layout(title, 420)
+    layout.update(xaxis={"title": {"text": "utilisation ρ (offered load ÷ capacity)"},
+                         "range": [0, 1.0]},
+                  yaxis={"title": {"text": "total latency (ms, log scale)"}, "type": "log"},
+                  hovermode="closest")
+    fig = _figure(traces, layout)
+    if slo_ms:
+        fig.add_hline(y=slo_ms, line={"color": "#D55E00", "dash": "dash", "width": 1.5},
+                      annotation_text=f"SLO {fmt_ms(slo_ms)} ms",
+                      annotation_position="top left")
+    return fig

@@ -389,3 +389,14 @@ def test_timeseries_draws_the_offered_rate_in_open_loop():
     offered = next(t for t in fig.data if t.name == "offered rate")
     assert list(offered.y) == [300.0, 300.0]
     assert "offered rate" not in {t.name for t in plots.timeseries_figure(series).data}
+
+
+def test_hockey_stick_marks_the_setting_and_overlays_theory():
+    fig = plots.hockey_stick_figure([0.1, 0.5, 0.9], [1.0, 2.0, 9.0], [3.0, 8.0, 40.0],
+                                    [1.0, 2.1, 9.5], [3.1, 8.5, 46.0], (0.5, 2.0, 8.0), 20.0)
+    names = [t.name for t in fig.data]
+    assert names[:2] == ["p50 (simulated)", "p99 (simulated)"]
+    assert "p99 (M/M/c theory)" in names and "your setting" in names
+    assert fig.layout.yaxis.type == "log"
+    assert any(sh.y0 == 20.0 for sh in fig.layout.shapes)  # the SLO line
+    assert plots.hockey_stick_figure([], [], []).layout.annotations  # "no data yet"

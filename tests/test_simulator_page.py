@@ -1,0 +1,54 @@
+"""The Load Simulator page through AppTest: sliders change the figures; unstable settings say
+so plainly; capacity answers appear."""
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def simulator() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/load_simulator.py").run()
+    assert not at.exception
+    return at
+
+
+def chart_specs(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def test_sliders_change_the_predicted_figures():
+    at = simulator()
+    assert any("simulated" in c.value for c in at.caption)
+    before = chart_specs(at)
+    p99_before = next(m.value for m in at.metric if m.label.startswith("p99"))
+    at.sidebar.slider(key="sim_rate").set_value(90).run()  # ρ 0.7 → 0.9
+    after = chart_specs(at)
+    p99_after = next(m.value for m in at.metric if m.label.startswith("p99"))
+    assert before != after and p99_before != p99_after
+    assert next(m.value for m in at.metric if m.label.startswith("utilisation")) == "0.90"
+    curve = next(s for s in after if any("hockey" in str(t.get("name", "")) or
+                                         "simulated" in str(t.get("name", ""))
+                                         for t in s["data"]))
+    names = {t["name"] for t in curve["data"]}
+    assert {"p50 (simulated)", "p99 (simulated)", "your setting"} <= names
+    assert "p99 (M/M/c theory)" in names  # exponential service, batch 1: theory overlaid
+
+
+def test_an_unstable_setting_shows_the_unstable_message():
+    at = simulator()
+    at.sidebar.slider(key="sim_rate").set_value(200).run()  # ρ = 2
+    assert any("Unstable" in e.value for e in at.error)
+    assert all("nan" not in m.value.lower() and "inf" not in m.value.lower()
+               for m in at.metric)
+    assert not at.exception
+
+
+def test_capacity_planning_answers():
+    at = simulator()
+    at.toggle(key="sim_plan").set_value(True).run()
+    text = " ".join(m.value for m in at.markdown)
+    assert "Highest arrival rate" in text and "req/s" in text and "Fewest replicas" in text

@@ -1,0 +1,87 @@
+"""Load Simulator: move a slider, see queueing — simulated instantly, checked against theory."""
+import streamlit as st
+
+from latency import plots
+from ui.controls import KEEP
+from ui.shared import yield_cpu_to_runs
+from ui.simulator import plan, predict, recorded_runs
+
+yield_cpu_to_runs()
+st.title("Load Simulator")
+st.caption("Everything on this page is **simulated** (a discrete-event model of the same "
+           "server the profiler runs) — no model runs here. Validate it on the Live Profiler "
+           "with the same settings.")
+sb = st.sidebar
+sb.header("Simulated system")
+sources = ["parametric"] + recorded_runs()
+source = sb.selectbox("Service times from", sources, key="sim_source",
+                      help="Parametric: a forward time you choose. Or a run recorded on this "
+                           "server: each component and the forward time per batch size are "
+                           "resampled from what was measured.", **KEEP)
+service_ms, dist, cv = 10.0, "exponential", 1.0
+if source == "parametric":
+    service_ms = sb.slider("Forward time, mean (ms)", 0.5, 200.0, 10.0, 0.5, key="sim_service",
+                           help="Mean time one batch spends in the model.", **KEEP)
+    dist = sb.selectbox("Forward-time distribution", ["exponential", "constant", "lognormal"],
+                        key="sim_dist", help="Variable service times queue far more than "
+                        "constant ones at the same utilisation.", **KEEP)
+    if dist == "lognormal":
+        cv = sb.slider("Spread (coefficient of variation)", 0.1, 3.0, 1.0, 0.1, key="sim_cv",
+                       help="Standard deviation ÷ mean of the forward time.", **KEEP)
+rate = float(sb.slider("Arrival rate (req/s)", 1, 3000, 70, key="sim_rate",
+                       help="Poisson arrivals per second.", **KEEP))
+replicas = sb.slider("Replicas", 1, 16, 1, key="sim_replicas", help="Model workers.", **KEEP)
+batch = sb.slider("Max batch size", 1, 64, 1, key="sim_batch",
+                  help="Requests a replica takes at once.", **KEEP)
+delay = sb.slider("Max batch delay (ms)", 0.0, 50.0, 0.0, 0.5, key="sim_delay",
+                  help="Longest wait for a batch to fill.", **KEEP)
+slo = sb.number_input("SLO target, p99 (ms)", 0.1, 100000.0, 100.0, 1.0, key="sim_slo",
+                      help="The p99 latency you promise.", **KEEP)
+
+try:
+    p = predict(source, service_ms, dist, cv, rate, replicas, batch, float(delay))
+except ValueError as exc:
+    st.error(f"Cannot simulate: {exc}")
+    st.stop()
+snap, rho = p["snapshot"], p["utilisation"]
+lat = snap.summary["latency_ms"]
+m = st.columns(4)
+m[0].metric("utilisation ρ", f"{rho:.2f}")
+m[1].metric("p50 (simulated)", plots.fmt_duration(lat["p50"]))
+m[2].metric("p99 (simulated)", plots.fmt_duration(lat["p99"]))
+share = snap.share_within(slo)
+m[3].metric(f"within SLO {slo:g} ms", f"{share:.1%}" if share is not None else "—")
+if rho >= 1:
+    st.error(f"**Unstable:** ρ = {rho:.2f} ≥ 1 — requests arrive faster than the replicas can "
+             "serve them, so the queue grows without limit and there is no steady-state "
+             "latency. The figures below are for this simulated stretch only; the chart of "
+             "latency over time shows the queue growing.")
+    st.plotly_chart(plots.timeseries_figure(snap.series, offered_rps=rate), key="sim_growth")
+left, right = st.columns(2)
+with left:
+    st.caption("Where the time goes, predicted (p99 bar: the requests around p99).")
+    st.plotly_chart(plots.stacked_components_figure(snap.makeup_ms), key="sim_bars")
+with right:
+    st.caption("Predicted distribution of the total latency.")
+    st.plotly_chart(plots.latency_histogram_figure(
+        snap.hist_edges_ms, snap.hist_counts, {k: lat[k] for k in ("p50", "p95", "p99")}, slo,
+        share), key="sim_hist")
+c = p["curve"]
+st.subheader("The hockey stick")
+st.plotly_chart(plots.hockey_stick_figure(
+    c.utilisation, c.p50_ms, c.p99_ms, c.theory_p50_ms, c.theory_p99_ms,
+    (min(rho, 0.999), lat["p50"], lat["p99"]) if rho < 1 else None, slo), key="sim_curve")
+st.caption("p50 and p99 as the arrival rate rises (all else as set). Near ρ = 1 a queue takes "
+           "ever longer to settle; the last points are simulated on a capped horizon and "
+           "under-state the tail a little. Dotted: the M/M/c closed form, where it applies.")
+st.subheader("Capacity planning (simulated)")
+if st.toggle("Answer: highest rate and fewest replicas for the SLO", key="sim_plan",
+             help="Searches the simulator (about a second)."):
+    best_rate, fewest = plan(source, service_ms, dist, cv, rate, replicas, batch, float(delay),
+                             float(slo))
+    st.markdown(
+        f"- **Highest arrival rate meeting p99 ≤ {slo:g} ms with {replicas} replica(s):** "
+        + (f"{best_rate:.0f} req/s." if best_rate is not None else
+           "none — even a trickle misses the SLO: the service itself is too slow.") + "\n"
+        f"- **Fewest replicas meeting it at {rate:g} req/s:** "
+        + (f"{fewest}." if fewest is not None else "more than 32."))
