@@ -531,9 +531,9 @@ def hockey_stick_figure(utilisation: Sequence[float], p50_ms: Sequence[float],
                          "range": [0, 1.0]},
                   yaxis={"title": {"text": "total latency (ms, log scale)"}, "type": "log"},
                   hovermode="closest")
+    if slo_ms:  # a trace, not a shape: shapes on a log axis take log10 coordinates
+        traces.append(go.Scatter(x=[0, 1], y=[slo_ms, slo_ms], name=f"SLO {fmt_ms(slo_ms)} ms",
+                                 mode="lines", line={"color": "#555555", "dash": "dashdot",
+                                                     "width": 1.5}, hoverinfo="skip"))
     fig = _figure(traces, layout)
-    if slo_ms:
-        fig.add_hline(y=slo_ms, line={"color": "#D55E00", "dash": "dash", "width": 1.5},
-                      annotation_text=f"SLO {fmt_ms(slo_ms)} ms",
-                      annotation_position="top left")
     return fig

@@ -398,5 +398,6 @@ def test_hockey_stick_marks_the_setting_and_overlays_theory():
     assert names[:2] == ["p50 (simulated)", "p99 (simulated)"]
     assert "p99 (M/M/c theory)" in names and "your setting" in names
     assert fig.layout.yaxis.type == "log"
-    assert any(sh.y0 == 20.0 for sh in fig.layout.shapes)  # the SLO line
+    slo = next(t for t in fig.data if t.name.startswith("SLO"))
+    assert list(slo.y) == [20.0, 20.0]
     assert plots.hockey_stick_figure([], [], []).layout.annotations  # "no data yet"
