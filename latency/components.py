@@ -44,14 +44,13 @@ RECORD_DTYPE = np.dtype([(f"t_{s}", "<i8") for s in STAMPS] + [
 class Request:
     """One request in flight; plain attributes (``__slots__``) because the hot path sets them."""
 
-    __slots__ = ("raw", "item", "output", "response", "error", "client", "warmup", "reply",
+    __slots__ = ("raw", "item", "response", "error", "client", "warmup", "reply",
                  "batch_id", "batch_size", "replica", "cancelled") + tuple(f"t_{s}" for s in STAMPS)
 
     def __init__(self, raw: object, client: int, warmup: bool, reply: object,
                  t_intended: int) -> None:
         self.raw = raw
         self.item = None
-        self.output = None
         self.response = None
         self.error: str | None = None
         self.client = client
