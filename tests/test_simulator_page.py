@@ -52,3 +52,22 @@ def test_capacity_planning_answers():
     at.toggle(key="sim_plan").set_value(True).run()
     text = " ".join(m.value for m in at.markdown)
     assert "Highest arrival rate" in text and "req/s" in text and "Fewest replicas" in text
+
+
+def test_validate_runs_the_engine_and_sets_measured_against_predicted():
+    import time
+
+    at = simulator()
+    at.sidebar.slider(key="sim_service").set_value(5.0)
+    at.sidebar.slider(key="sim_rate").set_value(100).run()  # rho 0.5
+    next(b for b in at.button if b.label.startswith("Validate")).click().run()
+    assert not at.exception and not at.error
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        at.run()
+        if any("| p99 |" in m.value for m in at.markdown):
+            break
+    table = next(m.value for m in at.markdown if "| p99 |" in m.value)
+    assert "predicted" in table and "measured" in table
+    assert not at.exception

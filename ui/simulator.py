@@ -3,11 +3,14 @@ value it had) and shared by every session. The work itself is in ``latency.simul
 ``latency.capacity``; this module only caches it."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import streamlit as st
 
+from latency.config import RunConfig
 from latency.capacity import hockey_stick, max_rate_for_slo, min_replicas_for_slo
+from latency.plots import fmt_duration
 from latency.simulate import ServiceModel, SimConfig, simulate, utilisation
 from latency.snapshot import build_snapshot
 from ui.shared import run_manager
@@ -55,3 +58,25 @@ def plan(source: str, service_ms: float, dist: str, cv: float, rate: float, repl
     svc = service_model(source, service_ms, dist, cv)
     cfg = SimConfig(rate=rate, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms)
     return max_rate_for_slo(cfg, svc, slo_ms), min_replicas_for_slo(cfg, svc, slo_ms)
+
+
+def validation_config(service_ms: float, dist: str, cv: float, rate: float, replicas: int,
+                      batch: int, delay_ms: float, duration_s: float = 10.0) -> RunConfig:
+    """The real run that checks a parametric prediction: the synthetic pipeline holding the
+    same forward-time distribution, at the same arrivals, replicas and batching."""
+    return RunConfig(model="synthetic",
+                     model_args={"preprocess_ms": 0.0, "forward_ms": service_ms,
+                                 "postprocess_ms": 0.0, "dist": dist,
+                                 "sigma": math.sqrt(math.log(1 + cv ** 2))},
+                     rate=rate, arrival="poisson", replicas=replicas, batch_size=batch,
+                     max_batch_delay_ms=delay_ms, duration_s=duration_s, warmup=20)
+
+
+def comparison_markdown(predicted: dict[str, Any], measured: dict[str, Any]) -> str:
+    """Predicted vs measured p50/p99/mean as a Markdown table with the difference."""
+    rows = ["| | predicted | measured | difference |", "|:--|--:|--:|--:|"]
+    for key in ("p50", "p99", "mean"):
+        p, m = predicted.get(key), measured.get(key)
+        diff = f"{(m / p - 1):+.0%}" if p and m is not None else "—"
+        rows.append(f"| {key} | {fmt_duration(p)} | {fmt_duration(m)} | {diff} |")
+    return "\n".join(rows)

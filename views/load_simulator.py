@@ -3,8 +3,10 @@ import streamlit as st
 
 from latency import plots
 from ui.controls import KEEP
-from ui.shared import yield_cpu_to_runs
-from ui.simulator import plan, predict, recorded_runs
+from latency.config import ConfigError
+from ui.shared import run_manager, session_id, yield_cpu_to_runs
+from ui.simulator import (comparison_markdown, plan, predict, recorded_runs,
+                          validation_config)
 
 yield_cpu_to_runs()
 st.title("Load Simulator")
@@ -85,3 +87,44 @@ if st.toggle("Answer: highest rate and fewest replicas for the SLO", key="sim_pl
            "none — even a trickle misses the SLO: the service itself is too slow.") + "\n"
         f"- **Fewest replicas meeting it at {rate:g} req/s:** "
         + (f"{fewest}." if fewest is not None else "more than 32."))
+
+st.subheader("Validate against a real run")
+settings = (service_ms, dist, cv, rate, replicas, batch, float(delay))
+if source != "parametric":
+    st.caption("Validation runs the synthetic pipeline with a parametric forward time: choose "
+               "*parametric* service times to validate a prediction.")
+elif st.button("Validate: run it for real (10 s)", key="sim_validate",
+               help="Runs the synthetic pipeline, holding these forward times, at this rate, "
+                    "replicas and batching on this machine (queued like any run), then sets "
+                    "measured against predicted."):
+    try:
+        ticket = run_manager().submit(validation_config(*settings), owner=session_id())
+        st.session_state["sim_validation"] = (ticket.run_id, settings, lat)
+    except ConfigError as exc:
+        st.error(f"Cannot validate: {exc}")
+validation = st.session_state.get("sim_validation")
+handle = run_manager().get(validation[0]) if validation else None
+if handle is not None:
+    @st.fragment(run_every=1.0 if not handle.done() else None)
+    def validation_view() -> None:
+        yield_cpu_to_runs()
+        snap = handle.snapshot()
+        if not snap.finished:
+            st.progress(float(snap.progress.get("fraction") or 0.0),
+                        text=f"real run {snap.phase} · {snap.progress.get('measured', 0)} "
+                             "requests measured")
+            return
+        if snap.summary is None or not snap.summary.get("successful"):
+            st.error(f"The validation run {snap.status}: {snap.failure or 'nothing measured'}")
+            return
+        if validation[1] != settings:
+            st.info("The settings changed since this validation; press Validate again.")
+        st.markdown(comparison_markdown(validation[2], snap.summary["latency_ms"]))
+        st.caption(f"Measured on this machine by {handle.run_id} ({snap.status}, "
+                   f"{snap.summary['requests']} requests). The real server adds its own "
+                   "hand-offs (~0.1 ms a request), which the simulation leaves out.")
+        if st.session_state.get("sim_validation_shown") != handle.run_id:
+            st.session_state["sim_validation_shown"] = handle.run_id
+            st.rerun()  # stop polling
+
+    validation_view()
