@@ -63,3 +63,13 @@ def test_service_times_resampled_from_a_recorded_run():
     m = rows[~rows["warmup"]]
     fwd = (m["t_fwd_end"] - m["t_fwd_start"]) / 1e6
     assert np.median(fwd[m["batch_size"] == 4]) == pytest.approx(4.0, rel=0.1)
+
+
+
+def test_fixed_serving_costs_add_where_they_belong():
+    svc = ServiceModel(forward_ms=4, dist="constant", network_ms=0.2, turnaround_ms=1.0)
+    rows = simulate(SimConfig(rate=1, arrival="constant", requests=200), svc)
+    m = rows[~rows["warmup"]]
+    total = (m["t_done"] - m["t_intended"]) / 1e6
+    assert np.allclose(total, 4.2)  # no queueing at 1 req/s: forward + network
+    assert svc.mean_service_ms() == pytest.approx(5.0)  # the replica's turnaround counts
