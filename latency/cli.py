@@ -156,14 +156,13 @@ def _cmd_simulate(a: argparse.Namespace) -> int:
     import json
 
     from latency import queueing
-    from latency.config import ConfigError
+    from latency.config import MAX_BATCH, MAX_REQUESTS, ConfigError, positive_int
     from latency.simulate import ARRIVALS, DISTS, ServiceModel, SimConfig, summarize_simulation
     from latency.summary import format_table
 
-    for flag, value, limit in (("replicas", a.replicas, 1024), ("batch-size", a.batch_size, 4096),
-                               ("requests", a.requests, 10_000_000)):
-        if value < 1 or value > limit:
-            raise ConfigError(f"--{flag} must be between 1 and {limit}")
+    positive_int("replicas", a.replicas, 1024)
+    positive_int("batch-size", a.batch_size, MAX_BATCH)
+    positive_int("requests", a.requests, MAX_REQUESTS)
     if a.arrival not in ARRIVALS:
         raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
     if a.service_dist not in DISTS:

@@ -19,7 +19,6 @@ MAX_THREADS = 256
 MAX_BATCH = 4096
 MAX_DELAY_MS = 10_000.0
 ARRIVALS = ("poisson", "constant")
-DTYPES = ("float32", "bfloat16", "float16")
 
 
 class ConfigError(ValueError):
@@ -69,11 +68,11 @@ class RunConfig:
         from latency.registry import parse_model_args, pipeline_class
 
         c = RunConfig(**asdict(self))
-        _positive_int("batch-size", c.batch_size, MAX_BATCH)
-        _positive_int("replicas", c.replicas, MAX_REPLICAS)
-        _positive_int("threads", c.threads, MAX_THREADS)
-        _positive_int("preprocess-workers", c.preprocess_workers, MAX_THREADS)
-        _positive_int("input-pool", c.input_pool, 100_000)
+        positive_int("batch-size", c.batch_size, MAX_BATCH)
+        positive_int("replicas", c.replicas, MAX_REPLICAS)
+        positive_int("threads", c.threads, MAX_THREADS)
+        positive_int("preprocess-workers", c.preprocess_workers, MAX_THREADS)
+        positive_int("input-pool", c.input_pool, 100_000)
         if not 0 <= c.max_batch_delay_ms <= MAX_DELAY_MS:
             raise ConfigError(f"--max-batch-delay-ms must be between 0 and {MAX_DELAY_MS:g}")
         if c.warmup < 0:
@@ -87,13 +86,13 @@ class RunConfig:
                 raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
         else:
             c.concurrency = 1 if c.concurrency is None else c.concurrency
-            _positive_int("concurrency", c.concurrency, MAX_CONCURRENCY)
+            positive_int("concurrency", c.concurrency, MAX_CONCURRENCY)
         if c.requests is not None and c.duration_s is not None:
             raise ConfigError("choose one length: --requests or --duration")
         if c.requests is None and c.duration_s is None:
             c.requests = 1000
         if c.requests is not None:
-            _positive_int("requests", c.requests, MAX_REQUESTS)
+            positive_int("requests", c.requests, MAX_REQUESTS)
         if c.duration_s is not None and not 0 < c.duration_s <= MAX_DURATION_S:
             raise ConfigError(f"--duration must be > 0 and <= {MAX_DURATION_S:g} s")
         try:
@@ -110,7 +109,8 @@ class RunConfig:
         return self.replicas * self.threads > usable_cores()
 
 
-def _positive_int(flag: str, value: Any, limit: int) -> None:
+def positive_int(flag: str, value: Any, limit: int) -> None:
+    """ConfigError unless ``value`` is a whole number from 1 to ``limit``."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"--{flag} must be a whole number >= 1 (got {value!r})")
     if value > limit:

@@ -20,9 +20,6 @@ from latency.components import (COMPONENTS, RECORD_DTYPE, STAMPS, STATUS_OK, com
 if TYPE_CHECKING:
     import pandas as pd
 
-STATUSES = ("completed", "stopped", "failed")
-
-
 @dataclass
 class RunResult:
     config: dict[str, Any]

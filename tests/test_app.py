@@ -1,11 +1,12 @@
 """The dashboard through Streamlit's AppTest: pages render; a run started from the widgets
 finishes and its stacked bar figure holds the five components."""
 import json
-import time
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+
+from tests.conftest import rerun_until
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -53,12 +54,7 @@ def test_a_run_started_from_the_widgets_finishes_with_the_five_components():
     at.sidebar.slider(key="duration").set_value(2)
     next(b for b in at.button if b.label == "Start").click().run()
     assert not at.exception and not at.error
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        time.sleep(1)
-        at.run()
-        if any("completed" in m.value for m in at.markdown):
-            break
+    rerun_until(at, lambda at: any("completed" in m.value for m in at.markdown))
     assert any("completed" in m.value for m in at.markdown), [m.value for m in at.markdown]
     charts = at.get("plotly_chart")
     assert len(charts) == 3
@@ -82,10 +78,7 @@ def test_an_engine_failure_shows_an_error_box_and_the_app_keeps_working():
     ticket = run_manager().submit(RunConfig(model="synthetic", requests=5, warmup=0),
                                   owner=at.session_state["owner"], inputs=[])  # fails
     at.session_state["watch"] = ticket.run_id
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not at.error:
-        time.sleep(1)
-        at.run()
+    rerun_until(at, lambda at: bool(at.error), timeout=60)
     assert any("no inputs" in e.value for e in at.error)
     assert not at.exception
     at.switch_page("views/home.py").run()

@@ -5,6 +5,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from tests.conftest import rerun_until
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
@@ -55,19 +57,12 @@ def test_capacity_planning_answers():
 
 
 def test_validate_runs_the_engine_and_sets_measured_against_predicted():
-    import time
-
     at = simulator()
     at.sidebar.slider(key="sim_service").set_value(5.0)
     at.sidebar.slider(key="sim_rate").set_value(100).run()  # rho 0.5
     next(b for b in at.button if b.label.startswith("Validate")).click().run()
     assert not at.exception and not at.error
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        time.sleep(1)
-        at.run()
-        if any("| p99 |" in m.value for m in at.markdown):
-            break
+    rerun_until(at, lambda at: any("| p99 |" in m.value for m in at.markdown))
     table = next(m.value for m in at.markdown if "| p99 |" in m.value)
     assert "predicted" in table and "measured" in table
     assert not at.exception

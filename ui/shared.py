@@ -22,8 +22,6 @@ import streamlit as st
 
 from latency import plots
 from latency.manager import RunManager
-from latency.runner import RunHandle
-from latency.snapshot import Snapshot
 
 INSTRUCTOR_ENV = "LATENCY_LAB_INSTRUCTOR_KEY"
 
@@ -87,10 +85,6 @@ def instructor_box() -> None:
                 st.rerun()
             else:
                 st.error("Wrong key.")
-
-
-def snapshot_of(handle: RunHandle) -> Snapshot:
-    return handle.snapshot()
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

@@ -34,8 +34,9 @@ def _recorded(run_id: str) -> ServiceModel:
 
 def recorded_runs() -> list[str]:
     """Finished runs of this server with successful requests, newest first."""
+    # the snapshot of a finished run is built once and memoised: no copy of its rows per rerun
     return [h.run_id for h in reversed(run_manager().finished())
-            if h.status in ("completed", "stopped") and len(h.result().log)]
+            if h.status in ("completed", "stopped") and h.snapshot().progress.get("measured")]
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
