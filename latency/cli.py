@@ -61,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     length.add_argument("--duration", type=_positive_float, help="measured seconds")
     r.add_argument("--warmup", type=int, default=20, help="warm-up requests, not in statistics")
     r.add_argument("--seed", type=int, default=0, help="seed of arrivals and inputs")
+    r.add_argument("--optimize", default="", metavar="LEVERS",
+                   help="comma-separated levers: int8, compile, channels_last, bf16, "
+                        "prune_unstructured, prune_structured")
+    r.add_argument("--pre", default="fast", help="preprocessing variant: fast or naive")
+    r.add_argument("--post", default="fast", help="postprocessing variant: fast or naive")
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--csv", metavar="PATH", help="write one row per request as CSV")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -82,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--requests", type=int, default=100_000, help="simulated requests")
     sm.add_argument("--seed", type=int, default=0, help="seed of arrivals and service draws")
     sm.add_argument("--json", metavar="PATH", help="write the summary as JSON")
+    from latency.ab_cli import add_parser as add_ab_parser
+
+    add_ab_parser(sub, p_fmt)
     return p
 
 
@@ -93,7 +101,8 @@ def _config_from_args(a: argparse.Namespace) -> Any:
                      max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
                      threads=a.threads, preprocess_workers=a.preprocess_workers,
                      concurrency=a.concurrency, rate=a.rate, arrival=a.arrival or "poisson",
-                     requests=a.requests, duration_s=a.duration, warmup=a.warmup, seed=a.seed)
+                     requests=a.requests, duration_s=a.duration, warmup=a.warmup, seed=a.seed,
+                     optimize=a.optimize, pre=a.pre, post=a.post)
 
 
 def _cmd_models() -> int:
@@ -145,6 +154,10 @@ def _cmd_run(a: argparse.Namespace) -> int:
 
     result = execute(config, cancel=cancel, on_rows=on_rows)
     print(format_summary(result))
+    from latency.optimize import report_lines
+
+    for line in report_lines(result.environment):
+        print(line)
     if a.json:
         result.to_json(a.json)
     if a.csv:
@@ -210,6 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_models()
         if args.command == "simulate":
             return _cmd_simulate(args)
+        if args.command == "ab":
+            from latency.ab_cli import cmd_ab
+
+            return cmd_ab(args)
         return _cmd_run(args)
     except (UsageError, ConfigError, PipelineError) as exc:
         print(f"latency: error: {exc}", file=sys.stderr)

@@ -46,6 +46,10 @@ class RunConfig:
     warmup: int = 20
     seed: int = 0
     input_pool: int = 64
+    #: optimisation levers (latency.optimize.LEVERS) and the pre/postprocess variants
+    optimize: list[str] = field(default_factory=list)
+    pre: str = "fast"
+    post: str = "fast"
 
     @property
     def mode(self) -> str:
@@ -102,6 +106,12 @@ class RunConfig:
         except (PipelineError, ValueError) as exc:
             raise ConfigError(str(exc)) from None
         check_device_dtype(c.device, c.dtype, pipeline_class(c.model).dtypes)
+        from latency.optimize import LeverError, check, parse_levers
+        try:
+            c.optimize = parse_levers(c.optimize)
+            check(c.model, c.optimize, c.device, c.dtype, c.pre, c.post)
+        except LeverError as exc:
+            raise ConfigError(str(exc)) from None
         return c
 
     def oversubscribed(self) -> bool:

@@ -99,6 +99,16 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
         t = time.perf_counter()
         pipeline = build_pipeline(config.model, device, DTYPES[config.dtype], config.model_args)
         timings["model_load_s"] = time.perf_counter() - t
+        if config.optimize or config.pre != "fast" or config.post != "fast":
+            from latency.optimize import prepare
+
+            phase.update(name="optimising", started=time.monotonic())
+            t = time.perf_counter()
+            report = prepare(pipeline, config.optimize, config.pre, config.post,
+                             config.batch_size)
+            timings["optimize_s"] = time.perf_counter() - t  # levers + accuracy check
+            if report is not None:
+                env["optimization"] = report.to_dict()  # library warnings recorded there
         pool = list(inputs) if inputs is not None else pipeline.sample_inputs(
             config.input_pool, config.seed)
         if not pool:

@@ -53,6 +53,18 @@ class RunManager:
             self._lock.notify_all()
         return Ticket(handle.run_id, self.position(handle.run_id))
 
+    def submit_group(self, configs: list[RunConfig], owner: str) -> list[Ticket]:
+        """Validate every config, then queue them all back to back (an A/B's blocks): nobody
+        else's run can land between them. Nothing is queued if any config is bad."""
+        handles = [RunHandle(c) for c in configs]  # validates all first
+        with self._lock:
+            for handle in handles:
+                self._queue.append(handle)
+                self._owners[handle.run_id] = owner
+                self._by_id[handle.run_id] = handle
+            self._lock.notify_all()
+        return [Ticket(h.run_id, self.position(h.run_id) or 0) for h in handles]
+
     def stop(self, run_id: str, requester: str, instructor: bool = False) -> None:
         """Stop (or un-queue) a run; only its owner or an instructor may."""
         with self._lock:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +62,21 @@ class TrainedPipeline(Pipeline):
     @abc.abstractmethod
     def build_model(self, meta: dict[str, Any]) -> torch.nn.Module:
         """The untrained model, shaped as ``meta`` describes."""
+
+    def postprocess_naive(self, item: torch.Tensor) -> dict[str, Any]:
+        """The beginner's postprocess (``--post naive``): the same answer, the slow way.
+
+        Reads the logits one tensor element at a time, computes the softmax of *every* class in
+        Python, serialises all the scores to JSON and parses them back to pick the top label —
+        each step a real habit from first serving code. Ties resolve as ``argmax`` does (first
+        class wins), so the label always matches the fast postprocess.
+        """
+        logits = [float(item[i]) for i in range(item.shape[0])]
+        top = max(logits)
+        exps = [math.exp(v - top) for v in logits]
+        total = sum(exps)
+        scores = {self.labels[i]: exps[i] / total for i in range(len(exps))}
+        text = json.dumps({"scores": scores})
+        parsed = json.loads(text)["scores"]
+        ranked = sorted(parsed.items(), key=lambda kv: -kv[1])
+        return {"label": ranked[0][0], "scores": parsed}

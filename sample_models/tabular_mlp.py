@@ -69,6 +69,8 @@ class TabularMLPPipeline(TrainedPipeline):
     description = ("MLP scoring loan-default risk from a JSON record (parse, validate, one-hot, "
                    "scale; softmax)")
     dtypes = ("float32", "bfloat16", "float16")
+    #: which optimisation levers fit (latency.optimize): "cnn" allows channels_last too.
+    model_kind = "mlp"
 
     def build_model(self, meta: dict[str, Any]) -> nn.Module:
         n_in = len(meta["numeric"]) + sum(len(c) for c in meta["categorical"].values())
@@ -86,6 +88,40 @@ class TabularMLPPipeline(TrainedPipeline):
     def preprocess(self, raw: str | bytes) -> torch.Tensor:
         x = torch.tensor(featurize(raw, self.numeric, self.categorical), dtype=torch.float32)
         return x.to(self.device, self.dtype)
+
+    def preprocess_naive(self, raw: str | bytes) -> torch.Tensor:
+        """The beginner's preprocess (``--pre naive``): the same features through pandas.
+
+        Builds a one-row DataFrame per request, reads each cell back with ``.iloc``, one-hots
+        with ``get_dummies`` over a categorical column and goes through float64 NumPy on the
+        way to the tensor: the data-science notebook code moved into a server unchanged.
+        """
+        import numpy as np
+        import pandas as pd
+
+        try:
+            record = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"record is not valid JSON: {e}") from e
+        if not isinstance(record, dict):
+            raise ValueError(f"record must be a JSON object, got {type(record).__name__}")
+        frame = pd.DataFrame([record])
+        missing = [f for f in (*self.numeric, *self.categorical) if f not in frame.columns]
+        if missing:
+            raise ValueError(f"record is missing field(s): {', '.join(missing)}")
+        features: list[float] = []
+        for field, stats in self.numeric.items():
+            v = float(frame[field].astype("float64").iloc[0])
+            if not math.isfinite(v) or (stats["log"] and v < 0):
+                raise ValueError(f"field {field!r} has an invalid value {v!r}")
+            v = math.log1p(v) if stats["log"] else v
+            features.append((v - stats["mean"]) / stats["std"])
+        for field, categories in self.categorical.items():
+            column = frame[field].astype(pd.CategoricalDtype(categories))
+            dummies = pd.get_dummies(column).reindex(columns=categories, fill_value=False)
+            features.extend(dummies.iloc[0].astype("float64").tolist())
+        x = torch.from_numpy(np.array(features, dtype=np.float64))
+        return x.float().to(self.device, self.dtype)
 
     @torch.inference_mode()
     def forward(self, batch: torch.Tensor) -> torch.Tensor:

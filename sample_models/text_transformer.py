@@ -25,6 +25,32 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
+_ALNUM = _LETTERS | frozenset("0123456789")
+
+
+def tokenize_naive(text: str) -> list[str]:
+    """``tokenize`` written as a character loop, the way a beginner would: the same tokens
+    (lowercase runs of letters and digits, an apostrophe kept when letters follow it)."""
+    t = text.lower()
+    tokens: list[str] = []
+    i, n = 0, len(t)
+    while i < n:
+        if t[i] not in _ALNUM:
+            i += 1
+            continue
+        j = i
+        while j < n and t[j] in _ALNUM:
+            j += 1
+        if j + 1 < n and t[j] == "'" and t[j + 1] in _LETTERS:
+            j += 1
+            while j < n and t[j] in _LETTERS:
+                j += 1
+        tokens.append(t[i:j])
+        i = j
+    return tokens
+
+
 def encode(text: str, index: dict[str, int], max_len: int) -> tuple[list[int], int]:
     """([CLS] + token ids, truncated to ``max_len``; unknown words → [UNK]) and its length."""
     unk = index[UNK]
@@ -66,6 +92,8 @@ class TextTransformerPipeline(TrainedPipeline):
     description = ("Small Transformer encoder classifying English texts by topic (regex "
                    "tokenise, vocabulary ids, pad to 128; softmax)")
     dtypes = ("float32", "bfloat16", "float16")
+    #: which optimisation levers fit (latency.optimize): "cnn" allows channels_last too.
+    model_kind = "transformer"
 
     def build_model(self, meta: dict[str, Any]) -> nn.Module:
         return TopicTransformer(len(meta["vocab"]), len(meta["labels"]), int(meta["max_len"]),
@@ -88,6 +116,31 @@ class TextTransformerPipeline(TrainedPipeline):
         padded = torch.zeros(self.max_len, dtype=torch.long)
         padded[:n] = torch.tensor(ids)
         mask = torch.arange(self.max_len) < n
+        return padded.to(self.device), mask.to(self.device)
+
+    def preprocess_naive(self, raw: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The beginner's preprocess (``--pre naive``): the same ids and mask, slowly.
+
+        Tokenises character by character, finds each word by scanning the vocabulary *list*
+        (not the dict), and fills the padded tensors one element at a time.
+        """
+        if not isinstance(raw, str):
+            raise TypeError(f"text-transformer expects str input, got {type(raw).__name__}")
+        vocab: list[str] = self.meta["vocab"]
+        ids = [vocab.index(CLS)]
+        for tok in tokenize_naive(raw)[: self.max_len - 1]:
+            found = vocab.index(UNK)
+            for i, word in enumerate(vocab):
+                if word == tok:
+                    found = i
+                    break
+            ids.append(found)
+        padded = torch.zeros(self.max_len, dtype=torch.long)
+        mask = torch.zeros(self.max_len, dtype=torch.bool)
+        for k in range(self.max_len):
+            if k < len(ids):
+                padded[k] = ids[k]
+                mask[k] = True
         return padded.to(self.device), mask.to(self.device)
 
     def collate(self, items: Sequence[tuple[torch.Tensor, torch.Tensor]]

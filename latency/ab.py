@@ -1,0 +1,247 @@
+"""A/B runs: a baseline configuration against the same configuration with levers, interleaved.
+
+Why interleaved: a shared machine drifts (other jobs start, the CPU heats, caches change), and
+two runs made one after the other charge that drift to whichever ran second. An A/B here is a
+sequence of short ordinary runs in counterbalanced blocks — A B B A A B … — so a linear drift
+hits both arms equally; each pair uses the same seed, so both arms see the same inputs and
+arrivals. Every block is a normal run: through the RunManager it waits its turn like any
+other run (one at a time per machine), shows live on the Live Profiler and goes to history.
+
+The merged arms pool their blocks' measured requests. The headline compares what a person
+would otherwise compare by hand — "forward −X% → end-to-end p50 −Y%, p99 −Z%" — and explains
+the gap with Amdahl's law: a component that was a share *s* of the total can change the total
+by at most *s* times its own change.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from latency.components import COMPONENTS, component_ns, measured_and_ok
+from latency.config import ConfigError, RunConfig
+from latency.optimize import lever_summary
+from latency.result import RunResult
+from latency.snapshot import MAKEUP_POINTS, QUANTILE_GRID
+from latency.stats import describe_ms, tail_makeup_ms
+
+ARMS = ("A", "B")
+MAX_PAIRS = 20
+
+
+def variant_config(baseline: RunConfig, **changes: Any) -> RunConfig:
+    """The B arm: the baseline with the given fields changed (``optimize``, ``pre``, ``post``,
+    ``replicas``, ``threads``, ``batch_size``, ``preprocess_workers``...). None means keep."""
+    known = set(RunConfig.__dataclass_fields__)
+    bad = [k for k in changes if k not in known]
+    if bad:
+        raise ConfigError(f"unknown setting(s) for the B arm: {', '.join(bad)}")
+    return replace(baseline, **{k: v for k, v in changes.items() if v is not None})
+
+
+@dataclass
+class ABPlan:
+    """Two configurations and how many blocks of each to run."""
+
+    baseline: RunConfig
+    variant: RunConfig
+    pairs: int = 2
+
+    def validated(self) -> "ABPlan":
+        if not isinstance(self.pairs, int) or not 1 <= self.pairs <= MAX_PAIRS:
+            raise ConfigError(f"--pairs must be a whole number from 1 to {MAX_PAIRS}")
+        a, b = self.baseline.validated(), self.variant.validated()
+        if a.to_dict() == b.to_dict():
+            raise ConfigError("the B arm is identical to the baseline: choose at least one "
+                              "lever or setting to change")
+        return ABPlan(a, b, self.pairs)
+
+    def blocks(self) -> list[tuple[str, RunConfig]]:
+        """The run order: pairs A B, B A, A B, … (counterbalanced), each pair one seed."""
+        out: list[tuple[str, RunConfig]] = []
+        for i in range(self.pairs):
+            a = replace(self.baseline, seed=self.baseline.seed + i)
+            b = replace(self.variant, seed=self.baseline.seed + i)
+            out += [("A", a), ("B", b)] if i % 2 == 0 else [("B", b), ("A", a)]
+        return out
+
+
+@dataclass
+class ArmStats:
+    """One arm's blocks pooled: latency and components of every measured, successful request."""
+
+    arm: str
+    label: str
+    config: dict[str, Any]
+    blocks: int
+    requests: int
+    errors: int
+    throughput_rps: float
+    latency_ms: dict[str, Any]
+    components_ms: dict[str, dict[str, Any]]
+    makeup_ms: dict[str, dict[str, float]]
+    quantiles_ms: list[float]
+    block_p50_ms: list[float]
+    optimization: dict[str, Any] | None
+    warnings: list[str] = field(default_factory=list)
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("rows")
+        return d
+
+
+def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
+    """Pool one arm's block results (each block's warm-up already excluded)."""
+    if not results:
+        raise ValueError(f"arm {arm} has no finished blocks")
+    oks, errors, seconds, block_p50, warnings = [], 0, 0.0, [], []
+    for r in results:
+        measured, ok = measured_and_ok(r.log)
+        oks.append(ok)
+        errors += len(measured) - len(ok)
+        s = r.summary
+        seconds += s["duration_s"]
+        if len(ok):
+            block_p50.append(float(s["latency_ms"]["p50"]))
+        warnings += [w for w in s["warnings"] if w not in warnings]
+        if r.failure:
+            warnings.append(f"a block failed: {r.failure}")
+    rows = np.concatenate(oks) if oks else np.zeros(0)
+    if len(rows) == 0:
+        raise ValueError(f"arm {arm} has no successful measured requests")
+    comps = component_ns(rows)
+    total_ms = comps["total"] / 1e6
+    comps_ms = {c: comps[c] / 1e6 for c in COMPONENTS}
+    order = np.argsort(total_ms, kind="stable")
+    makeup = {name: ({c: float(v.mean()) for c, v in comps_ms.items()} if q is None else
+                     tail_makeup_ms(comps_ms, total_ms, q, order=order))
+              for name, q in MAKEUP_POINTS.items()}
+    sorted_total = total_ms[order]
+    quantiles = np.interp(QUANTILE_GRID * (len(sorted_total) - 1), np.arange(len(sorted_total)),
+                          sorted_total)
+    cfg = results[0].config
+    return ArmStats(
+        arm=arm, label=lever_summary(cfg.get("optimize") or [], cfg.get("pre", "fast"),
+                                     cfg.get("post", "fast")),
+        config=cfg, blocks=len(results), requests=int(len(rows)), errors=errors,
+        throughput_rps=len(rows) / seconds if seconds else 0.0,
+        latency_ms=describe_ms(comps["total"]),
+        components_ms={c: describe_ms(comps[c], with_ci=False) for c in COMPONENTS},
+        makeup_ms=makeup, quantiles_ms=[float(v) for v in quantiles], block_p50_ms=block_p50,
+        optimization=results[0].environment.get("optimization"), warnings=warnings, rows=rows)
+
+
+def _change(a: float, b: float) -> float:
+    return (b - a) / a if a else 0.0
+
+
+@dataclass
+class Headline:
+    """The A/B verdict in numbers (fractions: −0.4 = 40% less) and in words."""
+
+    forward_change: float
+    mean_change: float
+    p50_change: float
+    p99_change: float
+    forward_share: float
+    amdahl_mean_change: float
+    text: str
+    explanation: str
+
+
+def _pct(x: float) -> str:
+    return f"{'−' if x < 0 else '+'}{abs(x) * 100:.0f}%"
+
+
+def headline(a: ArmStats, b: ArmStats) -> Headline:
+    """"forward −X% → end-to-end p50 −Y%, p99 −Z%", and why, from Amdahl's law.
+
+    The forward figure is the mean forward time per request (each request is charged its
+    batch's forward pass). If only the forward pass had changed, the mean total would change
+    by ``forward share × forward change`` — the Amdahl prediction; a measured change far from
+    it means something else moved too (queueing responding to the faster service, or a
+    variant of pre/postprocessing).
+    """
+    fa, fb = a.components_ms["forward"]["mean"], b.components_ms["forward"]["mean"]
+    ta, tb = a.latency_ms["mean"], b.latency_ms["mean"]
+    fwd = _change(fa, fb)
+    share = fa / ta if ta else 0.0
+    p50 = _change(a.latency_ms["p50"], b.latency_ms["p50"])
+    p99 = _change(a.latency_ms["p99"], b.latency_ms["p99"])
+    mean = _change(ta, tb)
+    amdahl = share * fwd
+    text = f"forward {_pct(fwd)} → end-to-end p50 {_pct(p50)}, p99 {_pct(p99)}"
+    biggest = max((c for c in COMPONENTS if c != "forward"),
+                  key=lambda c: a.components_ms[c]["mean"])
+    bshare = a.components_ms[biggest]["mean"] / ta if ta else 0.0
+    explanation = (
+        f"The forward pass was {share:.0%} of the baseline's mean end-to-end time, so changing "
+        f"it by {_pct(fwd)} can move the mean by about {share:.0%} × {_pct(fwd)} = "
+        f"{_pct(amdahl)} (Amdahl's law); measured: {_pct(mean)}. "
+        f"The largest other component was {biggest} at {bshare:.0%} of the mean.")
+    if abs(mean - amdahl) > max(0.05, 0.5 * abs(amdahl)):
+        explanation += (" The measured change differs from the forward-only prediction: other "
+                        "components moved too (queueing responds to service times; check the "
+                        "bars).")
+    return Headline(fwd, mean, p50, p99, share, amdahl, text, explanation)
+
+
+@dataclass
+class ABResult:
+    plan: dict[str, Any]
+    a: ArmStats
+    b: ArmStats
+    headline: Headline
+    order: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"plan": self.plan, "order": self.order, "headline": asdict(self.headline),
+                "A": self.a.to_dict(), "B": self.b.to_dict()}
+
+
+def merge(plan: ABPlan, blocks: Sequence[tuple[str, RunResult]]) -> ABResult:
+    """Pool finished blocks per arm and compare them."""
+    a = arm_stats("A", [r for arm, r in blocks if arm == "A"])
+    b = arm_stats("B", [r for arm, r in blocks if arm == "B"])
+    return ABResult({"baseline": plan.baseline.to_dict(), "variant": plan.variant.to_dict(),
+                     "pairs": plan.pairs}, a, b, headline(a, b), [arm for arm, _ in blocks])
+
+
+BlockCallback = Callable[[int, int, str, RunResult], None]
+
+
+def run_ab(plan: ABPlan, *, execute: Callable[..., RunResult] | None = None,
+           cancel: threading.Event | None = None, on_block: BlockCallback | None = None
+           ) -> ABResult:
+    """Run every block in this process, one after another (CLI, tests, benchmarks)."""
+    from latency.engine import execute as engine_execute
+
+    plan = plan.validated()
+    run = execute or engine_execute
+    done: list[tuple[str, RunResult]] = []
+    order = plan.blocks()
+    for i, (arm, cfg) in enumerate(order):
+        if cancel is not None and cancel.is_set():
+            break
+        result = run(cfg, cancel=cancel) if cancel is not None else run(cfg)
+        done.append((arm, result))
+        if on_block is not None:
+            on_block(i, len(order), arm, result)
+    return merge(plan, done)
+
+
+def submit_ab(manager: Any, plan: ABPlan, owner: str) -> list[tuple[str, str]]:
+    """Queue every block with the run manager, in order; returns [(arm, run id), ...].
+
+    The manager runs them one at a time, in this order, each in its own process; they are
+    queued together, so a run somebody else queues meanwhile waits behind the group rather
+    than splitting it.
+    """
+    plan = plan.validated()
+    blocks = plan.blocks()
+    tickets = manager.submit_group([cfg for _, cfg in blocks], owner=owner)
+    return [(arm, t.run_id) for (arm, _), t in zip(blocks, tickets)]
