@@ -12,6 +12,8 @@ import threading
 import time
 from typing import Any, Sequence
 
+from latency import cli_history as history_cli
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -37,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p_fmt = argparse.ArgumentDefaultsHelpFormatter
     sub.add_parser("models", help="list the sample pipelines")
+    from latency.cli_transport import add_serve_parser
+
+    add_serve_parser(sub, p_fmt)
 
     r = sub.add_parser("run", help="profile a pipeline under load", formatter_class=p_fmt)
     r.add_argument("--model", default="synthetic", help="pipeline name (see `models`)")
@@ -61,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     length.add_argument("--duration", type=_positive_float, help="measured seconds")
     r.add_argument("--warmup", type=int, default=20, help="warm-up requests, not in statistics")
     r.add_argument("--seed", type=int, default=0, help="seed of arrivals and inputs")
+    from latency import cli_transport
+
+    cli_transport.add_run_flags(r)
     r.add_argument("--optimize", default="", metavar="LEVERS",
                    help="comma-separated levers: int8, compile, channels_last, bf16, "
                         "prune_unstructured, prune_structured")
@@ -69,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--csv", metavar="PATH", help="write one row per request as CSV")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.add_argument("--name", help="name the run in the history")
+    r.add_argument("--no-save", action="store_true", help="do not save the run in the history")
+    history_cli.add_db_flag(r)
 
     sm = sub.add_parser("simulate", help="simulate the serving system (no model runs)",
                         formatter_class=p_fmt)
@@ -90,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     from latency.ab_cli import add_parser as add_ab_parser
 
     add_ab_parser(sub, p_fmt)
+    history_cli.add_parsers(sub, p_fmt)
     return p
 
 
@@ -102,7 +114,14 @@ def _config_from_args(a: argparse.Namespace) -> Any:
                      threads=a.threads, preprocess_workers=a.preprocess_workers,
                      concurrency=a.concurrency, rate=a.rate, arrival=a.arrival or "poisson",
                      requests=a.requests, duration_s=a.duration, warmup=a.warmup, seed=a.seed,
-                     optimize=a.optimize, pre=a.pre, post=a.post)
+                     optimize=a.optimize, pre=a.pre, post=a.post,
+                     **_transport_kwargs(a))
+
+
+def _transport_kwargs(a: argparse.Namespace) -> dict[str, Any]:
+    from latency.cli_transport import config_kwargs
+
+    return config_kwargs(a)
 
 
 def _cmd_models() -> int:
@@ -125,6 +144,12 @@ def _cmd_run(a: argparse.Namespace) -> int:
     if a.arrival is not None and a.rate is None:
         raise ConfigError("--arrival applies to open loop only: give --rate too")
     config = _config_from_args(a).validated()  # ConfigError → one line, exit 2
+    store = None
+    if not a.no_save:
+        from latency.store import RunStore
+
+        store = RunStore(a.db)
+        store.check_writable()  # a bad --db fails here, before anything runs
     for path in (a.json, a.csv):
         if path:
             try:
@@ -162,6 +187,14 @@ def _cmd_run(a: argparse.Namespace) -> int:
         result.to_json(a.json)
     if a.csv:
         result.to_csv(a.csv)
+    if store is not None:
+        try:
+            run_id = store.save(result, name=a.name, source="cli")
+        except Exception as exc:  # noqa: BLE001 - the result is printed and written; say so
+            print(f"latency: warning: the run was not saved to the history {store.path}: "
+                  f"{exc}", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"saved as run {run_id} (python -m latency history show {run_id})")
     return EXIT_FAILED if result.status == "failed" else EXIT_OK
 
 
@@ -221,6 +254,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "models":
             return _cmd_models()
+        if args.command == "history":
+            return history_cli.cmd_history(args)
+        if args.command == "compare":
+            return history_cli.cmd_compare(args)
+        if args.command == "serve":
+            from latency.cli_transport import cmd_serve
+
+            return cmd_serve(args)
         if args.command == "simulate":
             return _cmd_simulate(args)
         if args.command == "ab":

@@ -7,6 +7,7 @@ current run; only its owner (or an instructor) may stop it. Finished runs stay r
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -14,6 +15,10 @@ from typing import Any
 
 from latency.config import RunConfig
 from latency.runner import RunHandle
+
+log = logging.getLogger(__name__)
+#: ``RunManager(store=DEFAULT_STORE)``: save finished runs to the default history database.
+DEFAULT_STORE: Any = object()
 
 #: finished runs kept in memory for viewers (the SQLite store keeps everything for history).
 KEEP_FINISHED = 20
@@ -32,7 +37,16 @@ class PermissionDenied(Exception):
 
 
 class RunManager:
-    def __init__(self, inputs_for: Any = None) -> None:
+    def __init__(self, inputs_for: Any = None, store: Any = DEFAULT_STORE) -> None:
+        """``store``: the RunStore finished runs are saved to (default: ``$LATENCY_LAB_DB`` or
+        ``~/.latency_lab/runs.sqlite``); None saves nothing."""
+        if store is DEFAULT_STORE:
+            from latency.store import RunStore
+
+            store = RunStore()
+        self._store = store
+        self._saved: dict[str, str] = {}
+        self._save_errors: dict[str, str] = {}
         self._lock = threading.Condition()
         self._queue: deque[RunHandle] = deque()
         self._current: RunHandle | None = None
@@ -125,10 +139,38 @@ class RunManager:
             if not handle.done():  # not cancelled while it waited in line
                 handle.start()
                 handle.wait()
+                self._save(handle)
             with self._lock:
                 self._finished.append(handle)
                 self._current = None
                 self._lock.notify_all()
+
+    def _save(self, handle: RunHandle) -> None:
+        """Save a finished run to the history, here in the scheduler thread: off every
+        dashboard script thread, and before the next run starts, so the write (compressing
+        the rows) never competes with a measurement for the CPU. A failed save loses nothing:
+        the run stays in memory and viewable; the error is kept for the page to show."""
+        if self._store is None:
+            return
+        try:
+            saved = self._store.save(handle.result(), source="dashboard",
+                                     origin_id=handle.run_id)
+        except Exception as exc:  # noqa: BLE001 - any failure: warn, keep the result
+            message = f"{type(exc).__name__}: {exc}"
+            log.warning("run %s was not saved to the history: %s", handle.run_id, message)
+            with self._lock:
+                self._save_errors[handle.run_id] = message
+            return
+        with self._lock:
+            self._saved[handle.run_id] = saved
+
+    def saved_id(self, run_id: str) -> str | None:
+        """The history id a finished run was saved under (None: not saved, or not yet)."""
+        return self._saved.get(run_id)
+
+    def save_error(self, run_id: str) -> str | None:
+        """Why a finished run could not be saved to the history, if it could not."""
+        return self._save_errors.get(run_id)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until nothing is running or queued (for tests and scripts)."""

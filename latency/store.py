@@ -6,7 +6,7 @@ Where: ``$LATENCY_LAB_DB`` if set (or ``--db`` on the command line), else
 comparing "yesterday's run from the CLI" with "this run from the dashboard" needs.
 
 What a run keeps: the config, the environment, the summary, timings, warnings, error messages,
-and every request row. Rows are the engine's own 92-byte numpy records (``RECORD_DTYPE``),
+and every request row. Rows are the engine's own fixed-size numpy records (``RECORD_DTYPE``),
 zlib-compressed in chunks of ``CHUNK_ROWS`` rows: one table row per chunk keeps each BLOB far
 below SQLite's 1 GB limit however long the run, and a compact array saves and loads in tens of
 milliseconds where a table of 100,000 SQL rows takes seconds (see BENCHMARKS.md). The columns a
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 DB_ENV = "LATENCY_LAB_DB"
 DEFAULT_DB = Path.home() / ".latency_lab" / "runs.sqlite"
-#: rows per BLOB: 65,536 × 92 bytes = 6 MB raw, ~2 MB compressed.
+#: rows per BLOB: 65,536 rows of ~100 bytes = 6-7 MB raw, a few MB compressed.
 CHUNK_ROWS = 65_536
 #: zlib level 1: about 3× smaller than raw rows for a fraction of the save time (BENCHMARKS.md).
 ZLIB_LEVEL = 1
@@ -454,9 +454,17 @@ def _decode_rows(chunks: list[tuple[int, str, bytes]], n_rows: int, descr: str,
         raise StoreError(f"run {run_id} has {pos} of its {n_rows} request rows")
     if stored_dtype == RECORD_DTYPE:
         return out
-    # an older record layout: copy the fields both share, leave new ones zero
+    # an older record layout: copy the fields both share; a field added since takes the value
+    # the engine gives a request that never set it
     log = np.zeros(n_rows, dtype=RECORD_DTYPE)
     for name in RECORD_DTYPE.names or ():
         if name in (stored_dtype.names or ()):
             log[name] = out[name]
+        elif name in _NEW_FIELD_DEFAULTS:
+            log[name] = _NEW_FIELD_DEFAULTS[name]
     return log
+
+
+#: fields of ``RECORD_DTYPE`` whose "not set" value is not zero (for rows saved before they
+#: existed): a request is decomposed into server components unless the transport says not.
+_NEW_FIELD_DEFAULTS: dict[str, Any] = {"decomposed": True}

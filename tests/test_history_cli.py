@@ -1,0 +1,160 @@
+"""The history from the command line: `run` saves, `history` lists and manages, `compare`
+diffs and gates CI on p99 (exit 1), bad input is one line and exit 2."""
+import contextlib
+import io
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from latency.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, db: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    """``python -m latency ...``: ``run`` in a subprocess (as a user runs it); the history
+    commands, which only read and write the database, through ``latency.cli.main`` in this
+    process (the same code, without paying the package's torch import per call)."""
+    extra = ["--db", str(db)] if db is not None else []
+    if args[0] == "run":
+        return subprocess.run([sys.executable, "-m", "latency", *args, *extra], cwd=ROOT,
+                              capture_output=True, text=True, timeout=timeout)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([*args, *extra])
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def one_line_error(out: subprocess.CompletedProcess, needle: str) -> None:
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    """Two real runs saved by `python -m latency run`: 1 ms forward, then 4 ms forward."""
+    db = tmp_path_factory.mktemp("hist") / "runs.sqlite"
+    ids = []
+    for fwd, name in (("1", "fast"), ("4", None)):
+        args = ["run", "--model-arg", f"forward_ms={fwd}", "--model-arg", "preprocess_ms=0.5",
+                "--model-arg", "postprocess_ms=0.2", "--requests", "120", "--warmup", "5",
+                "--quiet"] + (["--name", name] if name else [])
+        out = cli(*args, db=db)
+        assert out.returncode == 0, out.stderr
+        last = out.stdout.strip().splitlines()[-1]
+        assert last.startswith("saved as run ")
+        ids.append(last.split()[3])
+    return db, ids
+
+
+def test_run_saves_and_history_lists_newest_first(history):
+    db, (fast, slow) = history
+    out = cli("history", db=db)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:4] == ["id", "name", "when", "model"]
+    assert lines[1].startswith(slow) and lines[2].startswith(fast) and "fast" in lines[2]
+    for col in ("p50", "p99", "req/s", "status", "load"):
+        assert col in lines[0]
+    assert "completed" in lines[1] and "closed 1 client" in lines[1]
+    listed = json.loads(cli("history", "--json", db=db).stdout)
+    assert [r["id"] for r in listed] == [slow, fast]
+    assert listed[0]["n"] == 120 and listed[0]["p99_ms"] > listed[1]["p99_ms"]
+    assert listed[0]["p50_ms"] == pytest.approx(4.7, rel=0.15)  # 0.5 + 4 + 0.2 ms + hand-offs
+    only = json.loads(cli("history", "--json", "--search", "FAST", db=db).stdout)
+    assert [r["id"] for r in only] == [fast]
+    assert json.loads(cli("history", "--json", "--limit", "1", db=db).stdout)[0]["id"] == slow
+
+
+def test_compare_prints_the_diff_and_gates_on_p99(history):
+    db, (fast, slow) = history
+    out = cli("compare", fast, slow, db=db)
+    assert out.returncode == 0, out.stderr
+    assert "model_args.forward_ms: 1.0 → 4.0" in out.stdout
+    fwd = next(l for l in out.stdout.splitlines() if l.startswith("forward"))
+    a, b, delta, pct = fwd.split()[2:6]
+    assert float(a) == pytest.approx(1.0, rel=0.2) and float(b) == pytest.approx(4.0, rel=0.2)
+    assert float(delta) == pytest.approx(float(b) - float(a), abs=2e-3)
+    assert pct.endswith("%") and float(pct[:-1]) > 150
+    worse = cli("compare", fast[:4], slow[:4], "--fail-if-p99-worse", "10", db=db)
+    assert worse.returncode == 1 and "REGRESSION: B p99" in worse.stdout
+    better = cli("compare", slow, fast, "--fail-if-p99-worse", "10", db=db)
+    assert better.returncode == 0 and "OK: B p99" in better.stdout and "better" in better.stdout
+    lenient = cli("compare", "latest~1", "latest", "--fail-if-p99-worse", "10000", db=db)
+    assert lenient.returncode == 0
+    j = json.loads(cli("compare", fast, slow, "--json", "--fail-if-p99-worse", "10",
+                       db=db).stdout)
+    assert j["gate"]["passed"] is False and [r["id"] for r in j["runs"]] == [fast, slow]
+    p99 = next(r for r in j["rows"] if r["component"] == "total" and r["stat"] == "p99")
+    assert p99["delta_pct"][0] == pytest.approx(j["gate"]["results"][0]["change_pct"])
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["compare", "abc123", "latest"], "no run 'abc123'"),
+    (["compare", "latest"], "at least two"),
+    (["compare", "latest", "not-an-id"], "not-an-id"),
+    (["compare", "latest~1", "latest", "--fail-if-p99-worse", "-5"], "fail-if-p99-worse"),
+    (["compare", "latest~9", "latest"], "holds 2 runs"),
+    (["history", "rename", "abc123", "x"], "no run"),
+    (["history", "delete", "abc123"], "no run"),
+    (["history", "export", "latest", "--format", "xml", "--out", "/tmp/x"], "format"),
+    (["history", "export", "latest", "--format", "csv", "--out", "/nonexistent/dir/x.csv"],
+     "cannot write"),
+    (["history", "--limit", "-1"], "limit"),
+])
+def test_bad_input_is_one_line_exit_2(history, args, needle):
+    db, _ = history
+    one_line_error(cli(*args, db=db, timeout=60), needle)
+
+
+def test_run_with_a_bad_db_fails_before_running_and_no_save_skips(tmp_path):
+    (tmp_path / "file").write_text("x")
+    out = cli("run", "--requests", "10", "--quiet", db=tmp_path / "file" / "h.sqlite")
+    one_line_error(out, "cannot open the run history")
+    assert out.stdout == ""  # nothing ran
+    db = tmp_path / "h.sqlite"
+    out = cli("run", "--requests", "10", "--warmup", "0", "--quiet", "--no-save", db=db)
+    assert out.returncode == 0 and "saved as" not in out.stdout
+    assert not db.exists()
+
+
+def test_the_default_database_comes_from_the_environment(tmp_path):
+    db = tmp_path / "env.sqlite"
+    out = subprocess.run([sys.executable, "-m", "latency", "run", "--requests", "10",
+                          "--warmup", "0", "--quiet"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env={**__import__("os").environ,
+                                                      "LATENCY_LAB_DB": str(db)})
+    assert out.returncode == 0, out.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+
+
+def test_show_rename_export_delete(history, tmp_path):
+    db, (fast, slow) = history
+    show = cli("history", "show", slow, db=db)
+    assert show.returncode == 0 and f"run {slow}" in show.stdout and "verdict:" in show.stdout
+    assert cli("history", "rename", slow, "slow one", db=db).returncode == 0
+    assert json.loads(cli("history", "show", slow, "--json", db=db).stdout)["name"] == "slow one"
+    for fmt, name in (("csv", "r.csv"), ("parquet", "r.parquet"), ("json", "r.json"),
+                      ("trace", "r.trace.json")):
+        out = cli("history", "export", slow, "--format", fmt, "--out", str(tmp_path / name),
+                  db=db)
+        assert out.returncode == 0, out.stderr
+    assert len(pd.read_csv(tmp_path / "r.csv")) == 125  # measured + warm-up
+    assert len(pd.read_parquet(tmp_path / "r.parquet")) == 125
+    assert json.loads((tmp_path / "r.json").read_text())["summary"]["requests"] == 120
+    trace = json.loads((tmp_path / "r.trace.json").read_text())
+    assert sum(e.get("name") == "request" for e in trace["traceEvents"]) == 125
+    # delete on a copy, so the module's history stays whole for the other tests
+    copy = tmp_path / "copy.sqlite"
+    with sqlite3.connect(db) as src, sqlite3.connect(copy) as dst:
+        src.backup(dst)
+    assert cli("history", "delete", slow, db=copy).returncode == 0
+    assert [r["id"] for r in json.loads(cli("history", "--json", db=copy).stdout)] == [fast]
