@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p_fmt = argparse.ArgumentDefaultsHelpFormatter
     sub.add_parser("models", help="list the sample pipelines")
+    from latency.cli_transport import add_serve_parser
+
+    add_serve_parser(sub, p_fmt)
 
     r = sub.add_parser("run", help="profile a pipeline under load", formatter_class=p_fmt)
     r.add_argument("--model", default="synthetic", help="pipeline name (see `models`)")
@@ -63,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     length.add_argument("--duration", type=_positive_float, help="measured seconds")
     r.add_argument("--warmup", type=int, default=20, help="warm-up requests, not in statistics")
     r.add_argument("--seed", type=int, default=0, help="seed of arrivals and inputs")
+    from latency import cli_transport
+
+    cli_transport.add_run_flags(r)
     r.add_argument("--optimize", default="", metavar="LEVERS",
                    help="comma-separated levers: int8, compile, channels_last, bf16, "
                         "prune_unstructured, prune_structured")
@@ -108,7 +114,14 @@ def _config_from_args(a: argparse.Namespace) -> Any:
                      threads=a.threads, preprocess_workers=a.preprocess_workers,
                      concurrency=a.concurrency, rate=a.rate, arrival=a.arrival or "poisson",
                      requests=a.requests, duration_s=a.duration, warmup=a.warmup, seed=a.seed,
-                     optimize=a.optimize, pre=a.pre, post=a.post)
+                     optimize=a.optimize, pre=a.pre, post=a.post,
+                     **_transport_kwargs(a))
+
+
+def _transport_kwargs(a: argparse.Namespace) -> dict[str, Any]:
+    from latency.cli_transport import config_kwargs
+
+    return config_kwargs(a)
 
 
 def _cmd_models() -> int:
@@ -245,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return history_cli.cmd_history(args)
         if args.command == "compare":
             return history_cli.cmd_compare(args)
+        if args.command == "serve":
+            from latency.cli_transport import cmd_serve
+
+            return cmd_serve(args)
         if args.command == "simulate":
             return _cmd_simulate(args)
         if args.command == "ab":

@@ -30,7 +30,11 @@ STAMPS: tuple[str, ...] = ("intended", "sent", "received", "pre_start", "pre_end
 STATUS_OK = 0
 STATUS_ERROR = 1
 
-#: one row of the request log: 10 × 8 bytes of stamps + 12 bytes of ids = 92 bytes a request.
+#: one row of the request log: 10 × 8 bytes of stamps + 12 bytes of ids + 17 bytes of
+#: transport facts = 109 bytes a request. The transport facts: HTTP request and response body
+#: bytes (0 in-process), the emulated WAN delay actually applied (ns, 0 when none) and whether
+#: the server's time was split into components (False: a remote target sent no
+#: Server-Timing breakdown, so everything from send to reply counts as network).
 RECORD_DTYPE = np.dtype([(f"t_{s}", "<i8") for s in STAMPS] + [
     ("batch_id", "<i4"),
     ("batch_size", "<i2"),
@@ -38,6 +42,10 @@ RECORD_DTYPE = np.dtype([(f"t_{s}", "<i8") for s in STAMPS] + [
     ("client", "<i2"),
     ("status", "<i1"),
     ("warmup", "?"),
+    ("req_bytes", "<i4"),
+    ("resp_bytes", "<i4"),
+    ("emulated_ns", "<i8"),
+    ("decomposed", "?"),
 ])
 
 
@@ -45,7 +53,8 @@ class Request:
     """One request in flight; plain attributes (``__slots__``) because the hot path sets them."""
 
     __slots__ = ("raw", "item", "response", "error", "client", "warmup", "reply",
-                 "batch_id", "batch_size", "replica", "cancelled") + tuple(f"t_{s}" for s in STAMPS)
+                 "batch_id", "batch_size", "replica", "cancelled", "req_bytes", "resp_bytes",
+                 "emulated_ns", "decomposed") + tuple(f"t_{s}" for s in STAMPS)
 
     def __init__(self, raw: object, client: int, warmup: bool, reply: object,
                  t_intended: int) -> None:
@@ -60,6 +69,8 @@ class Request:
         self.batch_size = 0
         self.replica = -1
         self.cancelled = False  # dropped unserved when the run was stopped: not a result
+        self.req_bytes = self.resp_bytes = self.emulated_ns = 0  # set by the HTTP transport
+        self.decomposed = True
         self.t_intended = t_intended
         # Stamps a failed request never reaches stay 0; ``fill_missing`` closes the gaps.
         self.t_sent = self.t_received = self.t_pre_start = self.t_pre_end = 0
@@ -103,7 +114,7 @@ class RequestLog:
     """Append-only columnar log of finished requests (numpy structured array, grown by doubling).
 
     Rows are in completion order. ``errors`` maps a row index to its error message so the
-    92-byte rows stay fixed-size.
+    fixed-size rows stay fixed-size.
     """
 
     rows: np.ndarray
@@ -126,7 +137,8 @@ class RequestLog:
         self.rows[i] = (r.t_intended, r.t_sent, r.t_received, r.t_pre_start, r.t_pre_end,
                         r.t_fwd_start, r.t_fwd_end, r.t_post_start, r.t_post_end, r.t_done,
                         r.batch_id, r.batch_size, r.replica, r.client,
-                        STATUS_ERROR if r.error is not None else STATUS_OK, r.warmup)
+                        STATUS_ERROR if r.error is not None else STATUS_OK, r.warmup,
+                        r.req_bytes, r.resp_bytes, r.emulated_ns, r.decomposed)
         if r.error is not None:
             self.errors[i] = r.error
         self.size = i + 1
@@ -141,7 +153,7 @@ def measured_and_ok(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The measured rows (warm-up excluded) and the successful ones among them.
 
     Views instead of copies in the common case — warm-up rows form a prefix (the warm-up phase
-    finishes before measuring starts) and most runs have no errors — because copying 92-byte
+    finishes before measuring starts) and most runs have no errors — because copying 109-byte
     rows twice per snapshot costs more than all the statistics on a 200,000-request run.
     """
     warm = rows["warmup"]

@@ -46,6 +46,15 @@ class RunConfig:
     warmup: int = 20
     seed: int = 0
     input_pool: int = 64
+    # ---- transport (latency.transport): in-process, or real HTTP to our server or a target
+    transport: str = "in-process"  # in-process | http
+    payload: str = "json"  # json (OIP v2 JSON) | raw (the input's bytes as the body)
+    target: str | None = None  # profile this OIP v2 endpoint instead of starting a server
+    bodies: str | None = None  # JSON-lines file of request bodies to send as they are
+    net_rtt_ms: float = 0.0  # EMULATED WAN (latency.transport.wan)
+    net_jitter_ms: float = 0.0
+    net_bandwidth_mbps: float | None = None
+    max_body_mb: float = 32.0  # our server's request body limit (413 above it)
     #: optimisation levers (latency.optimize.LEVERS) and the pre/postprocess variants
     optimize: list[str] = field(default_factory=list)
     pre: str = "fast"
@@ -99,6 +108,11 @@ class RunConfig:
             positive_int("requests", c.requests, MAX_REQUESTS)
         if c.duration_s is not None and not 0 < c.duration_s <= MAX_DURATION_S:
             raise ConfigError(f"--duration must be > 0 and <= {MAX_DURATION_S:g} s")
+        from latency.transport.settings import check_transport
+
+        check_transport(c)
+        if c.target is not None and c.bodies is not None:
+            return c  # a remote model: nothing of ours is built, bodies are sent as they are
         try:
             pipeline_class(c.model)
             c.model_args = parse_model_args(c.model, c.model_args)

@@ -76,6 +76,7 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
     timings: dict[str, Any] = {}
     phase = {"name": "loading", "started": time.monotonic()}
     server: Server | None = None
+    http: Any = None
     status, failure = "completed", None
 
     def progress() -> dict[str, Any]:
@@ -96,35 +97,46 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
     if on_rows is not None:
         rep.start()
     try:
-        t = time.perf_counter()
-        pipeline = build_pipeline(config.model, device, DTYPES[config.dtype], config.model_args)
-        timings["model_load_s"] = time.perf_counter() - t
-        if config.optimize or config.pre != "fast" or config.post != "fast":
-            from latency.optimize import prepare
+        if config.transport == "http":  # real HTTP: our server's own process, or a target
+            from latency.transport.run import HttpRun
 
-            phase.update(name="optimising", started=time.monotonic())
+            http = HttpRun(config)
+            pool = list(inputs) if inputs is not None else http.inputs()
+            if not pool:
+                raise ValueError("no inputs to send")
+            transport = http.start(timings, env)
+        else:
             t = time.perf_counter()
-            report = prepare(pipeline, config.optimize, config.pre, config.post,
-                             config.batch_size)
-            timings["optimize_s"] = time.perf_counter() - t  # levers + accuracy check
-            if report is not None:
-                env["optimization"] = report.to_dict()  # library warnings recorded there
-        pool = list(inputs) if inputs is not None else pipeline.sample_inputs(
-            config.input_pool, config.seed)
-        if not pool:
-            raise ValueError("no inputs to send")
-        server = Server(pipeline, replicas=config.replicas, threads=config.threads,
-                        max_batch=config.batch_size, max_delay_ms=config.max_batch_delay_ms,
-                        preprocess_workers=config.preprocess_workers)
-        server.start()
-        def stopper(srv: Server) -> None:  # on Stop, drop what has not started at once
-            while not finished.wait(0.1):
-                if cancel.is_set():
-                    srv.abandon_waiting()
-                    return
+            pipeline = build_pipeline(config.model, device, DTYPES[config.dtype],
+                                      config.model_args)
+            timings["model_load_s"] = time.perf_counter() - t
+            if config.optimize or config.pre != "fast" or config.post != "fast":
+                from latency.optimize import prepare
 
-        threading.Thread(target=stopper, args=(server,), name="stopper", daemon=True).start()
-        transport = InProcessTransport(server)
+                phase.update(name="optimising", started=time.monotonic())
+                t = time.perf_counter()
+                report = prepare(pipeline, config.optimize, config.pre, config.post,
+                                 config.batch_size)
+                timings["optimize_s"] = time.perf_counter() - t  # levers + accuracy check
+                if report is not None:
+                    env["optimization"] = report.to_dict()  # library warnings recorded there
+            pool = list(inputs) if inputs is not None else pipeline.sample_inputs(
+                config.input_pool, config.seed)
+            if not pool:
+                raise ValueError("no inputs to send")
+            server = Server(pipeline, replicas=config.replicas, threads=config.threads,
+                            max_batch=config.batch_size, max_delay_ms=config.max_batch_delay_ms,
+                            preprocess_workers=config.preprocess_workers)
+            server.start()
+            def stopper(srv: Server) -> None:  # on Stop, drop what has not started at once
+                while not finished.wait(0.1):
+                    if cancel.is_set():
+                        srv.abandon_waiting()
+                        return
+
+            threading.Thread(target=stopper, args=(server,), name="stopper",
+                             daemon=True).start()
+            transport = InProcessTransport(server)
         driver = LoadDriver(transport.send, pool, rec.record, cancel)
         rng = np.random.default_rng(config.seed)
 
@@ -163,6 +175,8 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
         phase["name"] = "finishing"
         if server is not None:
             server.stop()
+        if http is not None:
+            http.close(timings, warnings)
         finished.set()
         stop_reporter.set()
         if on_rows is not None:

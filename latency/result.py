@@ -88,6 +88,11 @@ class RunResult:
         for c in COMPONENTS:
             cols[f"{c}_ms"] = comps[c] / 1e6
         cols["schedule_lag_ms"] = comps["schedule_lag"] / 1e6
+        if self.config.get("transport") == "http":  # what crossed the wire, per request
+            cols["request_bytes"] = rows["req_bytes"]
+            cols["response_bytes"] = rows["resp_bytes"]
+            cols["emulated_wan_ms"] = rows["emulated_ns"] / 1e6  # EMULATED delay, included
+            cols["server_timing"] = rows["decomposed"]  # False: network = whole client time
         return pd.DataFrame(cols)
 
     def csv_bytes(self) -> bytes:

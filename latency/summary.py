@@ -11,6 +11,7 @@ import numpy as np
 
 from latency.components import COMPONENTS, component_ns, measured_and_ok
 from latency.stats import PERCENTILES, describe_ms
+from latency.transport.report import transport_lines, transport_summary, transport_warnings
 from latency.verdict import verdict
 
 #: open-loop schedule lag p99 above this (or above half the mean gap between arrivals, if
@@ -58,14 +59,17 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
         "components_ms": components_ms,
         "schedule_lag_ms": {k: v for k, v in components_ms["overhead"].items()
                             if k in ("mean", "p50", "p99", "max")},
-        "batch_size_mean": float(ok["batch_size"].mean()) if len(ok) else None,
+        "batch_size_mean": (float(ok["batch_size"].mean())
+                            if len(ok) and ok["batch_size"].any() else None),
     }
+    out["transport"] = transport_summary(ok, config)
     error_counts: dict[str, int] = {}
     for i, msg in errors.items():
         if i < len(rows) and not rows["warmup"][i]:
             error_counts[msg] = error_counts.get(msg, 0) + 1
     out["error_messages"] = dict(sorted(error_counts.items(), key=lambda kv: -kv[1])[:10])
     w = list(warnings or [])
+    w += transport_warnings(out["transport"])
     if len(ok) < MIN_FOR_P99:
         w.append(f"only {len(ok)} successful requests: too few for a p99 confidence interval "
                  f"(need ≥ {MIN_FOR_P99}); run longer for a trustworthy tail")
@@ -93,10 +97,14 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
 
 def summarize(result: Any) -> dict[str, Any]:
     """Summary of a RunResult."""
-    return summarize_rows(result.log, result.errors,
-                          measure_start_ns=result.timings.get("measure_start_ns"),
-                          measure_end_ns=result.timings.get("measure_end_ns"),
-                          config=result.config, warnings=result.warnings)
+    out = summarize_rows(result.log, result.errors,
+                         measure_start_ns=result.timings.get("measure_start_ns"),
+                         measure_end_ns=result.timings.get("measure_end_ns"),
+                         config=result.config, warnings=result.warnings)
+    if "server_responses" in result.timings:  # HTTP: what the server answered, by status
+        out["transport"]["server_responses"] = result.timings["server_responses"]
+        out["transport"]["server_errors"] = result.timings.get("server_errors")
+    return out
 
 
 def _fmt(v: float | None) -> str:
@@ -127,6 +135,7 @@ def format_summary(result: Any) -> str:
         f"{c['batch_size']} / {c['max_batch_delay_ms']:g} ms, {c['replicas']} replica(s) × "
         f"{c['threads']} thread(s), {load}",
     ]
+    lines += transport_lines(s)
     if result.failure:
         lines.append(f"failure: {result.failure}")
     lines.append(f"requests {s['requests']} (+{s['warmup_requests']} warm-up), errors "
