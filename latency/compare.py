@@ -114,7 +114,7 @@ def p99_gate(base: Mapping[str, Any], candidate: Mapping[str, Any], max_worse_pc
                                  "(no p99)", None)
     change = 100.0 * (c99 - b99) / b99
     verb = "worse" if change > 0 else "better"
-    overlap = _ci_overlap(base, candidate)
+    overlap = ci_overlap(base, candidate)
     noise = {True: "; the p99 95% intervals overlap: the difference may be noise",
              False: "; the p99 95% intervals do not overlap",
              None: "; too few requests for a p99 confidence interval"}[overlap]
@@ -124,7 +124,22 @@ def p99_gate(base: Mapping[str, Any], candidate: Mapping[str, Any], max_worse_pc
     return GateResult(passed, ("OK: " if passed else "REGRESSION: ") + text, change)
 
 
-def _ci_overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool | None:
+def headline(base: Mapping[str, Any], candidate: Mapping[str, Any], base_name: str = "A",
+             candidate_name: str = "B") -> str:
+    """'B vs A: p50 +12.0%, p99 +42.2% (the p99 95% intervals do not overlap)'."""
+    parts = []
+    for stat in ("p50", "p99"):
+        a, b = _stat(base, "total", stat), _stat(candidate, "total", stat)
+        parts.append(f"{stat} " + ("—" if a is None or b is None or a <= 0 else
+                                   f"{_num(b)} vs {_num(a)} ms ({100 * (b - a) / a:+.1f}%)"))
+    note = {True: "the p99 95% intervals overlap: may be noise",
+            False: "the p99 95% intervals do not overlap",
+            None: "too few requests for a p99 interval"}[ci_overlap(base, candidate)]
+    return f"{candidate_name} vs {base_name}: " + ", ".join(parts) + f" — {note}"
+
+
+def ci_overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool | None:
+    """Whether the two runs' p99 95% confidence intervals overlap (None: one has none)."""
     ca = (a.get("latency_ms") or {}).get("p99_ci95")
     cb = (b.get("latency_ms") or {}).get("p99_ci95")
     if not ca or not cb:

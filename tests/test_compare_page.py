@@ -1,0 +1,164 @@
+"""The Compare Runs page through AppTest, on a history seeded with real engine runs; and its
+pure figure functions."""
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from latency.compare_plots import diff_table, runs_bars_figure, runs_spectrum_figure
+from latency.components import COMPONENTS
+from latency.config import RunConfig
+from latency.engine import execute
+from latency.store import RunStore
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+@pytest.fixture(scope="module")
+def results():
+    """Real runs: forward 1 ms, forward 3 ms, and one that failed (no inputs)."""
+    base = {"preprocess_ms": 0.3, "postprocess_ms": 0.2}
+    fast = execute(RunConfig(model="synthetic", model_args={**base, "forward_ms": 1.0},
+                             requests=120, warmup=5))
+    slow = execute(RunConfig(model="synthetic", model_args={**base, "forward_ms": 3.0},
+                             requests=120, warmup=5))
+    failed = execute(RunConfig(model="synthetic", requests=5, warmup=0), inputs=[])
+    return fast, slow, failed
+
+
+@pytest.fixture
+def seeded(tmp_path, monkeypatch, results):
+    db = tmp_path / "runs.sqlite"
+    monkeypatch.setenv("LATENCY_LAB_DB", str(db))
+    store = RunStore(db)
+    fast, slow, failed = results
+    ids = {"failed": store.save(failed), "fast": store.save(fast, name="fast forward"),
+           "slow": store.save(slow)}
+    return store, ids
+
+
+def page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/compare_runs.py").run()
+    assert not at.exception
+    return at
+
+
+def specs(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def test_the_two_newest_runs_are_overlaid_with_a_diff(seeded, results):
+    store, ids = seeded
+    at = page()
+    assert at.multiselect(key="cmp_runs").value == [ids["fast"], ids["slow"]]  # older is A
+    spectrum, bars = specs(at)
+    names = [t["name"] for t in spectrum["data"]]
+    assert names == ["A · fast forward", f"B · synthetic · closed 1 client"]
+    assert spectrum["layout"]["xaxis"]["type"] == "log"  # the 1/(1-p) axis
+    stacked = [t for t in bars["data"] if t["type"] == "bar"]
+    assert [t["name"] for t in stacked] == list(COMPONENTS)
+    fwd = next(t for t in stacked if t["name"] == "forward")
+    assert fwd["x"][1][:2] == ["A", "B"]
+    assert fwd["y"][0] == pytest.approx(1.0, rel=0.2) and fwd["y"][1] == pytest.approx(3.0,
+                                                                                   rel=0.2)
+    assert any("B vs A: p50" in m.value for m in at.markdown)
+    assert any("model_args.forward_ms: 1.0 → 3.0" in c.value for c in at.caption)
+    tables = at.dataframe
+    runs_table, diff = tables[0].value, tables[1].value
+    assert list(runs_table["id"]) == [ids["slow"], ids["fast"], ids["failed"]]
+    assert list(runs_table["as"]) == ["B", "A", ""]
+    assert len(diff) == 3 * (1 + len(COMPONENTS))
+    row = diff[(diff["component"] == "forward") & (diff["stat"] == "mean")].iloc[0]
+    assert row["Δ% B"] > 100  # 1 ms → 3 ms
+    labels = [b.label for b in at.get("download_button")]
+    assert labels == ["Requests (CSV)", "Requests (Parquet)", "Result (JSON)",
+                      "Chrome trace (Perfetto)"]
+
+
+def test_filters_and_a_single_selection(seeded):
+    store, ids = seeded
+    at = page()
+    at.multiselect(key="cmp_status").set_value(["failed"]).run()
+    assert not at.exception
+    assert list(at.dataframe[0].value["id"]) == [ids["failed"]]
+    assert at.multiselect(key="cmp_runs").value == [ids["failed"]]
+    assert any("Select a second run" in i.value for i in at.info)
+    assert any("failed" in w.value for w in at.warning)
+    at.multiselect(key="cmp_status").set_value([]).run()
+    at.text_input(key="cmp_text").set_value("no such run").run()
+    assert any("No saved runs match" in i.value for i in at.info)
+    assert not at.exception
+
+
+def test_rename_and_delete_with_confirmation(seeded):
+    store, ids = seeded
+    at = page()
+    at.selectbox(key="cmp_target").set_value(ids["slow"]).run()
+    at.text_input(key=f"cmp_name_{ids['slow']}").set_value("three ms").run()
+    at.button(key="cmp_rename").click().run()
+    assert not at.exception
+    assert store.info(ids["slow"]).name == "three ms"
+    assert "B · three ms" in [t["name"] for t in specs(at)[0]["data"]]
+    at.selectbox(key="cmp_target").set_value(ids["failed"]).run()
+    at.button(key="cmp_delete").click().run()
+    assert any("cannot be undone" in w.value for w in at.warning)
+    at.button(key="cmp_delete_no").click().run()
+    assert store.count() == 3  # cancelled
+    at.button(key="cmp_delete").click().run()
+    at.button(key="cmp_delete_yes").click().run()
+    assert not at.exception
+    assert store.count() == 2 and ids["failed"] not in list(at.dataframe[0].value["id"])
+
+
+def test_an_empty_history_says_how_to_fill_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("LATENCY_LAB_DB", str(tmp_path / "empty.sqlite"))
+    at = page()
+    assert any("No saved runs yet" in i.value for i in at.info)
+
+
+def test_the_export_buttons_build_real_files(seeded):
+    from ui.compare import export_file
+
+    store, ids = seeded
+    trace = json.loads(export_file(str(store.path), ids["fast"], "trace"))
+    assert sum(e.get("name") == "request" for e in trace["traceEvents"]) == 125
+    csv = export_file(str(store.path), ids["fast"], "csv").decode().splitlines()
+    assert len(csv) == 126 and "forward_ms" in csv[0]
+    assert export_file(str(store.path), ids["fast"], "parquet")[:4] == b"PAR1"
+
+
+# ---------------------------------------------------------------------------- pure figures
+
+
+def test_runs_bars_figure_groups_runs_by_statistic():
+    a = {"mean": {c: 1.0 for c in COMPONENTS}, "p50": {c: 0.5 for c in COMPONENTS},
+         "p99": {c: 2.0 for c in COMPONENTS}}
+    b = {k: {c: 2 * v for c, v in m.items()} for k, m in a.items()}
+    fig = runs_bars_figure({"A": a, "B": b, "C": None})
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.name for t in bars] == list(COMPONENTS)
+    assert list(bars[0].x[0]) == ["mean", "mean", "p50", "p50", "p99 (tail)", "p99 (tail)"]
+    assert list(bars[0].x[1]) == ["A", "B"] * 3
+    totals = next(t for t in fig.data if t.type == "scatter")
+    assert list(totals.y) == [6.0, 12.0, 3.0, 6.0, 12.0, 24.0]
+    assert fig.layout.barmode == "stack"
+    assert runs_bars_figure({}).layout.annotations[0].text == "no data yet"
+
+
+def test_runs_spectrum_and_diff_table():
+    import numpy as np
+
+    q = np.linspace(1.0, 11.0, 1001)
+    fig = runs_spectrum_figure({"A · x": q, "B · y": 2 * q}, log_y=True)
+    assert [t.name for t in fig.data] == ["A · x", "B · y"]
+    assert fig.data[0].x[500] == pytest.approx(2.0)  # p50 sits at 1/(1-0.5)
+    assert fig.layout.yaxis.type == "log"
+    s_a = {"latency_ms": {"mean": 2.0, "p50": 2.0, "p99": 4.0}, "components_ms": {}}
+    s_b = {"latency_ms": {"mean": 3.0, "p50": 1.0, "p99": 4.0}, "components_ms": {}}
+    rows = diff_table(["A", "B"], [s_a, s_b])
+    total = {r["stat"]: r for r in rows if r["component"] == "total"}
+    assert total["mean"]["Δ% B"] == 50.0 and total["p50"]["Δ% B"] == -50.0
+    assert total["p99"]["Δ B (ms)"] == 0.0 and total["p99"]["A (ms)"] == 4.0

@@ -1,0 +1,77 @@
+"""The Compare Runs page's data: the run history, cached where it is immutable.
+
+A stored run's aggregates and export files never change once saved (only its name can), so
+they are cached per (database, id); the list of runs is read fresh on every rerun (a few
+milliseconds: it touches no request rows), so renames, deletes and runs just finished show at
+once. Export files are built when their download button is clicked, not on every rerun.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from latency.export import export_bytes
+from latency.store import RunInfo, RunStore, StoredRun
+
+#: a Chrome trace of more requests than this is slow to open in a viewer: the download keeps
+#: the first ones (the CLI's `history export --format trace` has no cap).
+TRACE_MAX_REQUESTS = 20_000
+EXPORTS: tuple[tuple[str, str], ...] = (("csv", "Requests (CSV)"), ("parquet", "Requests (Parquet)"),
+                                         ("json", "Result (JSON)"),
+                                         ("trace", "Chrome trace (Perfetto)"))
+
+
+def store() -> RunStore:
+    """The history this server writes: ``$LATENCY_LAB_DB`` or ``~/.latency_lab/runs.sqlite``."""
+    return RunStore()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def aggregates(db: str, run_id: str) -> StoredRun:
+    """A run's summary, quantile curve and make-up (no request rows)."""
+    return RunStore(db).load(run_id, rows=False)
+
+
+@st.cache_data(max_entries=4, show_spinner="Building the file…")
+def export_file(db: str, run_id: str, fmt: str) -> bytes:
+    run = RunStore(db).load(run_id)
+    return export_bytes(run, fmt, TRACE_MAX_REQUESTS if fmt == "trace" else None)
+
+
+def runs_frame(infos: list[RunInfo], letter_of: dict[str, str]) -> pd.DataFrame:
+    """The table of runs as a person scans it: newest first, the compared ones lettered."""
+    return pd.DataFrame([{
+        "as": letter_of.get(i.id, ""), "id": i.id, "name": i.name or "", "when": i.when,
+        "model": i.model, "load": i.load, "status": i.status, "requests": i.n,
+        "errors": i.errors, "p50 (ms)": _r(i.p50_ms), "p99 (ms)": _r(i.p99_ms),
+        "req/s": None if i.throughput_rps is None else round(i.throughput_rps, 1),
+        "from": i.source} for i in infos])
+
+
+def _r(v: float | None) -> float | None:
+    from latency.plots import round_ms
+
+    return round_ms(v)
+
+
+def option_label(info: RunInfo) -> str:
+    return f"{info.id} · {info.label} · {info.when[5:16]}"
+
+
+def style_diff(rows: list[dict[str, Any]]) -> Any:
+    """The diff table with Δ% coloured: red where a later run is slower, green where faster
+    (only beyond ±5 %, so noise stays uncoloured)."""
+    df = pd.DataFrame(rows)
+    pct_cols = [c for c in df.columns if c.startswith("Δ%")]
+
+    def colour(v: Any) -> str:
+        if v is None or pd.isna(v) or abs(v) < 5:
+            return ""
+        return "color: #B22222; font-weight: 600" if v > 0 else "color: #1B7F3B; font-weight: 600"
+
+    fmt = {c: "{:+.1f}%" for c in pct_cols}
+    fmt.update({c: "{:+.4g}" for c in df.columns if c.startswith("Δ ")})
+    fmt.update({c: "{:.4g}" for c in df.columns if c.endswith("(ms)") and not c.startswith("Δ")})
+    return df.style.map(colour, subset=pct_cols).format(fmt, na_rep="—")

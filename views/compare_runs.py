@@ -1,0 +1,127 @@
+"""Compare Runs: every saved run, filtered; two or more overlaid; rename, delete, export."""
+import streamlit as st
+
+from latency.compare import headline, setup_differences
+from latency.compare_plots import diff_table, letters, runs_bars_figure, runs_spectrum_figure
+from latency.config import ConfigError
+from ui.compare import (EXPORTS, TRACE_MAX_REQUESTS, aggregates, export_file, option_label,
+                        runs_frame, store, style_diff)
+from ui.shared import yield_cpu_to_runs
+
+yield_cpu_to_runs()
+st.title("Compare Runs")
+history = store()
+st.caption(f"Every finished run — from the dashboard or `python -m latency run` — is saved in "
+           f"`{history.path}` (set `LATENCY_LAB_DB` to use another file). "
+           "`python -m latency compare A B` prints the same diff in a terminal.")
+try:
+    models = history.models()
+except ConfigError as exc:
+    st.error(f"Cannot read the run history: {exc}")
+    st.stop()
+
+f1, f2, f3 = st.columns([2, 2, 2])
+text = f1.text_input("Search", key="cmp_text", placeholder="id, name, model, load…",
+                     help="Any part of a run's id, name, model, load or device.")
+model_sel = f2.multiselect("Model", models, key="cmp_models", help="Only runs of these pipelines.")
+status_sel = f3.multiselect("Status", ["completed", "stopped", "failed"], key="cmp_status",
+                            help="Stopped runs ended early; failed runs keep what they measured.")
+infos = [i for i in history.list(text=text or None)
+         if (not model_sel or i.model in model_sel) and (not status_sel or i.status in status_sel)]
+if not infos:
+    st.info("No saved runs match." if (text or model_sel or status_sel) else
+            "No saved runs yet. Start one on the **Live Profiler**, or run "
+            "`python -m latency run` in a terminal; it appears here when it finishes.")
+    st.stop()
+by_id = {i.id: i for i in infos}
+previous = [r for r in st.session_state.get("cmp_runs", []) if r in by_id]
+if "cmp_runs" not in st.session_state or previous != st.session_state["cmp_runs"]:
+    # default: the two newest, the older one as the baseline A (before → after)
+    st.session_state["cmp_runs"] = previous or [i.id for i in infos[:2]][::-1]
+chosen = st.multiselect("Runs to compare (the first is the baseline, **A**)", list(by_id),
+                        key="cmp_runs", format_func=lambda rid: option_label(by_id[rid]),
+                        help="Pick two or more; each is compared with the first.")
+names = letters(len(chosen))
+letter_of = dict(zip(chosen, names))
+st.dataframe(runs_frame(infos, letter_of), hide_index=True, height=min(38 + 35 * len(infos), 320),
+             column_config={"as": st.column_config.TextColumn("as", width="small",
+                                                              help="letter in the charts")})
+
+if chosen:
+    runs = [aggregates(str(history.path), rid) for rid in chosen]
+    for x, r in zip(names[1:], runs[1:]):
+        st.markdown(f"**{headline(runs[0].summary, r.summary, 'A', x)}**")
+        diffs = setup_differences(runs[0].config, r.config, runs[0].environment, r.environment)
+        if diffs:
+            st.caption(f"Setup A → {x}: " + "; ".join(diffs))
+    for x, r in zip(names, runs):
+        if r.info.status != "completed" or not r.summary.get("successful"):
+            st.warning(f"{x} ({r.info.id}) {r.info.status}"
+                       + (f": {r.summary.get('successful', 0)} successful requests"))
+    left, right = st.columns(2)
+    with left:
+        st.caption("Latency by percentile: each further nine (90 → 99 → 99.9 %) gets the same "
+                   "width, so the tails compare as clearly as the medians.")
+        log_y = st.toggle("Log latency axis", key="cmp_logy",
+                          help="For runs whose latencies differ by orders of magnitude.")
+        st.plotly_chart(runs_spectrum_figure(
+            {f"{x} · {by_id[rid].label}": r.quantiles_ms  # fresh label: names change
+             for x, rid, r in zip(names, chosen, runs)}, log_y),
+            key="cmp_spectrum")
+    with right:
+        st.caption("Where the time goes in each run: the mean request, the median one and the "
+                   "requests around p99. The segment that changes between runs is the story.")
+        st.plotly_chart(runs_bars_figure({x: r.makeup_ms for x, r in zip(names, runs)}),
+                        key="cmp_bars")
+    if len(runs) >= 2:
+        st.subheader("Component by component")
+        st.dataframe(style_diff(diff_table(names, [r.summary for r in runs])), hide_index=True,
+                     height=35 * 22)
+        st.caption("ms. Δ and Δ% against A: negative is faster. Red: slower by more than 5 %; "
+                   "green: faster by more than 5 %.")
+    else:
+        st.info("Select a second run to see the component-by-component diff.")
+
+st.subheader("Manage a run")
+target = st.selectbox("Run", list(by_id), key="cmp_target",
+                      format_func=lambda rid: option_label(by_id[rid]),
+                      index=list(by_id).index(chosen[0]) if chosen else 0)
+info = by_id[target]
+m1, m2 = st.columns([3, 2])
+with m1:
+    new_name = st.text_input("Name", value=info.name or "", key=f"cmp_name_{target}",
+                             help="A name shown instead of model and load in charts.")
+    if st.button("Rename", key="cmp_rename", disabled=not new_name.strip()
+                 or new_name.strip() == (info.name or "")):
+        history.rename(target, new_name)
+        st.toast(f"Renamed {target} to “{new_name.strip()}”.")
+        st.rerun()
+with m2:
+    st.write("")
+    if st.session_state.get("cmp_confirm") != target:
+        if st.button("Delete…", key="cmp_delete", icon=":material/delete:"):
+            st.session_state["cmp_confirm"] = target
+            st.rerun()
+    else:
+        st.warning(f"Delete run {target} ({info.label}, {info.n:,} requests)? "
+                   "This cannot be undone.")
+        y, n = st.columns(2)
+        if y.button("Yes, delete", key="cmp_delete_yes", type="primary"):
+            history.delete(target)
+            st.session_state.pop("cmp_confirm", None)
+            st.toast(f"Deleted run {target}.")
+            st.rerun()
+        if n.button("Cancel", key="cmp_delete_no"):
+            st.session_state.pop("cmp_confirm", None)
+            st.rerun()
+st.caption(f"Export {target}. The Chrome trace opens at ui.perfetto.dev: one span per "
+           f"component of every request, on lanes, plus each replica's batches (the first "
+           f"{TRACE_MAX_REQUESTS:,} requests; the CLI exports all).")
+cols = st.columns(len(EXPORTS))
+db = str(history.path)
+for col, (fmt, label) in zip(cols, EXPORTS):
+    from latency.export import FORMATS, file_name
+
+    col.download_button(label, (lambda f=fmt: export_file(db, target, f)),
+                        file_name=file_name(aggregates(db, target), fmt), mime=FORMATS[fmt][1],
+                        key=f"cmp_dl_{fmt}", on_click="ignore", icon=":material/download:")
