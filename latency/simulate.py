@@ -25,7 +25,7 @@ import numpy as np
 from latency.components import RECORD_DTYPE, STATUS_OK, component_ns
 from latency.queueing import UnstableQueue
 
-ARRIVALS = ("poisson", "constant", "bursty")
+ARRIVALS = ("poisson", "constant", "bursty", "recorded")
 DISTS = ("constant", "exponential", "lognormal")
 
 
@@ -44,12 +44,17 @@ class ServiceModel:
     #: measures about 0.1 ms and 0.05 ms (bench/bench_engine_overhead.py).
     network_ms: float = 0.0
     turnaround_ms: float = 0.0
+    #: the load generator's own gap between intended and actual send (``overhead``) per request
+    lag_ms: float = 0.0
     preprocess_ms: float = 0.0
     postprocess_ms: float = 0.0
     dist: str = "exponential"
     cv: float = 1.0
     samples: dict[str, np.ndarray] = field(default_factory=dict)
     forward_by_batch: dict[int, np.ndarray] = field(default_factory=dict)
+    #: replay: the forward time of the k-th batch is ``forward_trace_ms[k]`` (cycled) — the
+    #: measured sequence of a run, to check the simulation's mechanics free of sampling luck
+    forward_trace_ms: np.ndarray | None = None
 
     @classmethod
     def from_rows(cls, rows: np.ndarray) -> "ServiceModel":
@@ -61,15 +66,19 @@ class ServiceModel:
         first = np.unique(ok["batch_id"], return_index=True)[1]
         sizes = ok["batch_size"][first]
         fwd = comps["forward"][first] / 1e6
-        return cls(samples={k: comps[k] / 1e6 for k in ("preprocess", "postprocess", "network")},
-                   forward_by_batch={int(s): fwd[sizes == s] for s in np.unique(sizes)})
+        from latency.calibration import measured_turnaround_ms
+
+        keep = ("preprocess", "postprocess", "network", "overhead")
+        return cls(samples={k: comps[k] / 1e6 for k in keep},
+                   forward_by_batch={int(s): fwd[sizes == s] for s in np.unique(sizes)},
+                   turnaround_ms=measured_turnaround_ms(rows))
 
     def mean_service_ms(self, batch: int = 1) -> float:
         """Mean replica busy time for a batch of ``batch`` (forward + its postprocessing)."""
         if self.forward_by_batch:
             fwd = float(np.mean(self._forward_pool(batch)))
             post = float(np.mean(self.samples["postprocess"])) * batch
-            return fwd + post
+            return fwd + post + self.turnaround_ms
         return (self.forward_ms + self.forward_per_item_ms * (batch - 1)
                 + self.postprocess_ms * batch + self.turnaround_ms)
 
@@ -102,6 +111,9 @@ class SimConfig:
     warmup_fraction: float = 0.1  # the transient from an empty system, dropped
     burst_on_s: float = 1.0  # bursty arrivals: on at 2× rate for this long, then off as long
     allow_unstable: bool = True
+    #: ``arrival="recorded"``: arrival times (ms from the start) of a recorded run, replayed
+    #: (cycled with the run's length as the period when more requests are asked for)
+    arrival_times_ms: np.ndarray | None = None
 
 
 def arrivals_ms(config: SimConfig, rng: np.random.Generator) -> np.ndarray:
@@ -110,6 +122,15 @@ def arrivals_ms(config: SimConfig, rng: np.random.Generator) -> np.ndarray:
         return np.arange(1, n + 1) * gap
     if config.arrival == "poisson":
         return np.cumsum(rng.exponential(gap, n))
+    if config.arrival == "recorded":
+        t = np.sort(np.asarray(config.arrival_times_ms, dtype=float))
+        if not len(t):
+            raise ValueError("recorded arrivals: the run has no requests")
+        t = t - t[0] + gap  # start one mean gap in, like the other arrival kinds
+        span = t[-1] - t[0]
+        period = span + span / max(len(t) - 1, 1)  # the next cycle starts one mean gap on
+        k = np.arange(n)
+        return t[k % len(t)] + (k // len(t)) * period
     if config.arrival == "bursty":  # Poisson at twice the rate, switched on and off
         t = np.cumsum(rng.exponential(gap / 2, n))
         period = config.burst_on_s * 1000
@@ -134,17 +155,25 @@ def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
         pre = rng.choice(service.samples["preprocess"], n)
         post = rng.choice(service.samples["postprocess"], n)
         net = rng.choice(service.samples["network"], n)
+        lag = (rng.choice(service.samples["overhead"], n) if "overhead" in service.samples
+               else np.zeros(n))
     else:
         pre = service.draw(rng, service.preprocess_ms, n)
         post = service.draw(rng, service.postprocess_ms, n)
         net = np.full(n, service.network_ms)
-    ready = arrive + net / 2 + pre  # preprocessing in parallel; ready to be batched
+        lag = np.full(n, service.lag_ms)
+    sent = arrive + lag
+    ready = sent + net / 2 + pre  # preprocessing in parallel; ready to be batched
     order = np.argsort(ready, kind="stable")
     ready_list = ready[order].tolist()  # plain floats: the loop below is scalar work
     post_sorted = post[order]
     post_total = np.concatenate(([0.0], np.cumsum(post_sorted))).tolist()
-    fwd_draws = (service.draw(rng, service.forward_ms, n).tolist()
-                 if not service.forward_by_batch else rng.random(n).tolist())
+    if service.forward_trace_ms is not None:
+        fwd_draws = np.resize(np.asarray(service.forward_trace_ms, dtype=float), n).tolist()
+    elif service.forward_by_batch:
+        fwd_draws = rng.random(n).tolist()
+    else:
+        fwd_draws = service.draw(rng, service.forward_ms, n).tolist()
     free = [(0.0, r) for r in range(config.replicas)]
     heapq.heapify(free)
     B, D = config.batch_size, config.max_batch_delay_ms
@@ -167,7 +196,7 @@ def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
             j = min(bisect.bisect_right(ready_list, start, i), i + B)
             j = j if j > i else i + 1
         size = j - i
-        if service.forward_by_batch:
+        if service.forward_by_batch and service.forward_trace_ms is None:
             pool = service._forward_pool(size)
             fwd = float(pool[int(fwd_draws[len(starts)] * len(pool))])
         else:
@@ -197,8 +226,8 @@ def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
     rows = np.zeros(n, dtype=RECORD_DTYPE)
     ns = lambda ms: np.round(ms * 1e6).astype(np.int64)  # noqa: E731
     post_end = post_start + post
-    rows["t_intended"] = rows["t_sent"] = ns(arrive)
-    rows["t_received"] = rows["t_pre_start"] = ns(arrive + net / 2)
+    rows["t_intended"], rows["t_sent"] = ns(arrive), ns(sent)
+    rows["t_received"] = rows["t_pre_start"] = ns(sent + net / 2)
     rows["t_pre_end"] = ns(ready)
     rows["t_fwd_start"], rows["t_fwd_end"] = ns(fwd_start), ns(fwd_end)
     rows["t_post_start"], rows["t_post_end"] = ns(post_start), ns(post_end)
@@ -223,4 +252,14 @@ def summarize_simulation(config: SimConfig, service: ServiceModel) -> dict[str, 
     if rho >= 1:
         summary["warnings"].insert(0, f"unstable: utilisation {rho:.2f} ≥ 1 — the queue grows "
                                       "for as long as the simulation runs; no steady state")
+        summary["queue_growth"] = queue_growth(rows)
     return summary
+
+
+def queue_growth(rows: np.ndarray, points: int = 8) -> list[tuple[float, int]]:
+    """Requests in the system (arrived, not yet answered) at ``points`` moments spread over
+    the simulated horizon: how an unstable queue grows, in numbers a person can read."""
+    arrive, done = np.sort(rows["t_intended"]), np.sort(rows["t_done"])
+    t = np.linspace(arrive[0], arrive[-1], points + 1)[1:]
+    inside = np.searchsorted(arrive, t, side="right") - np.searchsorted(done, t, side="right")
+    return [(float((x - arrive[0]) / 1e9), int(q)) for x, q in zip(t, inside)]

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from latency import queueing as q
-from latency.simulate import ServiceModel, SimConfig, simulate, summarize_simulation
+from latency.simulate import ServiceModel, SimConfig, arrivals_ms, simulate, summarize_simulation
 
 
 def mean_wait_ms(config, service):
@@ -73,3 +73,17 @@ def test_fixed_serving_costs_add_where_they_belong():
     total = (m["t_done"] - m["t_intended"]) / 1e6
     assert np.allclose(total, 4.2)  # no queueing at 1 req/s: forward + network
     assert svc.mean_service_ms() == pytest.approx(5.0)  # the replica's turnaround counts
+
+
+def test_recorded_arrivals_are_replayed_and_bursts_queue_more():
+    times = np.array([0.0, 10.0, 15.0, 40.0])
+    cfg = SimConfig(rate=75, arrival="recorded", arrival_times_ms=times, requests=8)
+    t = arrivals_ms(cfg, np.random.default_rng(0))
+    gaps = np.diff(t)
+    assert np.allclose(gaps[:3], [10, 5, 25]) and np.allclose(gaps[4:7], [10, 5, 25])
+    assert gaps[3] == pytest.approx(40 / 3)  # the period: the run's length plus a mean gap
+    svc = ServiceModel(forward_ms=5, dist="exponential")
+    steady = summarize_simulation(SimConfig(rate=100, requests=60_000), svc)
+    bursty = summarize_simulation(SimConfig(rate=100, arrival="bursty", requests=60_000), svc)
+    # same mean rate, but in bursts at twice the rate (ρ = 1 while on): far longer queues
+    assert bursty["latency_ms"]["p99"] > 3 * steady["latency_ms"]["p99"]

@@ -64,5 +64,5 @@ def test_validate_runs_the_engine_and_sets_measured_against_predicted():
     assert not at.exception and not at.error
     rerun_until(at, lambda at: any("| p99 |" in m.value for m in at.markdown))
     table = next(m.value for m in at.markdown if "| p99 |" in m.value)
-    assert "predicted" in table and "measured" in table
+    assert "predicted (calibrated)" in table and "measured" in table
     assert not at.exception

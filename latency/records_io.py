@@ -1,0 +1,97 @@
+"""Request records in and out of files, so a run written today can feed a simulation later.
+
+``python -m latency simulate --from-run`` resamples a recorded run's service times. The run may
+come as the JSON that ``run --json`` writes (its ``requests`` table: every record field, stamps
+in integer ns from the first stamp, so nothing is rounded), as the CSV that ``run --csv`` writes
+(stamps in ms with 4 decimals: 100 ns resolution, ample for service times) or as a run id of
+the history store. Every path ends in the engine's own ``RECORD_DTYPE`` rows.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from latency.components import RECORD_DTYPE, STAMPS, STATUS_ERROR, STATUS_OK
+
+STAMP_FIELDS = tuple(f"t_{s}" for s in STAMPS)
+
+
+def rows_to_table(rows: np.ndarray) -> dict[str, Any]:
+    """A JSON-ready columnar table of ``rows``: every field, stamps relative to ``t0_ns``."""
+    t0 = int(rows["t_intended"].min()) if len(rows) else 0
+    cols: dict[str, list[Any]] = {}
+    for name in RECORD_DTYPE.names:
+        col = rows[name]
+        cols[name] = (col - t0).tolist() if name in STAMP_FIELDS else col.tolist()
+    return {"t0_ns": t0, "count": len(rows), "columns": cols}
+
+
+def rows_from_table(table: dict[str, Any]) -> np.ndarray:
+    """Rows back from ``rows_to_table``; fields a older file lacks stay zero."""
+    n = int(table["count"])
+    rows = np.zeros(n, dtype=RECORD_DTYPE)
+    t0 = int(table.get("t0_ns", 0))
+    for name, values in table["columns"].items():
+        if name in RECORD_DTYPE.names:
+            rows[name] = np.asarray(values)
+            if name in STAMP_FIELDS:
+                rows[name] += t0
+    return rows
+
+
+def rows_from_csv(path: str | Path) -> np.ndarray:
+    """Rows from the per-request CSV of ``run --csv`` (or a history CSV export)."""
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    missing = [f"{s}_ms" for s in STAMP_FIELDS if f"{s}_ms" not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: not a Latency Lab requests CSV (no {missing[0]} column)")
+    rows = np.zeros(len(frame), dtype=RECORD_DTYPE)
+    for s in STAMP_FIELDS:
+        rows[s] = np.round(frame[f"{s}_ms"].to_numpy(dtype=float) * 1e6).astype(np.int64)
+    for name in ("batch_id", "batch_size", "replica", "client"):
+        if name in frame.columns:
+            rows[name] = frame[name].to_numpy()
+    rows["warmup"] = frame["warmup"].astype(bool).to_numpy() if "warmup" in frame else False
+    if "status" in frame.columns:
+        rows["status"] = np.where(frame["status"].astype(str) == "ok", STATUS_OK, STATUS_ERROR)
+    return rows
+
+
+def load_run_rows(source: str) -> np.ndarray:
+    """Request rows from a run JSON, a requests CSV or a history run id (ValueError if none)."""
+    path = Path(source)
+    if path.suffix.lower() == ".csv":
+        if not path.is_file():
+            raise ValueError(f"no such file: {source}")
+        return rows_from_csv(path)
+    if path.suffix.lower() == ".json":
+        if not path.is_file():
+            raise ValueError(f"no such file: {source}")
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{source}: not valid JSON ({exc})") from None
+        table = data.get("requests") if isinstance(data, dict) else None
+        if not isinstance(table, dict) or "columns" not in table:
+            raise ValueError(f"{source} has no per-request records: write the run with "
+                             "`python -m latency run ... --json FILE` (or --csv FILE)")
+        return rows_from_table(table)
+    return _rows_from_history(source)
+
+
+def _rows_from_history(run_id: str) -> np.ndarray:
+    try:
+        from latency import store
+    except ImportError:  # pragma: no cover - the store ships with the package
+        raise ValueError(f"{run_id}: not a .json or .csv file") from None
+    try:
+        run = store.open_store().load(run_id)  # type: ignore[attr-defined]
+    except (KeyError, LookupError, ValueError) as exc:
+        raise ValueError(f"{run_id}: not a .json/.csv file nor a run in the history "
+                         f"({exc})") from None
+    return run.result.log
