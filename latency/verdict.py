@@ -46,6 +46,9 @@ def verdict(summary: dict[str, Any], config: dict[str, Any]) -> str:
                 f"{summary['throughput_rps']:.1f} served — {top} is {share:.0%} of the mean "
                 f"{total:.2f} ms and grows with the run length. Raise capacity (replicas, "
                 "batching, a faster forward pass) or lower the rate")
+    if top == "network" and (config.get("net_rtt_ms") or config.get("net_jitter_ms")
+                             or config.get("net_bandwidth_mbps")):
+        text += " (network includes the EMULATED WAN delay you set)"
     fwd_share = means["forward"] / total
     # Amdahl's bound holds for work done per request; queueing is not such work (it shrinks
     # with the service time), so the bound is only stated when another stage dominates.

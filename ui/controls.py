@@ -101,5 +101,38 @@ def profiler_controls() -> tuple[RunConfig, float]:
                                "the share of requests within it.", **KEEP)
     config = RunConfig(model=model, model_args=model_args, device=device, dtype=dtype,
                        batch_size=batch, max_batch_delay_ms=float(delay), replicas=replicas,
-                       threads=threads, duration_s=float(duration), **load)
+                       threads=threads, duration_s=float(duration), **load,
+                       **transport_controls(sb))
     return config, float(slo)
+
+
+def transport_controls(sb: Any) -> dict[str, Any]:
+    """Transport selector and the EMULATED WAN settings; RunConfig fields out."""
+    sb.subheader("Network")
+    kind = sb.radio("Transport", ["in-process", "HTTP"], horizontal=True, key="transport",
+                    help="In-process: the client hands requests to the server thread (network "
+                         "= a thread hand-off). HTTP: a real server in its own process on "
+                         "127.0.0.1, speaking the Open Inference Protocol, and a pooled "
+                         "keep-alive client: network = sockets, HTTP and JSON.", **KEEP)
+    if kind != "HTTP":
+        return {"transport": "in-process"}
+    payload = sb.radio("Payload", ["json", "raw"], horizontal=True, key="payload",
+                       help="json: OIP v2 JSON, binary inputs base64-encoded (a third bigger, "
+                            "plus encode/decode). raw: the input's bytes as the body.", **KEEP)
+    with sb.expander("Emulated WAN", expanded=False):
+        st.caption("EMULATED: the client holds each request and reply for the delay below; "
+                   "no real network is involved.")
+        rtt = st.slider("RTT (ms, emulated)", 0.0, 300.0, 0.0, 1.0, key="net_rtt",
+                        help="Round-trip time added: half before the request, half after the "
+                             "reply. 1–2 ms in a datacentre, 20–80 ms across a continent, "
+                             "150+ ms across an ocean.", **KEEP)
+        jitter = st.slider("Jitter (ms, emulated)", 0.0, 50.0, 0.0, 0.5, key="net_jitter",
+                           help="Extra random delay each way, uniform in [0, this].", **KEEP)
+        bw = st.select_slider("Bandwidth (Mbit/s, emulated)",
+                              ["unlimited", "1000", "100", "50", "20", "10", "5", "1"], "unlimited",
+                              key="net_bw", help="Link speed each way: a message waits "
+                              "bytes ÷ bandwidth (and for messages ahead of it). A 2 MB image "
+                              "at 20 Mbit/s costs 0.8 s before the model sees it.", **KEEP)
+    return {"transport": "http", "payload": payload, "net_rtt_ms": float(rtt),
+            "net_jitter_ms": float(jitter),
+            "net_bandwidth_mbps": None if bw == "unlimited" else float(bw)}

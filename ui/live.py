@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from latency.plots import fmt_duration
+from latency.transport.wan import WanProfile
 from latency.runner import RunHandle
 from ui.explain import COMPONENTS_TABLE, MISTAKES
 from ui.shared import downloads, figures, run_manager
@@ -49,6 +50,8 @@ def render(handle: RunHandle, slo_ms: float) -> None:
                 f"{c['model']} · batch ≤ {c['batch_size']} · replicas {c['replicas']} · "
                 + (f"{c['rate']:g} req/s {c['arrival']}" if c.get("rate") else
                    f"clients {c['concurrency']}"))
+    if c.get("transport") == "http":
+        st.caption(transport_caption(c, (snap.summary or {}).get("transport")))
     prog = snap.progress
     frac = float(prog.get("fraction") or 0.0)
     remaining = prog.get("remaining_s")
@@ -101,3 +104,18 @@ def render(handle: RunHandle, slo_ms: float) -> None:
                            f"{rid}.csv", "text/csv", on_click="ignore")
         d2.download_button("Download result (JSON)", lambda: downloads(rid, version)[1],
                            f"{rid}.json", "application/json", on_click="ignore")
+
+
+def transport_caption(c: dict, t: dict | None) -> str:
+    """One line saying what carried the requests, with the emulated WAN labelled."""
+    text = (f"Transport: HTTP to our server (own process, 127.0.0.1), Open Inference Protocol, "
+            f"{c.get('payload', 'json')} payload")
+    if t and t.get("request_bytes", {}).get("mean") is not None:
+        text += (f" · request {t['request_bytes']['mean']:.0f} B, response "
+                 f"{t['response_bytes']['mean']:.0f} B (mean)")
+    wan = WanProfile(c.get("net_rtt_ms") or 0.0, c.get("net_jitter_ms") or 0.0,
+                     c.get("net_bandwidth_mbps"))
+    if wan.active:
+        text += (f" · **{wan.describe()}** — the network segment includes this EMULATED delay"
+                 " (added by the client; no real network)")
+    return text

@@ -28,7 +28,6 @@ Content-Length before reading, and while streaming); malformed JSON or a wrong t
 from __future__ import annotations
 
 import asyncio
-import multiprocessing as mp
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -227,6 +226,11 @@ def build_server(config: Any) -> tuple[Any, Any]:
     torch.set_num_threads(config.threads)
     pipeline = build_pipeline(config.model, resolve_device(config.device),
                               DTYPES[config.dtype], config.model_args)
+    if (getattr(config, "optimize", None) or getattr(config, "pre", "fast") != "fast"
+            or getattr(config, "post", "fast") != "fast"):
+        from latency.optimize import prepare  # the same levers as an in-process run
+
+        prepare(pipeline, config.optimize, config.pre, config.post, config.batch_size)
     server = Server(pipeline, replicas=config.replicas, threads=config.threads,
                     max_batch=config.batch_size, max_delay_ms=config.max_batch_delay_ms,
                     preprocess_workers=config.preprocess_workers)
@@ -273,23 +277,6 @@ def serve(config: Any, host: str, port: int, max_body_mb: float = DEFAULT_MAX_BO
 
 
 # ---- the server as a child process of a run ---------------------------------------------------
-_ctx = mp.get_context("spawn")
-
-
-def _child(config: dict[str, Any], max_body_mb: float, conn: Any, stop: Any) -> None:
-    from latency.config import RunConfig
-
-    try:
-        serve(RunConfig.from_dict(config), "127.0.0.1", 0, max_body_mb,
-              on_ready=lambda port: conn.send(("ready", port)), stop=stop)
-    except BaseException as exc:  # noqa: BLE001 - tell the parent why, in one line
-        text = str(exc).splitlines()[0] if str(exc) else ""
-        try:
-            conn.send(("error", f"{type(exc).__name__}: {text}"))
-        except OSError:
-            pass
-
-
 class ServerProcess:
     """The run's HTTP server in its own process, on 127.0.0.1 and a free port.
 
@@ -297,13 +284,17 @@ class ServerProcess:
     threads would share one GIL, so every client-side step would be charged to the server's
     queue and every server step to the client's network time. ``bench/bench_http.py``
     measures the difference.
+
+    Why ``subprocess`` and not ``multiprocessing``: the run itself is a daemonic
+    multiprocessing child (``latency.runner``), and those may not have children. The server
+    reads its config as JSON on the command line, prints ``ready PORT``, and stops when its
+    stdin closes — so it also stops if the run process dies.
     """
 
     def __init__(self, config: Any, max_body_mb: float = DEFAULT_MAX_BODY_MB) -> None:
         self.config = config
         self.max_body_mb = max_body_mb
         self.port: int | None = None
-        self._stop = _ctx.Event()
         self._proc: Any = None
 
     @property
@@ -311,32 +302,81 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 120.0) -> "ServerProcess":
-        from latency.runner import _spawn
+        import json
+        import os
+        import subprocess
+        import sys
+        from pathlib import Path
 
-        parent, child = _ctx.Pipe(duplex=False)
-        self._proc = _ctx.Process(target=_child, name="latency-http-server", daemon=True,
-                                  args=(self.config.to_dict(), self.max_body_mb, child,
-                                        self._stop))
-        _spawn(self._proc)
-        child.close()
-        if not parent.poll(timeout_s):
+        root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        import tempfile
+
+        # stderr to a file, not a pipe nobody drains: a chatty pipeline must not block the server
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "latency.transport.http_server",
+             json.dumps(self.config.to_dict()), str(self.max_body_mb)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+            env=env, cwd=root)
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(self._proc.stdout.readline()),
+                                  daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        text = line[0].strip() if line else ""
+        if not text.startswith("ready "):
             self.stop()
-            raise RuntimeError(f"the HTTP server did not start within {timeout_s:g} s")
-        try:
-            kind, value = parent.recv()
-        except EOFError:
-            self.stop()
-            raise RuntimeError("the HTTP server process exited while starting") from None
-        if kind != "ready":
-            self.stop()
-            raise RuntimeError(f"the HTTP server could not start: {value}")
-        self.port = int(value)
+            self._stderr.seek(0)
+            err = self._stderr.read().strip().splitlines()
+            why = text or (err[-1] if err else f"no answer within {timeout_s:g} s")
+            raise RuntimeError(f"the HTTP server could not start: {why}")
+        self.port = int(text.split()[1])
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._proc is not None:
-            self._proc.join(timeout=10)
-            if self._proc.is_alive():
-                self._proc.kill()
-                self._proc.join(timeout=5)
+        if self._proc is None:
+            return
+        try:
+            self._proc.stdin.close()  # the server's watchdog sees EOF and stops cleanly
+        except OSError:
+            pass
+        try:
+            self._proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - hung: kill it
+            self._proc.kill()
+            self._proc.wait(timeout=5)
+        self._stderr.close()
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m latency.transport.http_server CONFIG_JSON MAX_BODY_MB`` (ServerProcess)."""
+    import json
+    import sys
+
+    from latency.config import RunConfig
+
+    stop = threading.Event()
+
+    def watchdog() -> None:  # the parent closed our stdin (or died): stop
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=watchdog, name="stdin-watchdog", daemon=True).start()
+    try:
+        serve(RunConfig.from_dict(json.loads(argv[0])), "127.0.0.1", 0, float(argv[1]),
+              on_ready=lambda port: print(f"ready {port}", flush=True), stop=stop)
+    except KeyboardInterrupt:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - one line for the parent
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"error {type(exc).__name__}: {text}", flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))
