@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 
 from latency.compare import diff_rows
 from latency.components import COMPONENTS
-from latency.plots import (COMPONENT_COLOURS, _base_layout, _figure, empty_figure, fmt_ms,
-                           percentile_spectrum_figure, round_ms)
+from latency.plots import (COMPONENT_COLOURS, SERIES_COLOURS, _base_layout, _figure,
+                           empty_figure, fmt_ms, round_ms, spectrum_x)
 
 #: the statistics whose make-up is drawn side by side, with their axis labels.
 BAR_POINTS: dict[str, str] = {"mean": "mean", "p50": "p50", "p99": "p99 (tail)"}
@@ -72,11 +73,51 @@ def runs_bars_figure(makeups: Mapping[str, Mapping[str, Mapping[str, float]] | N
     return _figure(traces, layout)
 
 
-def runs_spectrum_figure(curves: Mapping[str, Sequence[float] | None], log_y: bool = False,
-                         title: str | None = None) -> go.Figure:
-    """Latency against percentile on the 1/(1−p) axis, one line per run (HdrHistogram's
-    percentile plot): ``latency.plots.percentile_spectrum_figure`` with the page's labels."""
-    return percentile_spectrum_figure(dict(curves), title=title, log_y=log_y)
+#: percentile ticks of the spectrum, as far as the longest run reaches.
+SPECTRUM_TICKS: dict[float, str] = {0.5: "50%", 0.9: "90%", 0.99: "99%", 0.999: "99.9%",
+                                    0.9999: "99.99%", 0.99999: "99.999%"}
+
+
+def runs_spectrum_figure(curves: Mapping[str, tuple[Sequence[float], Sequence[float]] | None],
+                         log_y: bool = False, title: str | None = None) -> go.Figure:
+    """Latency against percentile on the 1/(1−p) axis, one line per run — HdrHistogram's
+    percentile plot: each further nine (90 → 99 → 99.9 %) gets the same width, so tails
+    compare as plainly as medians.
+
+    ``curves`` maps a run's label to (p, ms) (``StoredRun.spectrum``), which stops at
+    p = 1 − 1/n: a run of 1,000 requests has no p99.99, and its line ends where its data does
+    instead of drawing the maximum as if it were a percentile. A marker shows each run's p99.
+    """
+    items = [(name, np.asarray(c[0], dtype=np.float64), np.asarray(c[1], dtype=np.float64))
+             for name, c in curves.items() if c is not None and len(c[0]) >= 2]
+    if not items:
+        return empty_figure(title)
+    traces: list[Any] = []
+    for i, (name, p, ms) in enumerate(items):
+        colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
+        traces.append(go.Scatter(
+            x=spectrum_x(p), y=ms, name=str(name), mode="lines", legendgroup=str(i),
+            line={"color": colour, "width": 2.5}, customdata=p * 100,
+            hovertemplate="p%{customdata:.3g}: %{y:.3f} ms<extra>%{fullData.name}</extra>"))
+        if p[-1] >= 0.99:
+            p99 = float(np.interp(0.99, p, ms))
+            traces.append(go.Scatter(
+                x=[100.0], y=[p99], mode="markers", legendgroup=str(i), showlegend=False,
+                marker={"color": colour, "size": 9, "line": {"color": "#ffffff", "width": 1}},
+                hovertemplate=f"{name}<br>p99: {fmt_ms(p99)} ms<extra></extra>"))
+    reach = max(float(p[-1]) for _, p, _ in items)
+    ticks = [t for t in SPECTRUM_TICKS if t <= reach + 1e-12] or [0.5]
+    x_max = float(spectrum_x([reach])[0])
+    layout = _base_layout(title, 440)
+    layout.update(
+        showlegend=True, hovermode="x unified",
+        xaxis={"type": "log", "title": {"text": "percentile (axis: 1/(1−p))"},
+               "tickvals": [float(v) for v in spectrum_x(ticks)],
+               "ticktext": [SPECTRUM_TICKS[t] for t in ticks],
+               "range": [0, np.log10(x_max) + 0.05], "showgrid": True},
+        yaxis={"title": {"text": "total latency (ms" + (", log scale)" if log_y else ")")},
+               "type": "log" if log_y else "linear", "rangemode": "tozero"})
+    return _figure(traces, layout)
 
 
 def diff_table(labels: Sequence[str], summaries: Sequence[Mapping[str, Any]]

@@ -81,7 +81,7 @@ CREATE TABLE IF NOT EXISTS runs (
     failure TEXT,
     error_messages TEXT NOT NULL,
     makeup TEXT NOT NULL,
-    quantiles BLOB,
+    spectrum BLOB,
     n_rows INTEGER NOT NULL,
     record_dtype TEXT NOT NULL
 );
@@ -154,7 +154,8 @@ class StoredRun:
     config: dict[str, Any]
     environment: dict[str, Any]
     makeup_ms: dict[str, dict[str, float]]
-    quantiles_ms: np.ndarray | None
+    #: (percentile p in 0..1, total latency ms at p): dense in the tail, up to 1 − 1/n
+    spectrum: tuple[np.ndarray, np.ndarray] | None
     result: "RunResult | None" = field(default=None, repr=False)
 
 
@@ -176,19 +177,30 @@ class RunStore:
     """
 
     def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path).expanduser() if path is not None else default_path()
-        self._ready = False
+        """``path`` None: the default, ``$LATENCY_LAB_DB`` or ~/.latency_lab/runs.sqlite,
+        read at each use (so a long-lived store follows the environment it runs in)."""
+        self._path = Path(path).expanduser() if path is not None else None
+        self._ready_for: Path | None = None
+
+    @property
+    def path(self) -> Path:
+        return self._path if self._path is not None else default_path()
+
+    @property
+    def _ready(self) -> bool:
+        return self._ready_for == self.path
 
     # ---- connections --------------------------------------------------------------------
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
+        path = self.path
         try:
             if not self._ready:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+                path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000,
                                    isolation_level=None)  # we say BEGIN/COMMIT ourselves
         except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the run history {self.path}: {exc}") from None
+            raise StoreError(f"cannot open the run history {path}: {exc}") from None
         with closing(conn):
             try:
                 conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -197,7 +209,7 @@ class RunStore:
                     self._init(conn)
                 conn.execute("PRAGMA synchronous=NORMAL")
             except sqlite3.DatabaseError as exc:
-                raise StoreError(f"cannot use the run history {self.path}: {exc}") from None
+                raise StoreError(f"cannot use the run history {path}: {exc}") from None
             yield conn
 
     def _init(self, conn: sqlite3.Connection) -> None:
@@ -215,7 +227,7 @@ class RunStore:
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("COMMIT")
-        self._ready = True
+        self._ready_for = self.path
 
     def check_writable(self) -> None:
         """Open (creating if needed) the history now, so a bad path fails before a run."""
@@ -236,8 +248,7 @@ class RunStore:
                               measure_end_ns=result.timings.get("measure_end_ns"))
         cfg = result.config
         lat = summary.get("latency_ms") or {}
-        quantiles = (None if snap.quantiles_ms is None
-                     else np.asarray(snap.quantiles_ms, dtype="<f8").tobytes())
+        spectrum = spectrum_of(result.log)
         rows = np.ascontiguousarray(result.log, dtype=RECORD_DTYPE)
         chunks = [(i, rows[s: s + CHUNK_ROWS]) for i, s in
                   enumerate(range(0, len(rows), CHUNK_ROWS))]
@@ -254,7 +265,7 @@ class RunStore:
             "summary": _dumps(summary), "timings": _dumps(result.timings),
             "warnings": _dumps(result.warnings), "failure": result.failure,
             "error_messages": _dumps({str(k): v for k, v in result.errors.items()}),
-            "makeup": _dumps(snap.makeup_ms), "quantiles": quantiles,
+            "makeup": _dumps(snap.makeup_ms), "spectrum": spectrum,
             "n_rows": len(rows), "record_dtype": _dumps(RECORD_DTYPE.descr),
         }
         with self._connect() as conn:
@@ -350,10 +361,10 @@ class RunStore:
             try:
                 run_id = self._resolve(conn, ref)
                 info = self._info(conn, run_id)
-                (cfg, env, summary, timings, warnings, failure, errs, makeup, quantiles,
+                (cfg, env, summary, timings, warnings, failure, errs, makeup, spectrum,
                  n_rows, descr) = conn.execute(
                     "SELECT config, environment, summary, timings, warnings, failure, "
-                    "error_messages, makeup, quantiles, n_rows, record_dtype FROM runs "
+                    "error_messages, makeup, spectrum, n_rows, record_dtype FROM runs "
                     "WHERE id = ?", (run_id,)).fetchone()
                 chunks = (conn.execute("SELECT n_rows, codec, rows FROM request_chunks WHERE "
                                        "run_id = ? ORDER BY chunk", (run_id,)).fetchall()
@@ -362,8 +373,7 @@ class RunStore:
                 conn.execute("COMMIT")
         stored = StoredRun(info=info, summary=json.loads(summary), config=json.loads(cfg),
                            environment=json.loads(env), makeup_ms=json.loads(makeup),
-                           quantiles_ms=(np.frombuffer(quantiles, dtype="<f8")
-                                         if quantiles is not None else None))
+                           spectrum=_spectrum_from_blob(spectrum))
         if chunks is not None:
             log = _decode_rows(chunks, n_rows, descr, run_id)
             stored.result = RunResult(
@@ -421,6 +431,36 @@ class RunStore:
 
 _INFO_COLS = ("id, name, created_at, status, source, model, mode, load, device, n, errors, "
               "p50_ms, p99_ms, throughput_rps, origin_id")
+
+
+#: the spectrum's grid: every 1 % up to p90, then 50 points a decade of 1/(1−p) — as dense at
+#: p99.9 as at p50, which is what a percentile plot on the 1/(1−p) axis draws.
+SPECTRUM_BODY = np.linspace(0.0, 0.9, 91)
+SPECTRUM_POINTS_PER_DECADE = 50
+
+
+def spectrum_of(log: np.ndarray) -> bytes | None:
+    """Total latency (ms) of the successful measured requests at percentiles up to
+    1 − 1/n: past that a percentile would be the maximum repeated, not a measurement."""
+    from latency.components import component_ns, measured_and_ok
+
+    _, ok = measured_and_ok(log)
+    n = len(ok)
+    if n < 2:
+        return None
+    total = np.sort(component_ns(ok)["total"]) / 1e6
+    top = np.log10(n)
+    tail = 1.0 - 10.0 ** -np.arange(1.0, top, 1.0 / SPECTRUM_POINTS_PER_DECADE)
+    p = np.unique(np.concatenate([SPECTRUM_BODY, tail[tail > 0.9], [1.0 - 1.0 / n]]))
+    ms = np.quantile(total, p)  # numpy's linear rule, as every summary uses
+    return np.stack([p, ms]).astype("<f8").tobytes()
+
+
+def _spectrum_from_blob(blob: bytes | None) -> tuple[np.ndarray, np.ndarray] | None:
+    if blob is None:
+        return None
+    arr = np.frombuffer(blob, dtype="<f8").reshape(2, -1)
+    return arr[0], arr[1]
 
 
 def _info_from_row(row: tuple[Any, ...]) -> RunInfo:

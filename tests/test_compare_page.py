@@ -55,8 +55,8 @@ def test_the_two_newest_runs_are_overlaid_with_a_diff(seeded, results):
     at = page()
     assert at.multiselect(key="cmp_runs").value == [ids["fast"], ids["slow"]]  # older is A
     spectrum, bars = specs(at)
-    names = [t["name"] for t in spectrum["data"]]
-    assert names == ["A · fast forward", f"B · synthetic · closed 1 client"]
+    names = [t["name"] for t in spectrum["data"] if t.get("showlegend") is not False]
+    assert names == ["A · fast forward", "B · synthetic · closed 1 client"]
     assert spectrum["layout"]["xaxis"]["type"] == "log"  # the 1/(1-p) axis
     stacked = [t for t in bars["data"] if t["type"] == "bar"]
     assert [t["name"] for t in stacked] == list(COMPONENTS)
@@ -101,7 +101,7 @@ def test_rename_and_delete_with_confirmation(seeded):
     at.button(key="cmp_rename").click().run()
     assert not at.exception
     assert store.info(ids["slow"]).name == "three ms"
-    assert "B · three ms" in [t["name"] for t in specs(at)[0]["data"]]
+    assert "B · three ms" in [t.get("name") for t in specs(at)[0]["data"]]
     at.selectbox(key="cmp_target").set_value(ids["failed"]).run()
     at.button(key="cmp_delete").click().run()
     assert any("cannot be undone" in w.value for w in at.warning)
@@ -151,10 +151,16 @@ def test_runs_bars_figure_groups_runs_by_statistic():
 def test_runs_spectrum_and_diff_table():
     import numpy as np
 
-    q = np.linspace(1.0, 11.0, 1001)
-    fig = runs_spectrum_figure({"A · x": q, "B · y": 2 * q}, log_y=True)
-    assert [t.name for t in fig.data] == ["A · x", "B · y"]
-    assert fig.data[0].x[500] == pytest.approx(2.0)  # p50 sits at 1/(1-0.5)
+    p_a = np.array([0.0, 0.5, 0.9, 0.99, 0.999])  # a run of 1,000 requests
+    p_b = np.array([0.0, 0.5, 0.9, 0.95])  # a run of 20
+    fig = runs_spectrum_figure({"A · x": (p_a, 10 * p_a + 1), "B · y": (p_b, 2 * p_b)},
+                               log_y=True)
+    lines = [t for t in fig.data if t.mode == "lines"]
+    assert [t.name for t in lines] == ["A · x", "B · y"]
+    assert list(lines[0].x[:3]) == pytest.approx([1.0, 2.0, 10.0])  # x = 1/(1-p)
+    markers = [t for t in fig.data if t.mode == "markers"]  # p99 only where a run reaches it
+    assert len(markers) == 1 and markers[0].y[0] == pytest.approx(10.9)
+    assert list(fig.layout.xaxis.ticktext) == ["50%", "90%", "99%", "99.9%"]
     assert fig.layout.yaxis.type == "log"
     s_a = {"latency_ms": {"mean": 2.0, "p50": 2.0, "p99": 4.0}, "components_ms": {}}
     s_b = {"latency_ms": {"mean": 3.0, "p50": 1.0, "p99": 4.0}, "components_ms": {}}
@@ -162,3 +168,31 @@ def test_runs_spectrum_and_diff_table():
     total = {r["stat"]: r for r in rows if r["component"] == "total"}
     assert total["mean"]["Δ% B"] == 50.0 and total["p50"]["Δ% B"] == -50.0
     assert total["p99"]["Δ B (ms)"] == 0.0 and total["p99"]["A (ms)"] == 4.0
+
+
+def test_the_live_profiler_says_where_a_finished_run_was_saved(tmp_path, monkeypatch):
+    import re
+
+    from tests.conftest import rerun_until
+    from ui.shared import run_manager
+
+    db = tmp_path / "live.sqlite"
+    monkeypatch.setenv("LATENCY_LAB_DB", str(db))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/live_profiler.py").run()
+    ticket = run_manager().submit(RunConfig(model="synthetic", model_args={"forward_ms": 0.5},
+                                            requests=30, warmup=0),
+                                  owner=at.session_state["owner"])
+    at.session_state["watch"] = ticket.run_id
+
+    def saved_caption(at):
+        return next((c.value for c in at.caption if "Saved in the run history" in c.value), None)
+
+    rerun_until(at, saved_caption, timeout=90)
+    text = saved_caption(at)
+    assert text, [c.value for c in at.caption]
+    saved = re.search(r"`([0-9a-f]+)`", text).group(1)
+    info = RunStore(db).info(saved)
+    assert info.origin_id == ticket.run_id and info.n == 30 and info.source == "dashboard"
+    assert not at.exception

@@ -71,8 +71,11 @@ def test_listing_filters_and_the_aggregates_need_no_rows(tmp_path, runs):
     assert [i.id for i in store.list(text="300 REQ")] == [ids["errors"]]
     assert len(store.list(limit=2)) == 2 and store.list(model="image-cnn") == []
     agg = store.load(ids["plain"], rows=False)
-    assert agg.result is None and len(agg.quantiles_ms) == 1001
-    assert agg.quantiles_ms[500] == pytest.approx(s["latency_ms"]["p50"], rel=1e-9)
+    p, ms = agg.spectrum
+    assert agg.result is None and p[0] == 0.0 and p[-1] == pytest.approx(1 - 1 / 150)
+    assert np.all(np.diff(p) > 0) and np.all(np.diff(ms) >= 0)
+    assert ms[np.isclose(p, 0.5)][0] == pytest.approx(s["latency_ms"]["p50"], rel=1e-9)
+    assert np.interp(0.99, p, ms) == pytest.approx(s["latency_ms"]["p99"], rel=0.02)
     # the make-up's mean bar is the components' means
     for c in COMPONENTS:
         assert agg.makeup_ms["mean"][c] == pytest.approx(s["components_ms"][c]["mean"])

@@ -23,6 +23,28 @@ EXPORTS: tuple[tuple[str, str], ...] = (("csv", "Requests (CSV)"), ("parquet", "
                                          ("trace", "Chrome trace (Perfetto)"))
 
 
+def history_state(mgr: Any, handle: Any) -> tuple[Any, ...] | None:
+    """What the Live Profiler watches to know it must redraw: the run shown, whether it is
+    done, and whether it has been saved (the save follows the end by a moment)."""
+    if handle is None:
+        return None
+    rid = handle.run_id
+    return rid, handle.done(), mgr.saved_id(rid) or mgr.save_error(rid)
+
+
+def history_note(mgr: Any, handle: Any) -> None:
+    """Under a finished run: its id in the history, or why it could not be saved."""
+    if not handle.done():
+        return
+    saved, error = mgr.saved_id(handle.run_id), mgr.save_error(handle.run_id)
+    if saved:
+        st.caption(f"Saved in the run history as `{saved}`: compare it with other runs on "
+                   f"**Compare Runs**, or `python -m latency history show {saved}`.")
+    elif error:
+        st.warning(f"This run was not saved to the run history ({error}). Its results stay "
+                   "here while the server runs: download them to keep them.")
+
+
 def store() -> RunStore:
     """The history this server writes: ``$LATENCY_LAB_DB`` or ``~/.latency_lab/runs.sqlite``."""
     return RunStore()

@@ -62,10 +62,11 @@ if chosen:
     with left:
         st.caption("Latency by percentile: each further nine (90 → 99 → 99.9 %) gets the same "
                    "width, so the tails compare as clearly as the medians.")
+        chart = st.container()  # the toggle sits under the chart, so both charts align
         log_y = st.toggle("Log latency axis", key="cmp_logy",
                           help="For runs whose latencies differ by orders of magnitude.")
-        st.plotly_chart(runs_spectrum_figure(
-            {f"{x} · {by_id[rid].label}": r.quantiles_ms  # fresh label: names change
+        chart.plotly_chart(runs_spectrum_figure(
+            {f"{x} · {by_id[rid].label}": r.spectrum  # fresh label: names change
              for x, rid, r in zip(names, chosen, runs)}, log_y),
             key="cmp_spectrum")
     with right:

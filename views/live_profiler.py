@@ -4,6 +4,7 @@ import streamlit as st
 from latency.config import ConfigError, usable_cores
 from latency.manager import PermissionDenied
 from ui import live
+from ui.compare import history_note, history_state
 from ui.controls import profiler_controls
 from ui.shared import is_instructor, run_manager, session_id, yield_cpu_to_runs
 
@@ -20,7 +21,7 @@ if config.replicas * config.threads > usable_cores():
 
 watch_id = st.session_state.get("watch")
 handle = mgr.get(watch_id) if watch_id else mgr.latest()
-st.session_state["shown"] = (handle.run_id, handle.done()) if handle is not None else None
+st.session_state["shown"] = history_state(mgr, handle)
 mine = handle is not None and mgr.owner(handle.run_id) == me
 in_flight = handle is not None and not handle.done()
 
@@ -54,7 +55,7 @@ def follow() -> None:
     """Cheap check each second: a new run appeared, or the shown one ended → refresh the page."""
     yield_cpu_to_runs()
     h = shown_run()
-    if ((h.run_id, h.done()) if h is not None else None) != st.session_state.get("shown"):
+    if history_state(mgr, h) != st.session_state.get("shown"):
         st.rerun()
 
 
@@ -67,6 +68,7 @@ def live_view() -> None:
         st.info("No run yet. Choose settings in the sidebar and press **Start**.")
     else:
         live.render(handle, slo_ms)
+        history_note(mgr, handle)
 
 
 follow()
