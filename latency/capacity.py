@@ -44,8 +44,8 @@ def _percentiles(config: SimConfig, service: ServiceModel) -> tuple[float, float
     return float(p50), float(p99)
 
 
-def hockey_stick(config: SimConfig, service: ServiceModel, requests: int = 3000,
-                 most: int = 25_000) -> Curve:
+def hockey_stick(config: SimConfig, service: ServiceModel, requests: int = 2000,
+                 most: int = 16_000) -> Curve:
     """p50/p99 of the total latency against utilisation 0.05…0.98, everything else fixed.
 
     A queue near saturation needs ~1/(1−ρ) times longer to settle, so each point simulates

@@ -83,18 +83,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("simulate", help="simulate the serving system (no model runs)",
                         formatter_class=p_fmt)
-    sm.add_argument("--rate", type=_positive_float, required=True, help="arrivals per second")
+    sm.add_argument("--rate", type=_positive_float,
+                    help="arrivals per second (required, except with --from-run: the run's)")
     sm.add_argument("--replicas", type=int, default=1, help="model workers")
     sm.add_argument("--batch-size", type=int, default=1, help="largest batch")
     sm.add_argument("--max-batch-delay-ms", type=_positive_float, default=0.0,
                     help="longest wait for a batch to fill")
-    sm.add_argument("--arrival", default="poisson", help="poisson, constant or bursty")
+    sm.add_argument("--arrival", default="poisson",
+                    help="poisson, constant, bursty (on/off at twice the rate) or recorded "
+                         "(the --from-run run's own arrival times)")
     sm.add_argument("--service-ms", type=_positive_float, default=5.0,
                     help="mean forward time per batch (ms)")
     sm.add_argument("--service-dist", default="exponential",
                     help="constant, exponential or lognormal")
     sm.add_argument("--service-cv", type=_positive_float, default=1.0,
                     help="lognormal spread (coefficient of variation)")
+    sm.add_argument("--from-run", metavar="RUN",
+                    help="resample service times (every component; forward per batch size) "
+                         "from a recorded run: the JSON or CSV `run --json/--csv` wrote, or a "
+                         "history run id")
+    history_cli.add_db_flag(sm)
     sm.add_argument("--requests", type=int, default=100_000, help="simulated requests")
     sm.add_argument("--seed", type=int, default=0, help="seed of arrivals and service draws")
     sm.add_argument("--json", metavar="PATH", help="write the summary as JSON")
@@ -213,14 +221,36 @@ def _cmd_simulate(a: argparse.Namespace) -> int:
         raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
     if a.service_dist not in DISTS:
         raise ConfigError(f"--service-dist must be one of: {', '.join(DISTS)}")
+    if a.from_run is None and (a.rate is None or a.arrival == "recorded"):
+        raise UsageError("--rate is required (or --from-run RUN to take a recorded run's)"
+                         if a.rate is None else "--arrival recorded needs --from-run RUN")
+    times = None
+    if a.from_run is not None:
+        from latency.calibration import recorded_arrivals
+        from latency.records_io import load_run_rows
+
+        try:
+            rows = load_run_rows(a.from_run, a.db)
+            svc = ServiceModel.from_rows(rows)
+            times, recorded_rate = recorded_arrivals(rows)
+        except ValueError as exc:
+            raise ConfigError(f"--from-run: {exc}") from None
+        if a.rate is None or a.arrival == "recorded":
+            a.rate = recorded_rate
+        source = (f"service resampled from {a.from_run} "
+                  f"({len(rows)} recorded requests, batch sizes "
+                  f"{', '.join(str(b) for b in sorted(svc.forward_by_batch))})")
+    else:
+        svc = ServiceModel(forward_ms=a.service_ms, dist=a.service_dist, cv=a.service_cv)
+        source = f"service {a.service_ms:g} ms {a.service_dist}"
     cfg = SimConfig(rate=a.rate, replicas=a.replicas, batch_size=a.batch_size,
                     max_batch_delay_ms=a.max_batch_delay_ms, arrival=a.arrival,
-                    requests=a.requests, seed=a.seed)
-    svc = ServiceModel(forward_ms=a.service_ms, dist=a.service_dist, cv=a.service_cv)
+                    requests=a.requests, seed=a.seed, arrival_times_ms=times)
     s = summarize_simulation(cfg, svc)
     cv = {"constant": 0.0, "exponential": 1.0}.get(a.service_dist, a.service_cv)
     theory = None
-    if a.batch_size == 1 and a.arrival == "poisson" and s["utilisation"] < 1:
+    if (a.from_run is None and a.batch_size == 1 and a.arrival == "poisson"
+            and s["utilisation"] < 1):
         rate_per_ms, tau = a.rate / 1000, a.service_ms
         theory = (queueing.mmc(rate_per_ms, tau, a.replicas) if cv == 1.0 else
                   queueing.mg1(rate_per_ms, tau, cv) if a.replicas == 1 else
@@ -229,8 +259,8 @@ def _cmd_simulate(a: argparse.Namespace) -> int:
         "model": theory.model, "wait_mean_ms": theory.wait_mean,
         "response_mean_ms": theory.response_mean}
     print(f"SIMULATED (no model ran): {a.rate:g} req/s {a.arrival}, {a.replicas} replica(s), "
-          f"batch ≤ {a.batch_size} / {a.max_batch_delay_ms:g} ms, service {a.service_ms:g} ms "
-          f"{a.service_dist}; utilisation {s['utilisation']:.2f}")
+          f"batch ≤ {a.batch_size} / {a.max_batch_delay_ms:g} ms, {source}; "
+          f"utilisation {s['utilisation']:.2f}")
     print(f"requests {s['requests']} (after a {s['warmup_requests']}-request transient), "
           f"throughput {s['throughput_rps']:.1f} req/s\n")
     print(format_table(s))
@@ -238,6 +268,10 @@ def _cmd_simulate(a: argparse.Namespace) -> int:
         print(f"\nclosed form {theory.model}: mean wait {theory.wait_mean:.3f} ms, mean "
               f"response {theory.response_mean:.3f} ms (simulated: "
               f"{s['components_ms']['queue']['mean']:.3f} / {s['latency_ms']['mean']:.3f})")
+    growth = s.get("queue_growth")
+    if growth:
+        print("\nqueue length over the simulated horizon (unstable: it only grows):")
+        print("  " + "  ".join(f"{t:.1f}s:{q}" for t, q in growth))
     for w in s["warnings"]:
         print(f"warning: {w}")
     if a.json:

@@ -62,9 +62,11 @@ def rows_from_csv(path: str | Path) -> np.ndarray:
     return rows
 
 
-def load_run_rows(source: str) -> np.ndarray:
+def load_run_rows(source: str, db: str | None = None) -> np.ndarray:
     """Request rows from a run JSON, a requests CSV or a history run id (ValueError if none)."""
     path = Path(source)
+    if not path.suffix and not path.exists():
+        return _rows_from_history(source, db)
     if path.suffix.lower() == ".csv":
         if not path.is_file():
             raise ValueError(f"no such file: {source}")
@@ -81,17 +83,18 @@ def load_run_rows(source: str) -> np.ndarray:
             raise ValueError(f"{source} has no per-request records: write the run with "
                              "`python -m latency run ... --json FILE` (or --csv FILE)")
         return rows_from_table(table)
-    return _rows_from_history(source)
+    return _rows_from_history(source, db)
 
 
-def _rows_from_history(run_id: str) -> np.ndarray:
+def _rows_from_history(ref: str, db: str | None = None) -> np.ndarray:
+    from latency.store import RunStore, StoreError
+
+    if Path(ref).suffix:
+        raise ValueError(f"{ref}: give a .json or .csv file, or a history run id")
     try:
-        from latency import store
-    except ImportError:  # pragma: no cover - the store ships with the package
-        raise ValueError(f"{run_id}: not a .json or .csv file") from None
-    try:
-        run = store.open_store().load(run_id)  # type: ignore[attr-defined]
-    except (KeyError, LookupError, ValueError) as exc:
-        raise ValueError(f"{run_id}: not a .json/.csv file nor a run in the history "
-                         f"({exc})") from None
+        run = RunStore(db).load(ref)
+    except StoreError as exc:
+        raise ValueError(f"{ref}: not a file nor a run in the history ({exc})") from None
+    if run.result is None or not len(run.result.log):
+        raise ValueError(f"history run {ref} has no request records")
     return run.result.log

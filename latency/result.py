@@ -54,16 +54,33 @@ class RunResult:
         return per_second_series((ok["t_done"] - start) / 1e9,
                                  (ok["t_done"] - ok["t_intended"]) / 1e6, (end - start) / 1e9)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"config": self.config, "environment": self.environment, "status": self.status,
-                "failure": self.failure, "timings": self.timings, "summary": self.summary,
-                "series": self.series}
+    def to_dict(self, requests: bool = False) -> dict[str, Any]:
+        """The result as JSON-ready data; ``requests`` adds every request record (columnar,
+        integer ns) so the file can be reloaded, e.g. by ``simulate --from-run``."""
+        d = {"config": self.config, "environment": self.environment, "status": self.status,
+             "failure": self.failure, "timings": self.timings, "summary": self.summary,
+             "series": self.series}
+        if requests:
+            from latency.records_io import rows_to_table
 
-    def json_text(self) -> str:
-        return json.dumps(self.to_dict(), indent=2) + "\n"
+            d["requests"] = rows_to_table(self.log)
+            d["requests"]["errors"] = {str(k): v for k, v in self.errors.items()}
+        return d
 
-    def to_json(self, path: str | Path) -> None:
-        Path(path).write_text(self.json_text())
+    def json_text(self, requests: bool = True) -> str:
+        data = self.to_dict(requests)
+        if requests:  # one line per column keeps the file readable and a third smaller
+            table = data.pop("requests")
+            head = json.dumps(data, indent=2)[:-2]
+            cols = ",\n".join(f"      {json.dumps(k)}: {json.dumps(v)}"
+                              for k, v in table.pop("columns").items())
+            meta = ",\n".join(f"    {json.dumps(k)}: {json.dumps(v)}" for k, v in table.items())
+            return (f'{head},\n  "requests": {{\n{meta},\n    "columns": {{\n{cols}\n'
+                    "    }\n  }\n}\n")
+        return json.dumps(data, indent=2) + "\n"
+
+    def to_json(self, path: str | Path, requests: bool = True) -> None:
+        Path(path).write_text(self.json_text(requests))
 
     def requests_frame(self) -> "pd.DataFrame":
         """One row per request (warm-up included and labelled): stamps relative to the start

@@ -174,11 +174,68 @@ def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
         fwd_draws = rng.random(n).tolist()
     else:
         fwd_draws = service.draw(rng, service.forward_ms, n).tolist()
+    if config.replicas == 1 and config.batch_size == 1:
+        starts, t_start, t_fwd, reps = _one_server(ready[order], post_sorted, fwd_draws, service)
+    else:
+        starts, t_start, t_fwd, reps = _batches(config, service, ready_list, post_total,
+                                                fwd_draws)
+    # Expand per-batch results to requests (vectorised).
+    first_idx = starts
+    sizes = np.diff(np.append(first_idx, n))
+    per_req_batch = np.repeat(np.arange(len(first_idx)), sizes)
+    start_s = np.repeat(t_start, sizes)
+    end_s = start_s + np.repeat(t_fwd, sizes)
+    cum = np.asarray(post_total)
+    before = cum[:-1] - cum[first_idx][per_req_batch]  # postprocessing of earlier batch-mates
+    fwd_start, fwd_end, post_start = (np.empty(n) for _ in range(3))
+    fwd_start[order], fwd_end[order], post_start[order] = start_s, end_s, end_s + before
+    batch_id = np.empty(n, dtype=np.int32)
+    batch_size = np.empty(n, dtype=np.int16)
+    replica = np.empty(n, dtype=np.int16)
+    batch_id[order] = per_req_batch
+    batch_size[order] = np.repeat(sizes, sizes)
+    replica[order] = np.repeat(reps, sizes)
+    rows = np.zeros(n, dtype=RECORD_DTYPE)
+    ns = lambda ms: np.round(ms * 1e6).astype(np.int64)  # noqa: E731
+    post_end = post_start + post
+    rows["t_intended"], rows["t_sent"] = ns(arrive), ns(sent)
+    rows["t_received"] = rows["t_pre_start"] = ns(sent + net / 2)
+    rows["t_pre_end"] = ns(ready)
+    rows["t_fwd_start"], rows["t_fwd_end"] = ns(fwd_start), ns(fwd_end)
+    rows["t_post_start"], rows["t_post_end"] = ns(post_start), ns(post_end)
+    rows["t_done"] = ns(post_end + net / 2)
+    rows["batch_id"], rows["batch_size"], rows["replica"] = batch_id, batch_size, replica
+    rows["warmup"] = np.arange(n) < int(n * config.warmup_fraction)
+    return rows
+
+
+def _one_server(ready: np.ndarray, post: np.ndarray, fwd_draws: list[float],
+                service: ServiceModel) -> tuple[np.ndarray, ...]:
+    """One replica, no batching: the Lindley recursion, vectorised. Request k ends at
+    end_k = max(ready_k, end_{k−1}) + s_k, whose closed form is
+    end_k = C_k + max_{j ≤ k}(ready_j − C_{j−1}) with C the running sum of service times."""
+    n = len(ready)
+    if service.forward_by_batch and service.forward_trace_ms is None:
+        pool = service._forward_pool(1)
+        fwd = pool[(np.asarray(fwd_draws) * len(pool)).astype(np.int64)]
+    else:
+        fwd = np.asarray(fwd_draws, dtype=float)
+    busy = fwd + post + service.turnaround_ms  # the replica's time per request
+    c = np.cumsum(busy)
+    end = c + np.maximum.accumulate(ready - (c - busy))
+    return np.arange(n), end - busy, fwd, np.zeros(n, dtype=np.int64)
+
+
+def _batches(config: SimConfig, service: ServiceModel, ready_list: list[float],
+             post_total: list[float], fwd_draws: list[float]) -> tuple[np.ndarray, ...]:
+    """c replicas and dynamic batching: one pass per batch over a heap of replica free times.
+    Returns per batch: its first request (in ready order), start, forward time, replica."""
+    n = len(ready_list)
     free = [(0.0, r) for r in range(config.replicas)]
     heapq.heapify(free)
     B, D = config.batch_size, config.max_batch_delay_ms
     turnaround = service.turnaround_ms
-    starts: list[int] = []  # per batch: first request (in ready order), start, forward, replica
+    starts: list[int] = []
     t_start: list[float] = []
     t_fwd: list[float] = []
     reps: list[int] = []
@@ -207,34 +264,7 @@ def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
         reps.append(r)
         heapq.heappush(free, (start + fwd + post_total[j] - post_total[i] + turnaround, r))
         i = j
-    # Expand per-batch results to requests (vectorised).
-    first_idx = np.asarray(starts)
-    sizes = np.diff(np.append(first_idx, n))
-    per_req_batch = np.repeat(np.arange(len(first_idx)), sizes)
-    start_s = np.repeat(np.asarray(t_start), sizes)
-    end_s = start_s + np.repeat(np.asarray(t_fwd), sizes)
-    cum = np.asarray(post_total)
-    before = cum[:-1] - cum[first_idx][per_req_batch]  # postprocessing of earlier batch-mates
-    fwd_start, fwd_end, post_start = (np.empty(n) for _ in range(3))
-    fwd_start[order], fwd_end[order], post_start[order] = start_s, end_s, end_s + before
-    batch_id = np.empty(n, dtype=np.int32)
-    batch_size = np.empty(n, dtype=np.int16)
-    replica = np.empty(n, dtype=np.int16)
-    batch_id[order] = per_req_batch
-    batch_size[order] = np.repeat(sizes, sizes)
-    replica[order] = np.repeat(np.asarray(reps), sizes)
-    rows = np.zeros(n, dtype=RECORD_DTYPE)
-    ns = lambda ms: np.round(ms * 1e6).astype(np.int64)  # noqa: E731
-    post_end = post_start + post
-    rows["t_intended"], rows["t_sent"] = ns(arrive), ns(sent)
-    rows["t_received"] = rows["t_pre_start"] = ns(sent + net / 2)
-    rows["t_pre_end"] = ns(ready)
-    rows["t_fwd_start"], rows["t_fwd_end"] = ns(fwd_start), ns(fwd_end)
-    rows["t_post_start"], rows["t_post_end"] = ns(post_start), ns(post_end)
-    rows["t_done"] = ns(post_end + net / 2)
-    rows["batch_id"], rows["batch_size"], rows["replica"] = batch_id, batch_size, replica
-    rows["warmup"] = np.arange(n) < int(n * config.warmup_fraction)
-    return rows
+    return np.asarray(starts), np.asarray(t_start), np.asarray(t_fwd), np.asarray(reps)
 
 
 def summarize_simulation(config: SimConfig, service: ServiceModel) -> dict[str, Any]:

@@ -111,3 +111,33 @@ def test_simulate_unstable_and_bad_input():
     assert out.returncode == 0 and "unstable" in out.stdout and "nan" not in out.stdout.lower()
     bad = cli("simulate", "--rate", "10", "--service-dist", "weibull")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_simulate_from_a_recorded_run_json_and_csv(tmp_path):
+    j, c = tmp_path / "run.json", tmp_path / "run.csv"
+    out = cli("run", "--model", "synthetic", "--model-arg", "forward_ms=3",
+              "--model-arg", "preprocess_ms=0", "--model-arg", "postprocess_ms=0",
+              "--rate", "100", "--requests", "300", "--json", str(j), "--csv", str(c),
+              "--no-save")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(j.read_text())["requests"]["count"] == 320  # 20 warm-up + 300
+    for source in (j, c):
+        sim = cli("simulate", "--from-run", str(source), "--rate", "200", "--requests", "20000")
+        assert sim.returncode == 0, sim.stderr
+        assert "resampled from" in sim.stdout and "utilisation 0.6" in sim.stdout  # 200 × 3 ms
+    replay = cli("simulate", "--from-run", str(j), "--arrival", "recorded")
+    assert replay.returncode == 0 and " recorded, " in replay.stdout
+    summary_only = tmp_path / "s.json"
+    summary_only.write_text(json.dumps({"summary": {}}))
+    for bad in (["--from-run", str(tmp_path / "missing.json")], ["--from-run", str(summary_only)],
+                ["--arrival", "recorded", "--rate", "5"], []):
+        err = cli("simulate", *bad)
+        assert err.returncode == 2 and len(err.stderr.strip().splitlines()) == 1, err.stderr
+
+
+def test_simulate_unstable_shows_the_queue_growing():
+    out = cli("simulate", "--rate", "300", "--service-ms", "5", "--requests", "20000")
+    assert "queue length over the simulated horizon" in out.stdout
+    line = out.stdout.split("queue length over the simulated horizon")[1].splitlines()[1]
+    lengths = [int(x.split(":")[1]) for x in line.split()]
+    assert lengths == sorted(lengths) and lengths[-1] > 4 * lengths[0] > 0

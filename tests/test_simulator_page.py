@@ -3,6 +3,7 @@ so plainly; capacity answers appear."""
 import json
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import rerun_until
@@ -66,3 +67,32 @@ def test_validate_runs_the_engine_and_sets_measured_against_predicted():
     table = next(m.value for m in at.markdown if "| p99 |" in m.value)
     assert "predicted (calibrated)" in table and "measured" in table
     assert not at.exception
+
+
+def test_bursty_arrivals_queue_more_than_poisson():
+    at = simulator()
+    p99 = lambda at: next(m.value for m in at.metric if m.label.startswith("p99"))  # noqa: E731
+    at.sidebar.slider(key="sim_rate").set_value(50).run()
+    poisson = p99(at)
+    at.sidebar.selectbox(key="sim_arrival").set_value("bursty").run()
+    assert not at.exception and p99(at) != poisson
+    assert any("bursty" in c.value for c in at.caption)  # validation says why it cannot run
+
+
+def test_service_times_from_a_saved_history_run(tmp_path):
+    from latency.config import RunConfig
+    from latency.runner import run
+    from latency.store import RunStore
+
+    result = run(RunConfig(model="synthetic", model_args={"forward_ms": 4, "preprocess_ms": 0,
+                                                          "postprocess_ms": 0},
+                           concurrency=1, requests=150, warmup=5))
+    run_id = RunStore().save(result, name="recorded for the simulator")
+    at = simulator()
+    box = at.sidebar.selectbox(key="sim_source")
+    key = next(o for o in box.options if run_id in o)
+    assert "history" in key
+    box.set_value(f"history:{run_id}").run()
+    assert not at.exception and not at.error
+    rho = float(next(m.value for m in at.metric if m.label.startswith("utilisation")))
+    assert rho == pytest.approx(70 * 4.0 / 1000, rel=0.15)  # 70 req/s × the recorded ~4 ms

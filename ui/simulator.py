@@ -19,6 +19,7 @@ from latency.snapshot import build_snapshot
 from ui.shared import run_manager
 
 SIM_REQUESTS = 40_000
+HISTORY = "history:"  # source keys of runs read back from the saved history
 
 
 def service_model(source: str, service_ms: float, dist: str, cv: float) -> ServiceModel:
@@ -28,51 +29,89 @@ def service_model(source: str, service_ms: float, dist: str, cv: float) -> Servi
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _recorded(run_id: str) -> ServiceModel:
-    handle = run_manager().get(run_id)
+def _recorded(source: str) -> ServiceModel:
+    if source.startswith(HISTORY):
+        from latency.store import RunStore, StoreError
+
+        try:
+            run = RunStore().load(source[len(HISTORY):])
+        except StoreError as exc:
+            raise ValueError(str(exc)) from None
+        return ServiceModel.from_rows(run.result.log)
+    handle = run_manager().get(source)
     if handle is None:
-        raise ValueError(f"run {run_id} is no longer in memory")
+        raise ValueError(f"run {source} is no longer in memory")
     return ServiceModel.from_rows(handle.result().log)
 
 
-def recorded_runs() -> list[str]:
-    """Finished runs of this server with successful requests, newest first."""
+def recorded_runs() -> dict[str, str]:
+    """Recorded runs to take service times from, {source key: label}: this server's finished
+    runs first (newest first), then the saved history's completed runs."""
     # the snapshot of a finished run is built once and memoised: no copy of its rows per rerun
-    return [h.run_id for h in reversed(run_manager().finished())
-            if h.status in ("completed", "stopped") and h.snapshot().progress.get("measured")]
+    out = {h.run_id: f"{h.run_id} · {h.config.model} (this session)"
+           for h in reversed(run_manager().finished())
+           if h.status in ("completed", "stopped") and h.snapshot().progress.get("measured")}
+    out.update(_history_runs())
+    return out
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def _history_runs() -> dict[str, str]:
+    from latency.store import RunStore, StoreError
+
+    try:
+        runs = RunStore().list(limit=30, status="completed")
+    except (StoreError, OSError):
+        return {}  # no history yet, or unreadable: the page still works parametric
+    return {f"{HISTORY}{r.id}": f"{r.id} · {r.label} · p50 {fmt_duration(r.p50_ms)} (history)"
+            for r in runs if r.n}
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def predict(source: str, service_ms: float, dist: str, cv: float, rate: float, replicas: int,
-            batch: int, delay_ms: float) -> dict[str, Any]:
+            batch: int, delay_ms: float, arrival: str = "poisson") -> dict[str, Any]:
     svc = service_model(source, service_ms, dist, cv)
     cfg = SimConfig(rate=rate, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
-                    requests=SIM_REQUESTS)
+                    requests=SIM_REQUESTS, arrival=arrival)
     rows = simulate(cfg, svc)
     measured = rows[~rows["warmup"]]
     snap = build_snapshot("simulated", 0, "completed", "simulated", {"rate": rate}, rows, {},
                           {}, int(measured["t_intended"][0]), int(measured["t_done"].max()))
     return {"snapshot": snap, "utilisation": utilisation(cfg, svc),
-            "curve": hockey_stick(cfg, svc)}
+            "curve": curve(source, service_ms, dist, cv, replicas, batch, delay_ms, arrival)}
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def curve(source: str, service_ms: float, dist: str, cv: float, replicas: int, batch: int,
+          delay_ms: float, arrival: str = "poisson") -> Any:
+    """The hockey stick does not depend on the arrival rate (it sweeps it), so the most-moved
+    slider in a workshop only moves the marker: the curve comes from this cache."""
+    svc = service_model(source, service_ms, dist, cv)
+    cfg = SimConfig(rate=1.0, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
+                    arrival=arrival)
+    return hockey_stick(cfg, svc)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def plan(source: str, service_ms: float, dist: str, cv: float, rate: float, replicas: int,
-         batch: int, delay_ms: float, slo_ms: float) -> tuple[float | None, int | None]:
+         batch: int, delay_ms: float, slo_ms: float,
+         arrival: str = "poisson") -> tuple[float | None, int | None]:
     svc = service_model(source, service_ms, dist, cv)
-    cfg = SimConfig(rate=rate, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms)
+    cfg = SimConfig(rate=rate, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
+                    arrival=arrival)
     return max_rate_for_slo(cfg, svc, slo_ms), min_replicas_for_slo(cfg, svc, slo_ms)
 
 
 def validation_config(service_ms: float, dist: str, cv: float, rate: float, replicas: int,
-                      batch: int, delay_ms: float, duration_s: float = 10.0) -> RunConfig:
+                      batch: int, delay_ms: float, arrival: str = "poisson",
+                      duration_s: float = 10.0) -> RunConfig:
     """The real run that checks a parametric prediction: the synthetic pipeline holding the
     same forward-time distribution, at the same arrivals, replicas and batching."""
     return RunConfig(model="synthetic",
                      model_args={"preprocess_ms": 0.0, "forward_ms": service_ms,
                                  "postprocess_ms": 0.0, "dist": dist,
                                  "sigma": math.sqrt(math.log(1 + cv ** 2))},
-                     rate=rate, arrival="poisson", replicas=replicas, batch_size=batch,
+                     rate=rate, arrival=arrival, replicas=replicas, batch_size=batch,
                      max_batch_delay_ms=delay_ms, duration_s=duration_s, warmup=20)
 
 

@@ -15,11 +15,12 @@ st.caption("Everything on this page is **simulated** (a discrete-event model of 
            "with the same settings.")
 sb = st.sidebar
 sb.header("Simulated system")
-sources = ["parametric"] + recorded_runs()
-source = sb.selectbox("Service times from", sources, key="sim_source",
-                      help="Parametric: a forward time you choose. Or a run recorded on this "
-                           "server: each component and the forward time per batch size are "
-                           "resampled from what was measured.", **KEEP)
+recorded = recorded_runs()
+source = sb.selectbox("Service times from", ["parametric", *recorded], key="sim_source",
+                      format_func=lambda k: recorded.get(k, k),
+                      help="Parametric: a forward time you choose. Or a recorded run (this "
+                           "session's or the saved history's): each component and the forward "
+                           "time per batch size are resampled from what was measured.", **KEEP)
 service_ms, dist, cv = 10.0, "exponential", 1.0
 if source == "parametric":
     service_ms = sb.slider("Forward time, mean (ms)", 0.5, 200.0, 10.0, 0.5, key="sim_service",
@@ -31,7 +32,12 @@ if source == "parametric":
         cv = sb.slider("Spread (coefficient of variation)", 0.1, 3.0, 1.0, 0.1, key="sim_cv",
                        help="Standard deviation ÷ mean of the forward time.", **KEEP)
 rate = float(sb.slider("Arrival rate (req/s)", 1, 3000, 70, key="sim_rate",
-                       help="Poisson arrivals per second.", **KEEP))
+                       help="Mean arrivals per second.", **KEEP))
+arrival = sb.selectbox("Arrivals", ["poisson", "constant", "bursty"], key="sim_arrival",
+                       help="Poisson: independent arrivals (the usual model of many users). "
+                            "Constant: evenly spaced. Bursty: Poisson at twice the rate for a "
+                            "second, then nothing for a second — same mean rate, far longer "
+                            "queues.", **KEEP)
 replicas = sb.slider("Replicas", 1, 16, 1, key="sim_replicas", help="Model workers.", **KEEP)
 batch = sb.slider("Max batch size", 1, 64, 1, key="sim_batch",
                   help="Requests a replica takes at once.", **KEEP)
@@ -41,7 +47,7 @@ slo = sb.number_input("SLO target, p99 (ms)", 0.1, 100000.0, 100.0, 1.0, key="si
                       help="The p99 latency you promise.", **KEEP)
 
 try:
-    p = predict(source, service_ms, dist, cv, rate, replicas, batch, float(delay))
+    p = predict(source, service_ms, dist, cv, rate, replicas, batch, float(delay), arrival)
 except ValueError as exc:
     st.error(f"Cannot simulate: {exc}")
     st.stop()
@@ -80,7 +86,7 @@ st.subheader("Capacity planning (simulated)")
 if st.toggle("Answer: highest rate and fewest replicas for the SLO", key="sim_plan",
              help="Searches the simulator (about a second)."):
     best_rate, fewest = plan(source, service_ms, dist, cv, rate, replicas, batch, float(delay),
-                             float(slo))
+                             float(slo), arrival)
     st.markdown(
         f"- **Highest arrival rate meeting p99 ≤ {slo:g} ms with {replicas} replica(s):** "
         + (f"{best_rate:.0f} req/s." if best_rate is not None else
@@ -89,10 +95,11 @@ if st.toggle("Answer: highest rate and fewest replicas for the SLO", key="sim_pl
         + (f"{fewest}." if fewest is not None else "more than 32."))
 
 st.subheader("Validate against a real run")
-settings = (service_ms, dist, cv, rate, replicas, batch, float(delay))
-if source != "parametric":
-    st.caption("Validation runs the synthetic pipeline with a parametric forward time: choose "
-               "*parametric* service times to validate a prediction.")
+settings = (service_ms, dist, cv, rate, replicas, batch, float(delay), arrival)
+if source != "parametric" or arrival == "bursty":
+    st.caption("Validation runs the synthetic pipeline with a parametric forward time under "
+               "Poisson or constant arrivals (the load generator has no bursty mode): choose "
+               "*parametric* service times and those arrivals to validate a prediction.")
 elif st.button("Validate: run it for real (10 s)", key="sim_validate",
                help="Runs the synthetic pipeline, holding these forward times, at this rate, "
                     "replicas and batching on this machine (queued like any run), then sets "
@@ -119,7 +126,7 @@ if handle is not None:
             return
         if validation[1] != settings:
             st.info("The settings changed since this validation; press Validate again.")
-        cal = calibrated_prediction(handle.run_id, *validation[1][:3], *validation[1][4:])
+        cal = calibrated_prediction(handle.run_id, *validation[1][:3], *validation[1][4:7])
         st.markdown(comparison_markdown(validation[2], snap.summary["latency_ms"], cal))
         st.caption(f"Measured on this machine by {handle.run_id} ({snap.status}, "
                    f"{snap.summary['requests']} requests). *Calibrated*: simulated again with "
