@@ -276,7 +276,13 @@ def test_the_chrome_trace_has_a_span_per_component_summing_to_it(runs):
         assert (req["args"]["status"] == "error") == (i in r.errors)
         for c in COMPONENTS:  # µs, to the nanosecond
             assert parts.get(i, {}).get(c, 0.0) == pytest.approx(comps[c][i] / 1e3, abs=2e-3)
-    # children nest inside their request; requests on one lane never overlap
+    # children nest inside their request, on its lane; requests on one lane never overlap
+    parent = {q["args"]["request"]: q for q in reqs}
+    for e in spans:
+        if e["cat"] == "component":
+            q = parent[e["args"]["request"]]
+            assert e["tid"] == q["tid"] and e["pid"] == q["pid"]
+            assert q["ts"] - 1e-6 <= e["ts"] and e["ts"] + e["dur"] <= q["ts"] + q["dur"] + 1e-6
     by_lane: dict[int, list] = {}
     for q in reqs:
         by_lane.setdefault(q["tid"], []).append((q["ts"], q["ts"] + q["dur"]))
