@@ -25,13 +25,16 @@ from latency.config import ConfigError
 
 EXIT_OK, EXIT_REGRESSION = 0, 1
 DEFAULT_LIMIT = 20
+#: ends a help text whose default says nothing ("None"): an empty format field, which also
+#: stops ArgumentDefaultsHelpFormatter from appending "(default: None)".
+NO_DEFAULT = "%(default).0s"
 
 
 def add_db_flag(parser: argparse.ArgumentParser, inherited: bool = False) -> None:
     parser.add_argument("--db", metavar="PATH",
                         default=argparse.SUPPRESS if inherited else None,
                         help="run history database (default: $LATENCY_LAB_DB or "
-                             "~/.latency_lab/runs.sqlite)")
+                             "~/.latency_lab/runs.sqlite)" + NO_DEFAULT)
 
 
 def add_parsers(sub: Any, fmt: Any) -> None:
@@ -42,10 +45,10 @@ def add_parsers(sub: Any, fmt: Any) -> None:
                                    "list runs, newest first. IDs may be a unique prefix, "
                                    "'latest' or 'latest~N'.")
     h.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="runs to list (0: all)")
-    h.add_argument("--model", help="only runs of this pipeline")
+    h.add_argument("--model", help="only runs of this pipeline" + NO_DEFAULT)
     h.add_argument("--status", choices=("completed", "stopped", "failed"),
-                   help="only runs that ended so")
-    h.add_argument("--search", metavar="TEXT", help="text in the id, name, model or load")
+                   help="only runs that ended so" + NO_DEFAULT)
+    h.add_argument("--search", metavar="TEXT", help="text in the id, name, model or load" + NO_DEFAULT)
     h.add_argument("--json", action="store_true", help="print the list as JSON")
     add_db_flag(h)
     acts = h.add_subparsers(dest="action", required=False, parser_class=type(h))
@@ -65,9 +68,10 @@ def add_parsers(sub: Any, fmt: Any) -> None:
     ex.add_argument("id")
     ex.add_argument("--format", required=True, choices=("csv", "parquet", "json", "trace"),
                     help="csv/parquet: one row per request; json: the result; trace: Chrome "
-                         "trace-event JSON for ui.perfetto.dev, one span per component")
-    ex.add_argument("--out", required=True, metavar="FILE", help="file to write")
-    ex.add_argument("--max-requests", type=int, help="trace: keep only the first N requests")
+                         "trace-event JSON for ui.perfetto.dev, one span per component"
+                         + NO_DEFAULT)
+    ex.add_argument("--out", required=True, metavar="FILE", help="file to write" + NO_DEFAULT)
+    ex.add_argument("--max-requests", type=int, help="trace: keep only the first N requests" + NO_DEFAULT)
     add_db_flag(ex, inherited=True)
 
     c = sub.add_parser("compare", help="diff saved runs component by component; CI gate",
@@ -77,7 +81,8 @@ def add_parsers(sub: Any, fmt: Any) -> None:
     c.add_argument("ids", nargs="+", metavar="ID", help="two or more runs; the first is the "
                                                         "baseline")
     c.add_argument("--fail-if-p99-worse", type=float, metavar="PCT",
-                   help="exit 1 when a later run's p99 is more than PCT %% above A's")
+                   help="exit 1 when a later run's p99 is more than PCT %% above A's"
+                        + NO_DEFAULT)
     c.add_argument("--json", action="store_true", help="print the comparison as JSON")
     add_db_flag(c)
 
