@@ -139,11 +139,37 @@ def _change(a: float, b: float) -> float:
     return (b - a) / a if a else 0.0
 
 
+def _batch_forward_ms(rows: np.ndarray) -> dict[int, np.ndarray]:
+    """Forward time of every batch (ms), by batch size; one entry per batch, not per request."""
+    first = np.unique(rows["batch_id"], return_index=True)[1]
+    sizes = rows["batch_size"][first]
+    fwd = (rows["t_fwd_end"][first] - rows["t_fwd_start"][first]) / 1e6
+    return {int(s): fwd[sizes == s] for s in np.unique(sizes)}
+
+
+def matched_forward_change(a: "ArmStats", b: "ArmStats") -> float | None:
+    """How much faster the forward pass itself got, batch size for batch size: the median
+    forward time of B's batches of size s against A's, averaged with A's share of requests at
+    each size. A lever that changes the batch mix (a faster model drains the queue, so
+    batches fill less) would otherwise show up as a change of the model. None when the arms
+    share no batch size."""
+    fa, fb = _batch_forward_ms(a.rows), _batch_forward_ms(b.rows)
+    common = [s for s in fa if s in fb]
+    if not common:
+        return None
+    weights = np.array([s * len(fa[s]) for s in common], dtype=float)
+    ratios = np.array([np.median(fb[s]) / np.median(fa[s]) for s in common])
+    return float((weights * ratios).sum() / weights.sum() - 1.0)
+
+
 @dataclass
 class Headline:
-    """The A/B verdict in numbers (fractions: −0.4 = 40% less) and in words."""
+    """The A/B verdict in numbers (fractions: −0.4 = 40% less) and in words.
+    ``forward_change`` compares the forward pass at the same batch sizes; the mean forward
+    time per request (which also moves with the batch mix) is ``forward_mean_change``."""
 
     forward_change: float
+    forward_mean_change: float
     mean_change: float
     p50_change: float
     p99_change: float
@@ -160,15 +186,17 @@ def _pct(x: float) -> str:
 def headline(a: ArmStats, b: ArmStats) -> Headline:
     """"forward −X% → end-to-end p50 −Y%, p99 −Z%", and why, from Amdahl's law.
 
-    The forward figure is the mean forward time per request (each request is charged its
-    batch's forward pass). If only the forward pass had changed, the mean total would change
+    The forward figure compares the forward pass at equal batch sizes
+    (``matched_forward_change``). If only the forward pass had changed, the mean total would change
     by ``forward share × forward change`` — the Amdahl prediction; a measured change far from
     it means something else moved too (queueing responding to the faster service, or a
     variant of pre/postprocessing).
     """
     fa, fb = a.components_ms["forward"]["mean"], b.components_ms["forward"]["mean"]
     ta, tb = a.latency_ms["mean"], b.latency_ms["mean"]
-    fwd = _change(fa, fb)
+    fwd_mean = _change(fa, fb)
+    matched = matched_forward_change(a, b)
+    fwd = fwd_mean if matched is None else matched
     share = fa / ta if ta else 0.0
     p50 = _change(a.latency_ms["p50"], b.latency_ms["p50"])
     p99 = _change(a.latency_ms["p99"], b.latency_ms["p99"])
@@ -187,7 +215,11 @@ def headline(a: ArmStats, b: ArmStats) -> Headline:
         explanation += (" The measured change differs from the forward-only prediction: other "
                         "components moved too (queueing responds to service times; check the "
                         "bars).")
-    return Headline(fwd, mean, p50, p99, share, amdahl, text, explanation)
+    if matched is not None and abs(matched - fwd_mean) > 0.1:
+        explanation += (f" Per request, the mean forward time changed by {_pct(fwd_mean)}: the "
+                        "batch sizes differed between the arms (the headline compares batches "
+                        "of the same size).")
+    return Headline(fwd, fwd_mean, mean, p50, p99, share, amdahl, text, explanation)
 
 
 @dataclass

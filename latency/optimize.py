@@ -173,6 +173,7 @@ class OptimizationReport:
     first_call_ms: float | None = None
     steady_ms: float | None = None
     baseline_steady_ms: float | None = None
+    call_batch: int = 1
     compile_s: float | None = None
     check_s: float = 0.0
 
@@ -194,7 +195,8 @@ class OptimizationReport:
         if self.first_call_ms is not None and self.steady_ms is not None:
             base = (f" (baseline {self.baseline_steady_ms:.3f} ms)"
                     if self.baseline_steady_ms is not None else "")
-            out.append(f"forward, one batch of 1: first call {self.first_call_ms:.2f} ms, "
+            out.append(f"forward, one batch of {self.call_batch}: first call "
+                       f"{self.first_call_ms:.2f} ms, "
                        f"steady {self.steady_ms:.3f} ms{base}")
         if self.agreement is not None:
             out.append(f"answers vs baseline on {self.inputs} held-out inputs: top-1 agreement "
@@ -471,7 +473,7 @@ def prepare(pipeline: Any, levers: Sequence[str], pre: str, post: str, batch_siz
 
     base_out = forward_all(base_items)
     base_labels = [fast_post(o)["label"] for o in base_out]
-    one = pipeline.collate(base_items[:1])
+    one = pipeline.collate(base_items[:chunk])  # a batch as the run will send it
 
     def timed_call() -> float:
         t = time.perf_counter()
@@ -479,6 +481,7 @@ def prepare(pipeline: Any, levers: Sequence[str], pre: str, post: str, batch_siz
             pipeline.forward(one)
         return (time.perf_counter() - t) * 1e3
 
+    report.call_batch = len(base_items[:chunk])
     report.baseline_steady_ms = statistics.median(timed_call() for _ in range(7))
     model = getattr(pipeline, "model", None)
     if levers:
@@ -497,7 +500,7 @@ def prepare(pipeline: Any, levers: Sequence[str], pre: str, post: str, batch_siz
         report.first_call_ms = timed_call()
         if "compile" in levers:  # the run's batches vary in size: compile those shapes now
             with torch.inference_mode():
-                for n in sorted({1, 2, batch_size}):
+                for n in sorted({1, 2, chunk, batch_size}):
                     items = base_items[:n] if n <= len(base_items) else base_items
                     pipeline.forward(pipeline.collate(items))
                     pipeline.forward(pipeline.collate(items))
