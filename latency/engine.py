@@ -147,6 +147,9 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
             if config.rate is not None:
                 driver.open(config.rate, config.arrival, rng, count, until_ns, warmup,
                             on_issued=draining)
+            elif hasattr(transport, "closed"):  # HTTP: clients as coroutines on its loop
+                transport.closed(driver.next_input, rec.record, cancel,
+                                 config.concurrency or 1, count, until_ns, warmup)
             else:
                 driver.closed(config.concurrency or 1, count, until_ns, warmup)
 
@@ -157,10 +160,12 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
             timings["warmup_s"] = time.perf_counter() - t
         phase.update(name="measuring", started=time.monotonic())
         timings["measure_start_ns"] = now_ns()
+        cpu0 = time.process_time()  # this process's CPU while measuring (HTTP: the client's)
         until = (timings["measure_start_ns"] + int(config.duration_s * 1e9)
                  if config.duration_s else None)
         drive(config.requests, until, False)
         timings["measure_end_ns"] = now_ns()
+        timings["measure_cpu_s"] = time.process_time() - cpu0
         if cancel.is_set():
             status = "stopped"
             timings["cancelled_requests"] = rec.cancelled

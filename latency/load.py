@@ -54,6 +54,9 @@ class LoadDriver:
     def _next_input(self) -> object:
         return self.inputs[next(self._input_index) % len(self.inputs)]
 
+    #: the inputs in turn, for a transport that runs its own clients (HTTP closed loop).
+    next_input = _next_input
+
     # ---- closed loop --------------------------------------------------------------------
     def closed(self, concurrency: int, count: int | None, until_ns: int | None,
                warmup: bool) -> None:

@@ -255,6 +255,52 @@ class _Plain(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class _Chunked(_Plain):
+    """Replies in chunked transfer coding, and closes every third connection after replying."""
+
+    calls = 0
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        _Chunked.calls += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Server-Timing", "forward;dur=0.5")
+        close = _Chunked.calls % 3 == 0
+        if close:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        for part in (b'{"outputs"', b": []}"):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+        self.wfile.write(b"0\r\n\r\n")
+        self.close_connection = close
+
+
+def test_client_reads_chunked_replies_and_reconnects_after_connection_close():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Chunked)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        r = execute(RunConfig(model="synthetic", target=f"http://127.0.0.1:{srv.server_port}",
+                              concurrency=2, requests=60, warmup=0))
+    finally:
+        srv.shutdown()
+    s = r.summary
+    assert r.status == "completed" and s["errors"] == 0, s["error_messages"]
+    assert s["transport"]["response_bytes"]["mean"] == len(b'{"outputs": []}')
+    assert s["components_ms"]["forward"]["p50"] == pytest.approx(0.5)  # from Server-Timing
+
+
+def test_open_loop_over_http_keeps_its_rate(served):
+    _, url, _ = served
+    r = execute(RunConfig(model="synthetic", target=url, rate=300.0, arrival="constant",
+                          requests=600, warmup=10))
+    s = r.summary
+    assert r.status == "completed" and s["errors"] == 0
+    assert s["throughput_rps"] == pytest.approx(300, rel=0.1)
+    assert s["schedule_lag_ms"]["p50"] < 1.0
+
+
 def test_target_without_server_timing_is_client_time_only_and_says_why():
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Plain)
     threading.Thread(target=srv.serve_forever, daemon=True).start()

@@ -1,11 +1,13 @@
 """The HTTP transport: a real HTTP/1.1 client with keep-alive and a connection pool.
 
-Why aiohttp on one event-loop thread: the load generator's clients (threads) hand a request
-over and carry on, as with the in-process transport; the loop multiplexes every in-flight
-request over pooled keep-alive connections, with aiohttp's C HTTP parser and uvloop when
-installed. One thread doing all socket work costs far less CPU per request than a thread per
-connection with ``requests``/``urllib3``, and CPU is what a load generator on the same machine
-as the server must not waste (``bench/bench_http.py`` measures it against Locust).
+Why one event loop (uvloop) with our lean keep-alive pool (``h1``, httptools' C parser): every
+in-flight request is multiplexed over pooled keep-alive connections by one thread, and in
+closed loop the clients themselves are coroutines on that loop (``closed``), so a request
+crosses no thread at all. CPU per request is what a load generator on the same machine as the
+server must not waste — it is taken from the server — and ``bench/bench_http.py`` measures it:
+~45 µs here, ~170 µs with aiohttp, more with a thread per connection (``requests``) or Locust.
+Open loop keeps the engine's precise sender thread (``time.sleep`` + spin beats the event
+loop's millisecond timers) and hands each request to the loop.
 
 How one request is timed (all ``perf_counter_ns`` on the loop thread):
 
@@ -21,12 +23,15 @@ A reply without a usable breakdown is kept whole as network and flagged ``decomp
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
+import time
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from latency.components import Request
 from latency.timing import now_ns
+from latency.transport.h1 import Pool
 from latency.transport.oip import JSON_TYPE, encode_request, error_message, parse_server_timing
 from latency.transport.wan import Link, WanProfile
 
@@ -82,17 +87,7 @@ class HttpTransport:
         self._thread = threading.Thread(target=self._loop.run_forever, name="http-client",
                                         daemon=True)
         self._thread.start()
-        self._session = asyncio.run_coroutine_threadsafe(self._open(), self._loop).result(10)
-
-    async def _open(self) -> Any:
-        import aiohttp
-
-        connector = aiohttp.TCPConnector(limit=self.connections,
-                                         limit_per_host=self.connections,
-                                         keepalive_timeout=120, ttl_dns_cache=None)
-        return aiohttp.ClientSession(connector=connector, auto_decompress=False,
-                                     timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S),
-                                     skip_auto_headers=("User-Agent",))
+        self._pool = Pool(self.url, connections, REQUEST_TIMEOUT_S)
 
     def send(self, r: Request) -> None:
         self._loop.call_soon_threadsafe(self._start, r)
@@ -120,12 +115,11 @@ class HttpTransport:
                 t = now_ns()
                 await asyncio.sleep(self.up.delay_ns(len(body), t) / 1e9)
                 up_ns = now_ns() - t
-            async with self._session.post(self.url, data=body,
-                                          headers={"Content-Type": ctype}) as resp:
-                data = await resp.read()
-                status = resp.status
-                timing = resp.headers.get("Server-Timing")
-                batch = resp.headers.get("Latency-Lab-Batch")
+            status, headers, data = await self._pool.post(body, ctype)
+            if b"server-timing" in headers:
+                timing = headers[b"server-timing"].decode("latin-1")
+            if b"latency-lab-batch" in headers:
+                batch = headers[b"latency-lab-batch"].decode("latin-1")
             if status != 200:
                 r.error = f"HTTP {status}: {error_message(data)}"
         except Exception as exc:  # noqa: BLE001 - a failed exchange fails this request alone
@@ -139,14 +133,50 @@ class HttpTransport:
         r.resp_bytes = len(data)
         r.emulated_ns = up_ns + down_ns
         lay_out(r, timing, batch, up_ns)
-        r.reply(r)
+        if r.reply is not None:
+            r.reply(r)
+
+    # ---- closed loop, natively on the event loop -------------------------------------------
+    def closed(self, next_input: Callable[[], Any], record: Callable[[Request], None],
+               cancel: threading.Event, concurrency: int, count: int | None,
+               until_ns: int | None, warmup: bool, drain_s: float = 10.0) -> None:
+        """``concurrency`` clients as coroutines on the loop, each sending its next request
+        when the previous returns (the engine's closed loop, without a thread per client)."""
+        issued = itertools.count()
+
+        async def client(ci: int) -> None:
+            while not cancel.is_set():
+                if count is not None and next(issued) >= count:
+                    return
+                t_intended = now_ns()
+                if until_ns is not None and t_intended >= until_ns:
+                    return
+                r = Request(next_input(), ci, warmup, None, t_intended)
+                await self._exchange(r)
+                record(r)
+
+        async def all_clients() -> None:
+            await asyncio.gather(*(client(i) for i in range(concurrency)))
+
+        fut = asyncio.run_coroutine_threadsafe(all_clients(), self._loop)
+        deadline = None
+        while True:
+            try:
+                fut.result(timeout=0.1)
+                return
+            except TimeoutError:
+                if cancel.is_set():
+                    deadline = deadline or time.monotonic() + drain_s
+                    if time.monotonic() > deadline:  # abandon requests stuck in the server
+                        fut.cancel()
+                        return
 
     def close(self) -> None:
         """Close the pool and stop the loop (in-flight requests are abandoned)."""
         async def shut() -> None:
             for task in list(self._tasks):
                 task.cancel()
-            await self._session.close()
+            self._pool.close()
 
         try:
             asyncio.run_coroutine_threadsafe(shut(), self._loop).result(10)
