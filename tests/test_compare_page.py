@@ -178,16 +178,17 @@ def test_the_live_profiler_says_where_a_finished_run_was_saved(tmp_path, monkeyp
 
     db = tmp_path / "live.sqlite"
     monkeypatch.setenv("LATENCY_LAB_DB", str(db))
+    mgr = run_manager()
+    ticket = mgr.submit(RunConfig(model="synthetic", model_args={"forward_ms": 0.5},
+                                  requests=30, warmup=0), owner="someone")
     at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["watch"] = ticket.run_id  # this run, not the server's latest
     at.run()
     at.switch_page("views/live_profiler.py").run()
-    ticket = run_manager().submit(RunConfig(model="synthetic", model_args={"forward_ms": 0.5},
-                                            requests=30, warmup=0),
-                                  owner=at.session_state["owner"])
-    at.session_state["watch"] = ticket.run_id
 
     def saved_caption(at):
-        return next((c.value for c in at.caption if "Saved in the run history" in c.value), None)
+        saved = mgr.saved_id(ticket.run_id)
+        return next((c.value for c in at.caption if saved and f"`{saved}`" in c.value), None)
 
     rerun_until(at, saved_caption, timeout=90)
     text = saved_caption(at)
