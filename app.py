@@ -20,6 +20,8 @@ nav = st.navigation([
             url_path="live"),
     st.Page("views/load_simulator.py", title="Load Simulator", icon=":material/ssid_chart:",
             url_path="simulator"),
+    st.Page("views/optimisation_lab.py", title="Optimisation Lab", icon=":material/tune:",
+            url_path="lab"),
     st.Page("views/compare_runs.py", title="Compare Runs", icon=":material/compare_arrows:",
             url_path="compare"),
 ], position="top")

@@ -180,7 +180,9 @@ class Headline:
 
 
 def _pct(x: float) -> str:
-    return f"{'−' if x < 0 else '+'}{abs(x) * 100:.0f}%"
+    """−12%, +3%; one decimal below 10% so a small change does not print as −0%."""
+    digits = 1 if abs(x) < 0.095 else 0
+    return f"{'−' if x < 0 else '+'}{abs(x) * 100:.{digits}f}%"
 
 
 def headline(a: ArmStats, b: ArmStats) -> Headline:
