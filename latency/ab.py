@@ -26,6 +26,7 @@ from latency.optimize import lever_summary
 from latency.result import RunResult
 from latency.snapshot import MAKEUP_POINTS, QUANTILE_GRID
 from latency.stats import describe_ms, tail_makeup_ms
+from latency.summary import MIN_FOR_P99
 
 ARMS = ("A", "B")
 MAX_PAIRS = 20
@@ -99,20 +100,34 @@ def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
     if not results:
         raise ValueError(f"arm {arm} has no finished blocks")
     oks, errors, seconds, block_p50, warnings = [], 0, 0.0, [], []
+    next_batch = next_replica = 0
     for r in results:
         measured, ok = measured_and_ok(r.log)
+        ok = ok.copy()
+        if len(ok):  # every block is its own server: batch and replica ids restart in each,
+            # so renumber them to stay distinct in the pool (the simulator reads per-batch
+            # forward times and per-replica turnarounds from these ids)
+            ok["batch_id"] += next_batch - int(ok["batch_id"].min())
+            next_batch = int(ok["batch_id"].max()) + 1
+            ok["replica"] += next_replica - int(ok["replica"].min())
+            next_replica = int(ok["replica"].max()) + 1
         oks.append(ok)
         errors += len(measured) - len(ok)
         s = r.summary
         seconds += s["duration_s"]
         if len(ok):
             block_p50.append(float(s["latency_ms"]["p50"]))
-        warnings += [w for w in s["warnings"] if w not in warnings]
+        warnings += [w for w in s["warnings"] if w not in warnings
+                     and not w.startswith(f"only {s['successful']} successful")]
         if r.failure:
             warnings.append(f"a block failed: {r.failure}")
     rows = np.concatenate(oks) if oks else np.zeros(0)
     if len(rows) == 0:
         raise ValueError(f"arm {arm} has no successful measured requests")
+    if len(rows) < MIN_FOR_P99:  # judged on the pool, not block by block
+        warnings.append(f"only {len(rows)} successful requests in this arm: too few for a p99 "
+                        f"confidence interval (need ≥ {MIN_FOR_P99}); use longer blocks or "
+                        "more pairs for a trustworthy tail")
     comps = component_ns(rows)
     total_ms = comps["total"] / 1e6
     comps_ms = {c: comps[c] / 1e6 for c in COMPONENTS}

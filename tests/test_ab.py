@@ -149,3 +149,15 @@ def test_format_ab_lists_every_component():
     for c in ("network", "queue", "preprocess", "forward", "postprocess", "overhead"):
         assert f"\n{c}" in text
     assert "headline: forward −50%" in text
+
+
+def test_pooled_blocks_keep_batches_apart():
+    # every block numbers its batches from 0; pooled, they must stay distinct batches, or the
+    # simulator would resample merged "batches" spanning two runs
+    one, two = sim_result(10.0, seed=1), sim_result(10.0, seed=2)
+    ab = merge(ABPlan(RunConfig(), RunConfig(), 2),
+               [("A", one), ("B", sim_result(5.0)), ("B", sim_result(5.0)), ("A", two)])
+    assert len(set(ab.a.rows["batch_id"].tolist())) == len(one.log) + len(two.log)
+    w = load_whatif(ab.a.rows, "forward", 0.5, rate=40.0)
+    assert 0.3 < w.utilisation[0] < 0.5 and w.utilisation[1] < w.utilisation[0]
+    assert not any(x.startswith("only") for x in ab.a.warnings)  # 8000 pooled requests

@@ -19,7 +19,7 @@ from latency.plots import fmt_duration
 from ui.shared import run_manager
 
 REAL_MODELS = ("image-cnn", "text-transformer", "tabular-mlp")
-SAME = "same as A"
+SAME = "= A"
 LEVER_HELP = "\n".join(f"- **{k}**: {v}" for k, v in LEVERS.items())
 
 #: widget key → lesson preset value (step 1: quantise the beginner's server).
