@@ -185,3 +185,25 @@ def test_config_keeps_levers_in_order_and_normalised():
     assert c.optimize == ["int8", "channels_last"]
     with pytest.raises(ConfigError):
         RunConfig(model="image-cnn", optimize=["fast"]).validated()
+
+
+def test_int8_backend_choice_is_measured_and_torchao_failure_is_said(monkeypatch):
+    assert optimize.fastest({"torch.ao": 2.0, "torchao": 1.5}) == "torchao"
+    assert optimize.fastest({"torch.ao": 1.5, "torchao": 1.5}) == "torch.ao"
+    import sys
+    import types
+
+    fake = types.ModuleType("torchao.quantization")
+
+    def quantize_(model, config):
+        raise RuntimeError("no kernel for this CPU")
+
+    fake.quantize_ = quantize_
+    fake.Int8DynamicActivationInt8WeightConfig = lambda: None
+    monkeypatch.setitem(sys.modules, "torchao", types.ModuleType("torchao"))
+    monkeypatch.setitem(sys.modules, "torchao.quantization", fake)
+    p = pipeline("tabular-mlp")
+    report = optimize.prepare(p, ["int8"], "fast", "fast", check_inputs=8)
+    lv = report.levers[0]
+    assert lv.backend.startswith("torch.ao.quantization.quantize_dynamic")
+    assert any("torchao failed: RuntimeError: no kernel for this CPU" in n for n in lv.notes)
