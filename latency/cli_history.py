@@ -156,7 +156,7 @@ def _ms(v: float | None) -> str:
 def format_history(runs: list[Any]) -> str:
     cols = [("id", 8, "<"), ("name", 22, "<"), ("when", 19, "<"), ("model", 16, "<"),
             ("load", 24, "<"), ("status", 9, "<"), ("n", 8, ">"), ("p50 ms", 9, ">"),
-            ("p99 ms", 9, ">"), ("req/s", 8, ">")]
+            ("p99 ms", 9, ">"), ("req/s", 8, ">"), ("setup", 0, "<")]
     lines = ["  ".join(f"{name:{al}{w}}" for name, w, al in cols)]
     for r in runs:
         name = r.name or ""
@@ -164,7 +164,7 @@ def format_history(runs: list[Any]) -> str:
             name = name[:21] + "…"
         vals = [r.id, name, r.when, r.model[:16], r.load[:24], r.status, f"{r.n:,}",
                 _ms(r.p50_ms), _ms(r.p99_ms),
-                "—" if r.throughput_rps is None else f"{r.throughput_rps:.1f}"]
+                "—" if r.throughput_rps is None else f"{r.throughput_rps:.1f}", r.setup]
         lines.append("  ".join(f"{v:{al}{w}}" for v, (_, w, al) in zip(vals, cols)))
     return "\n".join(line.rstrip() for line in lines)
 

@@ -50,7 +50,11 @@ DEFAULT_DB = Path.home() / ".latency_lab" / "runs.sqlite"
 CHUNK_ROWS = 65_536
 #: zlib level 1: about 3× smaller than raw rows for a fraction of the save time (BENCHMARKS.md).
 ZLIB_LEVEL = 1
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: statements that bring a database from version k-1 to k (key k); a new file gets _SCHEMA.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: ("ALTER TABLE runs ADD COLUMN setup TEXT NOT NULL DEFAULT ''",),
+}
 #: how long a writer waits for another writer (a CLI run and the dashboard saving at once).
 BUSY_TIMEOUT_MS = 30_000
 ID_LENGTH = 6
@@ -67,6 +71,7 @@ CREATE TABLE IF NOT EXISTS runs (
     model TEXT NOT NULL,
     mode TEXT NOT NULL,
     load TEXT NOT NULL,
+    setup TEXT NOT NULL,
     device TEXT,
     n INTEGER NOT NULL,
     errors INTEGER NOT NULL,
@@ -119,6 +124,7 @@ class RunInfo:
     model: str
     mode: str
     load: str
+    setup: str
     device: str | None
     n: int
     errors: int
@@ -129,8 +135,8 @@ class RunInfo:
 
     @property
     def label(self) -> str:
-        """What to call the run in a legend: its name, else model and load."""
-        return self.name or f"{self.model} · {self.load}"
+        """What to call the run in a legend: its name, else model, load and setup."""
+        return self.name or " · ".join(p for p in (self.model, self.load, self.setup) if p)
 
     @property
     def when(self) -> str:
@@ -139,7 +145,7 @@ class RunInfo:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "label": self.label, "when": self.when,
                 "created_at": self.created_at, "status": self.status, "source": self.source,
-                "model": self.model, "mode": self.mode, "load": self.load,
+                "model": self.model, "mode": self.mode, "load": self.load, "setup": self.setup,
                 "device": self.device, "n": self.n, "errors": self.errors,
                 "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
                 "throughput_rps": self.throughput_rps, "origin_id": self.origin_id}
@@ -165,6 +171,32 @@ def load_description(config: dict[str, Any]) -> str:
         return f"open {config['rate']:g} req/s {config.get('arrival', 'poisson')}"
     n = config.get("concurrency") or 1
     return f"closed {n} client{'s' if n != 1 else ''}"
+
+
+def setup_description(config: dict[str, Any]) -> str:
+    """The settings that differ from a plain run, shortly: 'batch ≤ 8 / 5 ms · 2 replicas ·
+    int8 · naive pre · http' ('' for defaults). Two runs of one model under one load are told
+    apart by this in a legend."""
+    parts = []
+    if (config.get("batch_size") or 1) > 1:
+        parts.append(f"batch ≤ {config['batch_size']} / {config.get('max_batch_delay_ms') or 0:g}"
+                     " ms")
+    if (config.get("replicas") or 1) > 1:
+        parts.append(f"{config['replicas']} replicas")
+    if (config.get("threads") or 1) > 1:
+        parts.append(f"{config['threads']} threads")
+    if config.get("device") not in (None, "cpu"):
+        parts.append(str(config["device"]))
+    if config.get("dtype") not in (None, "float32"):
+        parts.append(str(config["dtype"]))
+    levers = config.get("optimize") or []
+    parts += [str(lv) for lv in (levers if isinstance(levers, list) else [levers])]
+    for stage in ("pre", "post"):
+        if config.get(stage) not in (None, "fast"):
+            parts.append(f"{config[stage]} {stage}")
+    if config.get("transport") not in (None, "in-process"):
+        parts.append(str(config["transport"]))
+    return " · ".join(parts)
 
 
 class RunStore:
@@ -222,11 +254,21 @@ class RunStore:
                              f"(schema {version} > {SCHEMA_VERSION})")
         if version < SCHEMA_VERSION:
             conn.execute("BEGIN IMMEDIATE")
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            conn.execute("COMMIT")
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]  # under the lock
+                if version == 0:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                else:
+                    for k in range(version + 1, SCHEMA_VERSION + 1):
+                        for statement in _MIGRATIONS.get(k, ()):
+                            conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
         self._ready_for = self.path
 
     def check_writable(self) -> None:
@@ -257,7 +299,8 @@ class RunStore:
             "name": name, "created_at": time.time(), "status": result.status,
             "source": source, "origin_id": origin_id, "model": str(cfg.get("model", "?")),
             "mode": "open" if cfg.get("rate") is not None else "closed",
-            "load": load_description(cfg), "device": cfg.get("device"),
+            "load": load_description(cfg), "setup": setup_description(cfg),
+            "device": cfg.get("device"),
             "n": int(summary.get("requests") or 0), "errors": int(summary.get("errors") or 0),
             "p50_ms": lat.get("p50"), "p99_ms": lat.get("p99"),
             "throughput_rps": summary.get("throughput_rps"),
@@ -328,7 +371,7 @@ class RunStore:
             args.append(status)
         if text:
             where.append("(instr(lower(id || ' ' || coalesce(name, '') || ' ' || model || ' ' "
-                         "|| load || ' ' || coalesce(device, '')), ?) > 0)")
+                         "|| load || ' ' || setup || ' ' || coalesce(device, '')), ?) > 0)")
             args.append(text.lower())
         sql = f"SELECT {_INFO_COLS} FROM runs"
         if where:
@@ -429,8 +472,8 @@ class RunStore:
         return _info_from_row(row)
 
 
-_INFO_COLS = ("id, name, created_at, status, source, model, mode, load, device, n, errors, "
-              "p50_ms, p99_ms, throughput_rps, origin_id")
+_INFO_COLS = ("id, name, created_at, status, source, model, mode, load, setup, device, n, "
+              "errors, p50_ms, p99_ms, throughput_rps, origin_id")
 
 
 #: the spectrum's grid: every 1 % up to p90, then 50 points a decade of 1/(1−p) — as dense at

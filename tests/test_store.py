@@ -358,3 +358,41 @@ def test_setup_differences_name_the_keys_that_changed():
                           {"model": "m", "batch_size": 8, "model_args": {"x": 1, "y": 3}},
                           {"git_commit": "abc"}, {"git_commit": "def"})
     assert d == ["model_args.y: 2 → 3", "batch_size: 1 → 8", "git_commit: abc → def"]
+
+
+def test_a_version_1_history_is_migrated_and_keeps_its_runs(tmp_path, runs):
+    import latency.store as store_mod
+
+    db = tmp_path / "v1.sqlite"
+    v1_schema = store_mod._SCHEMA.replace("    setup TEXT NOT NULL,\n", "")
+    with sqlite3.connect(db) as conn:
+        conn.executescript(v1_schema)
+        conn.execute("PRAGMA user_version=1")
+        conn.execute("INSERT INTO runs (id, created_at, status, source, model, mode, load, n, "
+                     "errors, config, environment, summary, timings, warnings, error_messages, "
+                     "makeup, n_rows, record_dtype) VALUES ('abc123', 1.0, 'completed', 'cli', "
+                     "'synthetic', 'closed', 'closed 1 client', 0, 0, '{}', '{}', '{}', '{}', "
+                     "'[]', '{}', '{}', 0, ?)", (json.dumps(runs["plain"].log.dtype.descr),))
+    store = RunStore(db)
+    new = store.save(runs["plain"])
+    assert [i.id for i in store.list()] == [new, "abc123"]
+    assert store.info("abc123").setup == "" and store.load("abc123").result.log.size == 0
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION
+
+
+def test_labels_name_what_differs_from_a_plain_run(tmp_path, runs):
+    from latency.store import setup_description
+
+    assert setup_description(runs["plain"].config) == ""
+    cfg = dict(runs["plain"].config, batch_size=8, max_batch_delay_ms=5.0, replicas=2,
+               optimize=["int8"], pre="naive")
+    assert setup_description(cfg) == "batch ≤ 8 / 5 ms · 2 replicas · int8 · naive pre"
+    store = RunStore(tmp_path / "h.sqlite")
+    from latency.result import RunResult
+
+    r = RunResult(config=cfg, environment={}, status="completed", log=runs["plain"].log)
+    info = store.info(store.save(r))
+    assert info.label == ("synthetic · closed 3 clients · batch ≤ 8 / 5 ms · 2 replicas · int8 · "
+                          "naive pre")
+    assert [i.id for i in store.list(text="int8")] == [info.id]

@@ -66,7 +66,7 @@ def runs_frame(infos: list[RunInfo], letter_of: dict[str, str]) -> pd.DataFrame:
     """The table of runs as a person scans it: newest first, the compared ones lettered."""
     return pd.DataFrame([{
         "as": letter_of.get(i.id, ""), "id": i.id, "name": i.name or "", "when": i.when,
-        "model": i.model, "load": i.load, "status": i.status, "requests": i.n,
+        "model": i.model, "load": i.load, "setup": i.setup, "status": i.status, "requests": i.n,
         "errors": i.errors, "p50 (ms)": _r(i.p50_ms), "p99 (ms)": _r(i.p99_ms),
         "req/s": None if i.throughput_rps is None else round(i.throughput_rps, 1),
         "from": i.source} for i in infos])
