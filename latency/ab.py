@@ -29,6 +29,10 @@ from latency.stats import describe_ms, tail_makeup_ms
 from latency.summary import MIN_FOR_P99
 
 ARMS = ("A", "B")
+#: serving settings an arm may change besides levers, as the arm's label names them.
+SETTING_NAMES = {"replicas": "replicas", "threads": "threads", "batch_size": "batch ≤",
+                 "max_batch_delay_ms": "batch delay ms", "preprocess_workers": "pre workers",
+                 "concurrency": "clients", "rate": "req/s", "device": "on", "dtype": "dtype"}
 MAX_PAIRS = 20
 
 
@@ -256,6 +260,11 @@ def merge(plan: ABPlan, blocks: Sequence[tuple[str, RunResult]]) -> ABResult:
     """Pool finished blocks per arm and compare them."""
     a = arm_stats("A", [r for arm, r in blocks if arm == "A"])
     b = arm_stats("B", [r for arm, r in blocks if arm == "B"])
+    changed = [f"{name} {b.config[key]}" for key, name in SETTING_NAMES.items()
+               if a.config.get(key) != b.config.get(key)]
+    if changed:
+        b.label = ", ".join(x for x in (b.label if b.label != "baseline" else "",
+                                         *changed) if x)
     return ABResult({"baseline": plan.baseline.to_dict(), "variant": plan.variant.to_dict(),
                      "pairs": plan.pairs}, a, b, headline(a, b), [arm for arm, _ in blocks])
 
