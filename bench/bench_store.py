@@ -80,10 +80,10 @@ def main() -> None:
                              ("zlib-6 chunks", 6)):
             store_mod.ZLIB_LEVEL = level
             store = RunStore(Path(tmp) / f"{level}.sqlite")
-            save_ms, rid = timed(lambda: store.save(result), a.repeat)
-            load_ms, _ = timed(lambda: store.load(rid), a.repeat)
-            agg_ms, _ = timed(lambda: store.load(rid, rows=False), a.repeat)
-            list_ms, _ = timed(lambda: store.list(), a.repeat)
+            save_ms, rid = timed(lambda s=store: s.save(result), a.repeat)
+            load_ms, _ = timed(lambda s=store, r=rid: s.load(r), a.repeat)
+            agg_ms, _ = timed(lambda s=store, r=rid: s.load(r, rows=False), a.repeat)
+            list_ms, _ = timed(lambda s=store: s.list(), a.repeat)
             size = _size_mb(store.path) / a.repeat
             print(f"{label:<26} save {save_ms:7.1f} ms   load {load_ms:6.1f} ms   "
                   f"aggregates only {agg_ms:5.2f} ms   list {list_ms:5.2f} ms   "

@@ -48,7 +48,8 @@ def add_parsers(sub: Any, fmt: Any) -> None:
     h.add_argument("--model", help="only runs of this pipeline" + NO_DEFAULT)
     h.add_argument("--status", choices=("completed", "stopped", "failed"),
                    help="only runs that ended so" + NO_DEFAULT)
-    h.add_argument("--search", metavar="TEXT", help="text in the id, name, model or load" + NO_DEFAULT)
+    h.add_argument("--search", metavar="TEXT",
+                   help="text in the id, name, model, load or setup" + NO_DEFAULT)
     h.add_argument("--json", action="store_true", help="print the list as JSON")
     add_db_flag(h)
     acts = h.add_subparsers(dest="action", required=False, parser_class=type(h))
@@ -71,7 +72,8 @@ def add_parsers(sub: Any, fmt: Any) -> None:
                          "trace-event JSON for ui.perfetto.dev, one span per component"
                          + NO_DEFAULT)
     ex.add_argument("--out", required=True, metavar="FILE", help="file to write" + NO_DEFAULT)
-    ex.add_argument("--max-requests", type=int, help="trace: keep only the first N requests" + NO_DEFAULT)
+    ex.add_argument("--max-requests", type=int,
+                    help="trace: keep only the first N requests" + NO_DEFAULT)
     add_db_flag(ex, inherited=True)
 
     c = sub.add_parser("compare", help="diff saved runs component by component; CI gate",

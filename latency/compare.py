@@ -12,7 +12,8 @@ when the gate trips.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from latency.components import COMPONENTS
 

@@ -51,7 +51,7 @@ def specs(at: AppTest) -> list[dict]:
 
 
 def test_the_two_newest_runs_are_overlaid_with_a_diff(seeded, results):
-    store, ids = seeded
+    _, ids = seeded
     at = page()
     assert at.multiselect(key="cmp_runs").value == [ids["fast"], ids["slow"]]  # older is A
     spectrum, bars = specs(at)
@@ -79,7 +79,7 @@ def test_the_two_newest_runs_are_overlaid_with_a_diff(seeded, results):
 
 
 def test_filters_and_a_single_selection(seeded):
-    store, ids = seeded
+    _, ids = seeded
     at = page()
     at.multiselect(key="cmp_status").set_value(["failed"]).run()
     assert not at.exception

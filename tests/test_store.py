@@ -393,6 +393,6 @@ def test_labels_name_what_differs_from_a_plain_run(tmp_path, runs):
 
     r = RunResult(config=cfg, environment={}, status="completed", log=runs["plain"].log)
     info = store.info(store.save(r))
-    assert info.label == ("synthetic · closed 3 clients · batch ≤ 8 / 5 ms · 2 replicas · int8 · "
-                          "naive pre")
+    assert info.label == ("synthetic · closed 3 clients · batch ≤ 8 / 5 ms · 2 replicas · "
+                          "int8 · naive pre")
     assert [i.id for i in store.list(text="int8")] == [info.id]

@@ -18,9 +18,9 @@ from latency.store import RunInfo, RunStore, StoredRun
 #: a Chrome trace of more requests than this is slow to open in a viewer: the download keeps
 #: the first ones (the CLI's `history export --format trace` has no cap).
 TRACE_MAX_REQUESTS = 20_000
-EXPORTS: tuple[tuple[str, str], ...] = (("csv", "Requests (CSV)"), ("parquet", "Requests (Parquet)"),
-                                         ("json", "Result (JSON)"),
-                                         ("trace", "Chrome trace (Perfetto)"))
+EXPORTS: tuple[tuple[str, str], ...] = (
+    ("csv", "Requests (CSV)"), ("parquet", "Requests (Parquet)"), ("json", "Result (JSON)"),
+    ("trace", "Chrome trace (Perfetto)"))
 
 
 def history_state(mgr: Any, handle: Any) -> tuple[Any, ...] | None:
