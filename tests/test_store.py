@@ -339,6 +339,10 @@ def test_diff_rows_known_answers():
     assert rows[("queue", "p99")]["values"] == [None, None]
     text = format_diff(["A", "B"], [a, b])
     assert "+50.0%" in text and "-50.0%" in text and "Δ% B" in text
+    three = format_diff(["A", "B", "C"], [a, b, a]).splitlines()
+    assert three[0].split() == ["ms", "A", "B", "C", "Δ", "B", "Δ%", "B", "Δ", "C", "Δ%", "C"]
+    p99 = next(line for line in three if line.split()[:2] == ["total", "mean"])
+    assert p99.split()[-4:] == ["+2.000", "+20.0%", "+0.000", "+0.0%"]
 
 
 def test_p99_gate_thresholds():

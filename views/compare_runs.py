@@ -21,8 +21,8 @@ except ConfigError as exc:
     st.stop()
 
 f1, f2, f3 = st.columns([2, 2, 2])
-text = f1.text_input("Search", key="cmp_text", placeholder="id, name, model, load…",
-                     help="Any part of a run's id, name, model, load or device.")
+text = f1.text_input("Search", key="cmp_text", placeholder="id, name, model, load, setup…",
+                     help="Any part of a run's id, name, model, load, setup or device.")
 model_sel = f2.multiselect("Model", models, key="cmp_models", help="Only runs of these pipelines.")
 status_sel = f3.multiselect("Status", ["completed", "stopped", "failed"], key="cmp_status",
                             help="Stopped runs ended early; failed runs keep what they measured.")
