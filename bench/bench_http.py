@@ -19,7 +19,7 @@ Locust is not a project dependency; install it apart, for the benchmark only:
     LOCUST=/tmp/locust-venv/bin/locust python bench/bench_http.py
 
 Without ``LOCUST`` (or ``locust`` on the PATH) that part is skipped with a message.
-``--quick`` shortens everything (a smoke run, not figures).
+``--quick`` shortens everything (a smoke run, not figures); ``--rate-only`` runs part 3 alone.
 """
 from __future__ import annotations
 
@@ -137,6 +137,26 @@ t0 = time.monotonic()
 print(sum(done) / (time.monotonic() - t0), sum(done))
 '''
 
+H1_CLIENT = r'''
+import asyncio, sys, time, uvloop
+sys.path.insert(0, ".")
+from latency.transport.h1 import Pool
+url, body, conc, dur = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3]), float(sys.argv[4])
+async def main():
+    pool, n, end = Pool(url, conc, 60.0), 0, time.monotonic() + dur
+    async def w():
+        nonlocal n
+        while time.monotonic() < end:
+            status, _, _ = await pool.post(body, "application/json")
+            assert status == 200
+            n += 1
+    t0 = time.monotonic()
+    await asyncio.gather(*[w() for _ in range(conc)])
+    return n / (time.monotonic() - t0), n
+rps, n = uvloop.run(main())
+print(rps, n)
+'''
+
 AIOHTTP_CLIENT = r'''
 import asyncio, sys, time, aiohttp, uvloop
 url, body, conc, dur = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3]), float(sys.argv[4])
@@ -214,6 +234,12 @@ def max_rate() -> None:
                       f"{float(rps_r):>8.0f} {cpu / int(n_r) * 1e6:>9.0f} µs (whole process)")
             else:
                 print(f"   requests client failed: {out.stderr.strip()[-200:]}")
+            out, cpu = _timed_child([sys.executable, "-c", H1_CLIENT, infer, body, str(conc),
+                                     str(dur)], dur + 60)
+            if out.returncode == 0:
+                rps_h, n_h = out.stdout.split()
+                print(f"   {'our h1 pool alone, bare loop':<38} {conc:>4} {float(rps_h):>8.0f} "
+                      f"{cpu / int(n_h) * 1e6:>9.0f} µs (whole process)")
             try:
                 import aiohttp  # noqa: F401 - bench-only: pip install aiohttp
             except ImportError:
@@ -261,8 +287,9 @@ def _locust(url: str, body: str, conc: int, dur: int, tmp: Path) -> None:
 
 def main() -> None:
     print(f"cores: {os.cpu_count()}, python {sys.version.split()[0]}")
-    loopback_cost()
-    server_placement()
+    if "--rate-only" not in sys.argv:
+        loopback_cost()
+        server_placement()
     max_rate()
 
 

@@ -30,9 +30,9 @@ STAMPS: tuple[str, ...] = ("intended", "sent", "received", "pre_start", "pre_end
 STATUS_OK = 0
 STATUS_ERROR = 1
 
-#: one row of the request log: 10 × 8 bytes of stamps + 12 bytes of ids + 17 bytes of
-#: transport facts = 109 bytes a request. The transport facts: HTTP request and response body
-#: bytes (0 in-process), the emulated WAN delay actually applied (ns, 0 when none) and whether
+#: one row of the request log: 10 × 8 bytes of stamps + 12 bytes of ids + 13 bytes of
+#: transport facts = 105 bytes a request. The transport facts: HTTP request and response body
+#: bytes (0 in-process), the emulated WAN delay actually applied (µs, 0 when none) and whether
 #: the server's time was split into components (False: a remote target sent no
 #: Server-Timing breakdown, so everything from send to reply counts as network).
 RECORD_DTYPE = np.dtype([(f"t_{s}", "<i8") for s in STAMPS] + [
@@ -42,9 +42,9 @@ RECORD_DTYPE = np.dtype([(f"t_{s}", "<i8") for s in STAMPS] + [
     ("client", "<i2"),
     ("status", "<i1"),
     ("warmup", "?"),
-    ("req_bytes", "<i4"),
-    ("resp_bytes", "<i4"),
-    ("emulated_ns", "<i8"),
+    ("req_bytes", "<u4"),
+    ("resp_bytes", "<u4"),
+    ("emulated_us", "<u4"),
     ("decomposed", "?"),
 ])
 
@@ -138,7 +138,7 @@ class RequestLog:
                         r.t_fwd_start, r.t_fwd_end, r.t_post_start, r.t_post_end, r.t_done,
                         r.batch_id, r.batch_size, r.replica, r.client,
                         STATUS_ERROR if r.error is not None else STATUS_OK, r.warmup,
-                        r.req_bytes, r.resp_bytes, r.emulated_ns, r.decomposed)
+                        r.req_bytes, r.resp_bytes, r.emulated_ns // 1000, r.decomposed)
         if r.error is not None:
             self.errors[i] = r.error
         self.size = i + 1
@@ -153,7 +153,7 @@ def measured_and_ok(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The measured rows (warm-up excluded) and the successful ones among them.
 
     Views instead of copies in the common case — warm-up rows form a prefix (the warm-up phase
-    finishes before measuring starts) and most runs have no errors — because copying 109-byte
+    finishes before measuring starts) and most runs have no errors — because copying 105-byte
     rows twice per snapshot costs more than all the statistics on a 200,000-request run.
     """
     warm = rows["warmup"]

@@ -108,7 +108,7 @@ class RunResult:
         if self.config.get("transport") == "http":  # what crossed the wire, per request
             cols["request_bytes"] = rows["req_bytes"]
             cols["response_bytes"] = rows["resp_bytes"]
-            cols["emulated_wan_ms"] = rows["emulated_ns"] / 1e6  # EMULATED delay, included
+            cols["emulated_wan_ms"] = rows["emulated_us"] / 1e3  # EMULATED delay, included
             cols["server_timing"] = rows["decomposed"]  # False: network = whole client time
         return pd.DataFrame(cols)
 

@@ -22,8 +22,10 @@ def test_http_run_with_emulated_rtt_from_a_shared_link():
     with streamlit_server() as url, chromium_page(1280, 900) as page:
         page.goto(f"{url}/live?duration=3&transport=HTTP&net_rtt=40&fwd_ms=2")
         wait_idle(page)
-        sidebar = page.inner_text("[data-testid='stSidebar']")
-        assert "Transport" in sidebar and "Emulated WAN" in sidebar
+        page.wait_for_function(  # the sidebar's widgets render in turn after the script runs
+            "(() => { const t = document.querySelector(\"[data-testid='stSidebar']\").innerText;"
+            " return t.includes('Transport') && t.includes('Emulated WAN'); })()",
+            timeout=30_000)
         page.get_by_role("button", name="Start").click()
         page.wait_for_function("document.body.innerText.includes('completed')",
                                timeout=90_000)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import http.client
 import http.server
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -54,6 +53,8 @@ def test_oip_bodies_round_trip_text_and_bytes_and_refuse_bad_ones():
         assert decode_request(body, ctype)[0] == raw
     body, ctype = encode_request(jpeg, "raw")
     assert body == jpeg and decode_request(body, ctype)[0] == jpeg
+    body, ctype = encode_request("ünïcode text", "raw")  # a text pipeline gets a str back
+    assert ctype.startswith("text/plain") and decode_request(body, ctype)[0] == "ünïcode text"
     assert len(encode_request(jpeg, "json")[0]) > 1.3 * len(jpeg)  # base64 + envelope
     bad = [(b"{not json", "malformed JSON"), (b"[]", "JSON object"),
            (b'{"inputs": []}', "exactly one"),
@@ -95,7 +96,7 @@ def test_emulated_rtt_lands_in_network_on_top_of_the_loopback_cost(tmp_path):
     m = r.measured()
     comps = component_ns(m)
     assert np.array_equal(sum(comps[c] for c in COMPONENTS), comps["total"])  # exact
-    emulated = m["emulated_ns"] / 1e6
+    emulated = m["emulated_us"] / 1e3
     loopback = comps["network"] / 1e6 - emulated
     assert np.median(emulated) == pytest.approx(20.0, abs=1.5)  # 10 ms each way, sleeps
     assert 0 < np.median(loopback) < 5.0  # sockets + HTTP + JSON on loopback
@@ -319,7 +320,7 @@ def test_target_without_server_timing_is_client_time_only_and_says_why():
     assert s["transport"]["server_responses"] is None  # no /metrics counter there
 
 
-# ---- command-line mistakes: one line, exit 2 ------------------------------------------------------
+# ---- command-line mistakes: one line, exit 2 ---------------------------------------------------
 @pytest.mark.parametrize("args,needle", [
     (["run", "--transport", "pigeon"], "--transport"),
     (["run", "--transport", "http", "--payload", "xml"], "--payload"),

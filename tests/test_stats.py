@@ -75,7 +75,9 @@ def test_tail_makeup_shows_what_the_slow_requests_are_made_of():
 
 
 def test_record_is_small_and_components_telescope():
-    assert RECORD_DTYPE.itemsize <= 100
+    # 92 bytes of engine fields + 13 of transport facts (bytes each way, emulated delay, whether
+    # the server's time was split) since the HTTP transport
+    assert RECORD_DTYPE.itemsize <= 105
     log = RequestLog.with_capacity(1)
     for k in range(40):  # forces growth
         r = Request(b"x", 0, False, None, 1000 + k)

@@ -4,14 +4,15 @@ Why one event loop (uvloop) with our lean keep-alive pool (``h1``, httptools' C 
 in-flight request is multiplexed over pooled keep-alive connections by one thread, and in
 closed loop the clients themselves are coroutines on that loop (``closed``), so a request
 crosses no thread at all. CPU per request is what a load generator on the same machine as the
-server must not waste — it is taken from the server — and ``bench/bench_http.py`` measures it:
-~45 µs here, ~170 µs with aiohttp, more with a thread per connection (``requests``) or Locust.
-Open loop keeps the engine's precise sender thread (``time.sleep`` + spin beats the event
-loop's millisecond timers) and hands each request to the loop.
+server must not waste — it is taken from the server. ``bench/bench_http.py`` measures it:
+~65 µs a request for this whole profiling client (timing and recording included), ~110 µs for
+a bare aiohttp loop, ~160 µs for Locust, ~800 µs for ``requests`` with a thread per connection.
+Open loop keeps the engine's sender thread (``time.sleep`` to each intended time is finer than
+the event loop's millisecond timers) and hands each request to the loop.
 
 How one request is timed (all ``perf_counter_ns`` on the loop thread):
 
-    sent ── encode body ── [emulated uplink] ── POST … read whole reply ── [emulated downlink] ── done
+    sent ─ encode body ─ [emulated uplink] ─ POST … read whole reply ─ [emulated downlink] ─ done
 
 The server says how long it spent (``Server-Timing``: queue, preprocess, forward,
 postprocess). ``network`` = (done − sent) − server time: sockets, HTTP, the OIP envelope, base64,
@@ -37,9 +38,6 @@ from latency.transport.wan import Link, WanProfile
 
 #: a reply slower than this is an error (the run goes on).
 REQUEST_TIMEOUT_S = 60.0
-
-Encoder = Callable[[Any], "tuple[bytes, str]"]
-
 
 def split_target(url: str, model: str) -> tuple[str, str]:
     """(base URL, model name) of ``--target``: ``http://h:8000`` uses ``model``;

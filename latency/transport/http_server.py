@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,7 +245,8 @@ def uvicorn_server(app: Any) -> Any:
     import uvicorn
 
     cfg = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                         timeout_keep_alive=120, backlog=2048)
+                         timeout_keep_alive=120, backlog=2048,
+                         timeout_graceful_shutdown=3)
     return uvicorn.Server(cfg)
 
 
@@ -268,7 +270,15 @@ def serve(config: Any, host: str, port: int, max_body_mb: float = DEFAULT_MAX_BO
 
         threading.Thread(target=watch, name="stop-watch", daemon=True).start()
     if on_ready is not None:
-        on_ready(sock.getsockname()[1])
+        port = sock.getsockname()[1]
+
+        def announce() -> None:  # once uvicorn serves (and handles Ctrl-C itself)
+            while not uv.started and not uv.should_exit:
+                time.sleep(0.01)
+            if uv.started:
+                on_ready(port)
+
+        threading.Thread(target=announce, name="announce", daemon=True).start()
     try:
         uv.run(sockets=[sock])
     finally:

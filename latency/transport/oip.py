@@ -11,7 +11,8 @@ a JSON record, a sentence) as a ``BYTES`` tensor of shape ``[1]`` named ``input`
   string; bytes are base64-encoded (MLServer's ``content_type`` convention), which makes an
   image a third larger and costs an encode and a decode — the point of comparing payloads.
 - ``raw`` payload: the input's bytes as the whole body, ``Content-Type:
-  application/octet-stream``, on the same ``/infer`` route. No envelope, no base64.
+  application/octet-stream`` (text inputs: ``text/plain; charset=utf-8``, UTF-8), on the same
+  ``/infer`` route. No envelope, no base64.
 
 The response is OIP JSON with one ``BYTES`` output holding the pipeline's JSON response.
 
@@ -36,6 +37,7 @@ ALIASES = {"compute_input": "preprocess", "compute_infer": "forward",
 INPUT_NAME = "input"
 OUTPUT_NAME = "output"
 RAW_TYPE = "application/octet-stream"
+TEXT_TYPE = "text/plain; charset=utf-8"
 JSON_TYPE = "application/json"
 PAYLOADS = ("json", "raw")
 
@@ -53,8 +55,9 @@ def encode_request(raw: Any, payload: str = "json", request_id: str | None = Non
                    ) -> tuple[bytes, str]:
     """(body, content type) carrying ``raw`` (str or bytes) in the chosen payload."""
     if payload == "raw":
-        data = raw.encode() if isinstance(raw, str) else bytes(raw)
-        return data, RAW_TYPE
+        if isinstance(raw, str):
+            return raw.encode(), TEXT_TYPE
+        return bytes(raw), RAW_TYPE
     if isinstance(raw, str):
         tensor = {"name": INPUT_NAME, "shape": [1], "datatype": "BYTES",
                   "parameters": {"content_type": "str"}, "data": [raw]}
@@ -70,10 +73,16 @@ def encode_request(raw: Any, payload: str = "json", request_id: str | None = Non
 
 def decode_request(body: bytes, content_type: str) -> tuple[Any, str | None]:
     """(raw input, request id) from a request body; ProtocolError(400) says what is wrong."""
-    if content_type.split(";")[0].strip().lower() == RAW_TYPE:
+    media = content_type.split(";")[0].strip().lower()
+    if media in (RAW_TYPE, "text/plain"):
         if not body:
             raise ProtocolError(400, "empty body: a raw request carries the input's bytes")
-        return body, None
+        if media == RAW_TYPE:
+            return body, None
+        try:
+            return body.decode("utf-8"), None
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(400, f"text/plain body is not UTF-8: {exc}") from None
     try:
         doc = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

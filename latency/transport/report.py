@@ -45,7 +45,8 @@ def transport_summary(ok: np.ndarray, config: dict[str, Any]) -> dict[str, Any]:
     rtt, jitter = config.get("net_rtt_ms") or 0.0, config.get("net_jitter_ms") or 0.0
     bw = config.get("net_bandwidth_mbps")
     if rtt or jitter or bw is not None:
-        emulated = ok["emulated_ns"] if len(ok) else np.zeros(0, dtype=np.int64)
+        emulated = (ok["emulated_us"].astype(np.int64) * 1000 if len(ok)
+                    else np.zeros(0, dtype=np.int64))
         real = (component_ns(ok)["network"] - emulated) if len(ok) else emulated
         out["emulated_wan"] = {"emulated": True, "rtt_ms": rtt, "jitter_ms": jitter,
                                "bandwidth_mbps": bw,
