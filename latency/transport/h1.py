@@ -1,8 +1,8 @@
 """A lean HTTP/1.1 client: keep-alive connections in a pool, httptools' C parser, asyncio.
 
-Why not aiohttp: against the same server, a bare aiohttp loop costs ~110 µs of client CPU a
-request (bench/bench_http.py), the same bare loop on this pool ~45 µs, and the whole
-profiling client built on it ~65 µs. A load generator on the same machine as the server takes
+Why not aiohttp: against the same server (bench/bench_http.py), a bare closed loop on an
+aiohttp session costs ~115 µs of client CPU a request, the same loop on this pool ~65 µs, and
+the whole profiling client built on it ~70 µs while measuring. A load generator on the same machine as the server takes
 its CPU from the server, so the client's cost per request is what limits the rate it can
 drive — and what it adds to every ``network`` time it measures.
 

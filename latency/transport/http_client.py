@@ -5,8 +5,8 @@ in-flight request is multiplexed over pooled keep-alive connections by one threa
 closed loop the clients themselves are coroutines on that loop (``closed``), so a request
 crosses no thread at all. CPU per request is what a load generator on the same machine as the
 server must not waste — it is taken from the server. ``bench/bench_http.py`` measures it:
-~65 µs a request for this whole profiling client (timing and recording included), ~110 µs for
-a bare aiohttp loop, ~160 µs for Locust, ~800 µs for ``requests`` with a thread per connection.
+~70 µs a request for this whole profiling client (timing and recording included), ~115 µs for
+a bare aiohttp loop, ~185 µs for Locust, ~800 µs for ``requests`` with a thread per connection.
 Open loop keeps the engine's sender thread (``time.sleep`` to each intended time is finer than
 the event loop's millisecond timers) and hands each request to the loop.
 
