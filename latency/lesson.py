@@ -12,11 +12,11 @@ from __future__ import annotations
 from latency.ab import ABPlan, variant_config
 from latency.config import RunConfig
 
-#: the saturated beginner's server: naive pre/postprocessing on two worker threads, batches
+#: the saturated beginner's server: naive pre/postprocessing on one worker thread, batches
 #: of up to 8 (40 ms to fill: preprocessed requests trickle in, and int8 pays off from batches
 #: of two up), eight clients always waiting.
 LESSON_SETTINGS = dict(model="image-cnn", pre="naive", post="naive", batch_size=8,
-                       max_batch_delay_ms=40.0, replicas=1, threads=1, preprocess_workers=2,
+                       max_batch_delay_ms=40.0, replicas=1, threads=1, preprocess_workers=1,
                        concurrency=8, warmup=8)
 
 

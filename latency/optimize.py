@@ -514,9 +514,13 @@ def prepare(pipeline: Any, levers: Sequence[str], pre: str, post: str, batch_siz
     one = pipeline.collate(base_items[:chunk])  # a batch as the run will send it
 
     def timed_call() -> float:
+        from latency.devices import synchronize
+
+        synchronize(pipeline.device)
         t = time.perf_counter()
         with torch.inference_mode():
             pipeline.forward(one)
+            synchronize(pipeline.device)  # on a GPU the clock waits for the work
         return (time.perf_counter() - t) * 1e3
 
     report.call_batch = len(base_items[:chunk])

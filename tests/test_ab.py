@@ -101,19 +101,20 @@ def test_load_whatif_lets_the_queue_respond():
 
 def test_the_lesson_reproduces_its_point_on_measured_data():
     """int8 makes the forward pass much faster; end-to-end p50 falls by much less, because
-    preprocessing and queueing dominate. Then the levers that help do help. Measured here, on
-    this noisy, shared machine, so the tolerances are generous and theory-based: the forward
-    pass is a small share of the total, so Amdahl's law bounds what it can do."""
-    ab = run_ab(lesson.quantise_plan(duration_s=2.0, pairs=2))
+    preprocessing and queueing dominate. Then the levers that help do help.
+
+    Measured here, on this noisy, shared machine, so the tolerances are generous and
+    theory-based. The forward speed-up is B's model against the baseline model, one batch of 8
+    each, timed call by call side by side in B's run process (``forward_alone_change``): the
+    forward time *served* under load also includes waits for the Python interpreter held by
+    the naive preprocessing threads, and scatters too much on two shared cores to assert on."""
+    ab = run_ab(lesson.quantise_plan(duration_s=1.5, pairs=2))
     h = ab.headline
-    opt = ab.b.optimization
-    # in isolation, one batch as the run sends it, measured side by side in the run process
-    assert opt["steady_ms"] < 0.8 * opt["baseline_steady_ms"], opt
-    assert opt["agreement"] >= 0.95
-    # in the run: the forward pass (same batch sizes) got much faster ...
-    assert h.forward_change < -0.2, h.text
-    # ... and end to end, p50 fell by well under the forward pass's share of it
-    assert h.p50_change > 0.6 * h.forward_change, h.text
+    assert ab.b.optimization["agreement"] >= 0.95
+    assert h.forward_alone_change is not None and h.forward_alone_change < -0.3, h.text
+    # end to end, p50 fell by less than half of what the forward pass gained (or rose)
+    assert h.p50_change > 0.5 * h.forward_alone_change, h.text
+    # why: the forward pass was a small share; preprocessing and queueing dominated
     comps = ab.a.components_ms
     dominant = (comps["preprocess"]["mean"] + comps["queue"]["mean"]) / ab.a.latency_ms["mean"]
     assert dominant > 0.6 and h.forward_share < 0.3, (dominant, h.forward_share)

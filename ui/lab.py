@@ -146,9 +146,14 @@ def merged(run_ids: tuple[str, ...], arms: tuple[str, ...], pairs: int) -> ABRes
 def headline_panel(ab: ABResult) -> None:
     h = ab.headline
     st.subheader(f"Headline: {h.text}")
-    m = st.columns(4)
-    m[0].metric("forward pass (same batch sizes)", f"{h.forward_change:+.0%}",
-                help="Median forward time per batch, B against A, at equal batch sizes.")
+    m = st.columns(5)
+    m[0].metric("forward pass, served", f"{h.forward_change:+.0%}",
+                help="Median forward time per batch in the runs, B against A, at equal batch "
+                     "sizes. Includes waits for the Python interpreter under load.")
+    m[4].metric("forward pass, alone",
+                f"{h.forward_alone_change:+.0%}" if h.forward_alone_change is not None else "—",
+                help="B's model against the baseline model on one batch, timed call by call "
+                     "side by side in B's run process before its load.")
     m[1].metric("end-to-end p50", fmt_duration(ab.b.latency_ms["p50"]),
                 f"{h.p50_change:+.0%}", delta_color="inverse")
     m[2].metric("end-to-end p99", fmt_duration(ab.b.latency_ms["p99"]),

@@ -79,8 +79,10 @@ def results() -> None:
     hide_bars = group.get("lesson") == "quantise"
     if hide_bars:
         h = ab.headline
-        question = (f"Measured: the forward pass {h.forward_change:+.0%}, end-to-end p50 "
-                    f"{h.p50_change:+.0%}. What do you look at next?")
+        alone = (f" (alone {h.forward_alone_change:+.0%})"
+                 if h.forward_alone_change is not None else "")
+        question = (f"Measured: the forward pass {h.forward_change:+.0%}{alone}, end-to-end "
+                    f"p50 {h.p50_change:+.0%}. What do you look at next?")
         answer = st.radio(question, ANSWERS, index=None, key="lesson_answer")
         if answer is None:
             st.caption("Answer to reveal the component bars.")
