@@ -31,9 +31,14 @@ class Curve:
 
 
 def capacity_rps(config: SimConfig, service: ServiceModel) -> float:
-    """Requests per second the replicas serve at full batches (utilisation 1)."""
+    """Requests per second the server sustains (utilisation 1): the replicas at full batches,
+    or the preprocess workers when they are counted and slower."""
     per_request_ms = service.mean_service_ms(config.batch_size) / config.batch_size
-    return config.replicas * 1000.0 / per_request_ms
+    cap = config.replicas * 1000.0 / per_request_ms
+    pre_ms = service.mean_preprocess_ms()
+    if config.preprocess_workers and pre_ms > 0:
+        cap = min(cap, config.preprocess_workers * 1000.0 / pre_ms)
+    return cap
 
 
 def _percentiles(config: SimConfig, service: ServiceModel) -> tuple[float, float]:

@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="resample service times (every component; forward per batch size) "
                          "from a recorded run: the JSON or CSV `run --json/--csv` wrote, or a "
                          "history run id")
+    sm.add_argument("--preprocess-workers", type=int,
+                    help="preprocess worker pool (requests wait for a free worker); default: "
+                         "the --from-run run's, else unlimited")
     history_cli.add_db_flag(sm)
     sm.add_argument("--requests", type=int, default=100_000, help="simulated requests")
     sm.add_argument("--seed", type=int, default=0, help="seed of arrivals and service draws")
@@ -217,6 +220,8 @@ def _cmd_simulate(a: argparse.Namespace) -> int:
     positive_int("replicas", a.replicas, 1024)
     positive_int("batch-size", a.batch_size, MAX_BATCH)
     positive_int("requests", a.requests, MAX_REQUESTS)
+    if a.preprocess_workers is not None:
+        positive_int("preprocess-workers", a.preprocess_workers, 1024)
     if a.arrival not in ARRIVALS:
         raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
     if a.service_dist not in DISTS:
@@ -227,16 +232,18 @@ def _cmd_simulate(a: argparse.Namespace) -> int:
     times = None
     if a.from_run is not None:
         from latency.calibration import recorded_arrivals
-        from latency.records_io import load_run_rows
+        from latency.records_io import load_run
 
         try:
-            rows = load_run_rows(a.from_run, a.db)
+            rows, recorded_config = load_run(a.from_run, a.db)
             svc = ServiceModel.from_rows(rows)
             times, recorded_rate = recorded_arrivals(rows)
         except ValueError as exc:
             raise ConfigError(f"--from-run: {exc}") from None
         if a.rate is None or a.arrival == "recorded":
             a.rate = recorded_rate
+        if a.preprocess_workers is None:
+            a.preprocess_workers = recorded_config.get("preprocess_workers")
         source = (f"service resampled from {a.from_run} "
                   f"({len(rows)} recorded requests, batch sizes "
                   f"{', '.join(str(b) for b in sorted(svc.forward_by_batch))})")
@@ -245,7 +252,8 @@ def _cmd_simulate(a: argparse.Namespace) -> int:
         source = f"service {a.service_ms:g} ms {a.service_dist}"
     cfg = SimConfig(rate=a.rate, replicas=a.replicas, batch_size=a.batch_size,
                     max_batch_delay_ms=a.max_batch_delay_ms, arrival=a.arrival,
-                    requests=a.requests, seed=a.seed, arrival_times_ms=times)
+                    requests=a.requests, seed=a.seed, arrival_times_ms=times,
+                    preprocess_workers=a.preprocess_workers)
     s = summarize_simulation(cfg, svc)
     cv = {"constant": 0.0, "exponential": 1.0}.get(a.service_dist, a.service_cv)
     theory = None
@@ -259,7 +267,8 @@ def _cmd_simulate(a: argparse.Namespace) -> int:
         "model": theory.model, "wait_mean_ms": theory.wait_mean,
         "response_mean_ms": theory.response_mean}
     print(f"SIMULATED (no model ran): {a.rate:g} req/s {a.arrival}, {a.replicas} replica(s), "
-          f"batch ≤ {a.batch_size} / {a.max_batch_delay_ms:g} ms, {source}; "
+          f"batch ≤ {a.batch_size} / {a.max_batch_delay_ms:g} ms, "
+          f"{a.preprocess_workers or 'unlimited'} preprocess worker(s), {source}; "
           f"utilisation {s['utilisation']:.2f}")
     print(f"requests {s['requests']} (after a {s['warmup_requests']}-request transient), "
           f"throughput {s['throughput_rps']:.1f} req/s\n")

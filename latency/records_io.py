@@ -64,13 +64,19 @@ def rows_from_csv(path: str | Path) -> np.ndarray:
 
 def load_run_rows(source: str, db: str | None = None) -> np.ndarray:
     """Request rows from a run JSON, a requests CSV or a history run id (ValueError if none)."""
+    return load_run(source, db)[0]
+
+
+def load_run(source: str, db: str | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Request rows and the run's config ({} for a CSV, which has none) from a run JSON, a
+    requests CSV or a history run id; ValueError with a one-line reason otherwise."""
     path = Path(source)
     if not path.suffix and not path.exists():
         return _rows_from_history(source, db)
     if path.suffix.lower() == ".csv":
         if not path.is_file():
             raise ValueError(f"no such file: {source}")
-        return rows_from_csv(path)
+        return rows_from_csv(path), {}
     if path.suffix.lower() == ".json":
         if not path.is_file():
             raise ValueError(f"no such file: {source}")
@@ -82,11 +88,12 @@ def load_run_rows(source: str, db: str | None = None) -> np.ndarray:
         if not isinstance(table, dict) or "columns" not in table:
             raise ValueError(f"{source} has no per-request records: write the run with "
                              "`python -m latency run ... --json FILE` (or --csv FILE)")
-        return rows_from_table(table)
+        config = data.get("config")
+        return rows_from_table(table), config if isinstance(config, dict) else {}
     return _rows_from_history(source, db)
 
 
-def _rows_from_history(ref: str, db: str | None = None) -> np.ndarray:
+def _rows_from_history(ref: str, db: str | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     from latency.store import RunStore, StoreError
 
     if Path(ref).suffix:
@@ -97,4 +104,4 @@ def _rows_from_history(ref: str, db: str | None = None) -> np.ndarray:
         raise ValueError(f"{ref}: not a file nor a run in the history ({exc})") from None
     if run.result is None or not len(run.result.log):
         raise ValueError(f"history run {ref} has no request records")
-    return run.result.log
+    return run.result.log, dict(run.config or {})

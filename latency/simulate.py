@@ -1,17 +1,20 @@
-"""Discrete-event simulation of the serving system the engine runs (groundwork for issue 5).
+"""Discrete-event simulation of the serving system the engine runs.
 
-The same server as ``latency.serving``: requests arrive (Poisson, constant or bursty on/off),
-are preprocessed in parallel (no wait for a worker), wait in one FIFO batch queue, and a free
-replica takes up to ``batch_size`` of them as soon as that many wait or ``max_batch_delay_ms``
-has passed since the oldest one arrived; it runs the batch's forward pass, then post-processes
-the batch's requests one by one. Service times come from a ``ServiceModel``: parametric
-(constant, exponential, lognormal with a mean and a spread) or resampled from a recorded run.
+The same server as ``latency.serving``: requests arrive (Poisson, constant, bursty on/off, or
+the arrival times of a recorded run), wait FIFO for one of the preprocess workers (or none, when
+the pool is left unlimited), wait in one FIFO batch queue, and a free replica takes up to
+``batch_size`` of them as soon as that many wait or ``max_batch_delay_ms`` has passed since the
+oldest one arrived; it runs the batch's forward pass, then post-processes the batch's requests
+one by one. Service times come from a ``ServiceModel``: parametric (constant, exponential,
+lognormal with a mean and a spread) or resampled from a recorded run.
 
-The loop runs once per *batch* over plain floats with a heap of replica free times (a FIFO
-queue with c servers cannot be vectorised like the one-server Lindley recursion); arrival
-times, service draws and the expansion of batches back to requests are vectorised with numpy. Results are request rows in the engine's own record format
-(simulated nanosecond stamps), so every statistic, summary and chart of a measured run applies
-unchanged — and every output is labelled ``simulated``.
+One replica without batching is the Lindley recursion, vectorised (a running maximum); c
+replicas or batching loop once per *batch* over plain floats with a heap of replica free times.
+Arrival times, service draws and the expansion of batches back to requests are vectorised with
+numpy. Results are request rows in the engine's own record format (simulated nanosecond
+stamps), so every statistic, summary and chart of a measured run applies unchanged — and every
+output is labelled ``simulated``. What it leaves out: the CPU cores the stages share (a real
+server short of cores slows every stage at once) and the interpreter lock.
 """
 from __future__ import annotations
 
@@ -82,6 +85,11 @@ class ServiceModel:
         return (self.forward_ms + self.forward_per_item_ms * (batch - 1)
                 + self.postprocess_ms * batch + self.turnaround_ms)
 
+    def mean_preprocess_ms(self) -> float:
+        if self.samples:
+            return float(np.mean(self.samples["preprocess"]))
+        return self.preprocess_ms
+
     def _forward_pool(self, batch: int) -> np.ndarray:
         if batch in self.forward_by_batch:
             return self.forward_by_batch[batch]
@@ -111,6 +119,9 @@ class SimConfig:
     warmup_fraction: float = 0.1  # the transient from an empty system, dropped
     burst_on_s: float = 1.0  # bursty arrivals: on at 2× rate for this long, then off as long
     allow_unstable: bool = True
+    #: the server's preprocess worker pool: requests wait FIFO for one of this many workers
+    #: (the engine's ``preprocess_workers``); None = unlimited (preprocessing never queues)
+    preprocess_workers: int | None = None
     #: ``arrival="recorded"``: arrival times (ms from the start) of a recorded run, replayed
     #: (cycled with the run's length as the period when more requests are asked for)
     arrival_times_ms: np.ndarray | None = None
@@ -139,9 +150,14 @@ def arrivals_ms(config: SimConfig, rng: np.random.Generator) -> np.ndarray:
 
 
 def utilisation(config: SimConfig, service: ServiceModel) -> float:
-    """Offered load per replica at full batches; ≥ 1 means the queue grows without bound."""
+    """Offered load on the busiest stage — the replicas at full batches, or the preprocess
+    workers when they are counted; ≥ 1 means the queue grows without bound."""
     per_request = service.mean_service_ms(config.batch_size) / config.batch_size
-    return config.rate * per_request / 1000 / config.replicas
+    rho = config.rate * per_request / 1000 / config.replicas
+    if config.preprocess_workers:
+        rho = max(rho, config.rate * service.mean_preprocess_ms() / 1000
+                  / config.preprocess_workers)
+    return rho
 
 
 def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
@@ -163,7 +179,10 @@ def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
         net = np.full(n, service.network_ms)
         lag = np.full(n, service.lag_ms)
     sent = arrive + lag
-    ready = sent + net / 2 + pre  # preprocessing in parallel; ready to be batched
+    received = sent + net / 2
+    pre_start = (received if not config.preprocess_workers else
+                 _fifo_starts(received, pre, config.preprocess_workers))
+    ready = pre_start + pre  # preprocessed; ready to be batched
     order = np.argsort(ready, kind="stable")
     ready_list = ready[order].tolist()  # plain floats: the loop below is scalar work
     post_sorted = post[order]
@@ -199,7 +218,7 @@ def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
     ns = lambda ms: np.round(ms * 1e6).astype(np.int64)  # noqa: E731
     post_end = post_start + post
     rows["t_intended"], rows["t_sent"] = ns(arrive), ns(sent)
-    rows["t_received"] = rows["t_pre_start"] = ns(sent + net / 2)
+    rows["t_received"], rows["t_pre_start"] = ns(received), ns(pre_start)
     rows["t_pre_end"] = ns(ready)
     rows["t_fwd_start"], rows["t_fwd_end"] = ns(fwd_start), ns(fwd_end)
     rows["t_post_start"], rows["t_post_end"] = ns(post_start), ns(post_end)
@@ -207,6 +226,29 @@ def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
     rows["batch_id"], rows["batch_size"], rows["replica"] = batch_id, batch_size, replica
     rows["warmup"] = np.arange(n) < int(n * config.warmup_fraction)
     return rows
+
+
+def _fifo_starts(arrive: np.ndarray, service: np.ndarray, servers: int) -> np.ndarray:
+    """When each job starts at a FIFO pool of ``servers`` identical workers (jobs in arrival
+    order). One worker: the Lindley recursion, vectorised; more: a heap of free times."""
+    order = np.argsort(arrive, kind="stable")
+    a, x = arrive[order], service[order]
+    if servers == 1:
+        c = np.cumsum(x)
+        end = c + np.maximum.accumulate(a - (c - x))
+        start_sorted = end - x
+    else:
+        free = [0.0] * servers
+        out = []
+        for t, d in zip(a.tolist(), x.tolist()):
+            f = heapq.heappop(free)
+            st = t if t > f else f
+            out.append(st)
+            heapq.heappush(free, st + d)
+        start_sorted = np.asarray(out)
+    start = np.empty_like(start_sorted)
+    start[order] = start_sorted
+    return start
 
 
 def _one_server(ready: np.ndarray, post: np.ndarray, fwd_draws: list[float],

@@ -10,8 +10,8 @@ Two answers, because they differ exactly where it matters:
   component per request, forward per batch size) are resampled into the discrete-event model
   of the server (``latency.simulate``) at a chosen arrival rate, once as measured and once
   with K scaled by (1 − F); queueing is then an outcome, so it responds to the faster service.
-  Labelled *simulated*. The model assumes preprocessing runs fully in parallel, so a what-if
-  on a preprocess-bound server under-states how much queueing a faster preprocess removes.
+  Labelled *simulated*. The preprocess worker pool is simulated with the run's own worker
+  count, so on a preprocess-bound server a faster preprocess shortens the wait for a worker.
 """
 from __future__ import annotations
 
@@ -86,7 +86,8 @@ def decomposition_whatif(rows: np.ndarray, component: str, faster: float) -> Wha
 
 def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float, *,
                 replicas: int = 1, batch_size: int = 1, max_batch_delay_ms: float = 0.0,
-                requests: int = 20_000, seed: int = 0) -> WhatIf:
+                preprocess_workers: int | None = None, requests: int = 20_000,
+                seed: int = 0) -> WhatIf:
     """Simulate the server at ``rate`` req/s with the measured service times, as measured and
     with ``component`` scaled by (1 − ``faster``); the queue responds to the change."""
     from latency.simulate import ServiceModel, SimConfig, simulate, utilisation
@@ -101,7 +102,8 @@ def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float, *,
     else:
         after.samples = {**after.samples, component: after.samples[component] * (1 - faster)}
     cfg = SimConfig(rate=rate, replicas=replicas, batch_size=batch_size,
-                    max_batch_delay_ms=max_batch_delay_ms, requests=requests, seed=seed)
+                    max_batch_delay_ms=max_batch_delay_ms, requests=requests, seed=seed,
+                    preprocess_workers=preprocess_workers)
     out = []
     for svc in (before, after):
         sim = simulate(cfg, svc)

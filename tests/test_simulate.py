@@ -87,3 +87,19 @@ def test_recorded_arrivals_are_replayed_and_bursts_queue_more():
     bursty = summarize_simulation(SimConfig(rate=100, arrival="bursty", requests=60_000), svc)
     # same mean rate, but in bursts at twice the rate (ρ = 1 while on): far longer queues
     assert bursty["latency_ms"]["p99"] > 3 * steady["latency_ms"]["p99"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_preprocess_pool_queues_like_mmc(workers):
+    # preprocessing 8 ms exponential, a negligible model: the pool is an M/M/c queue at ρ 0.8
+    svc = ServiceModel(forward_ms=0.001, preprocess_ms=8, dist="exponential")
+    rate = 100 * workers
+    cfg = SimConfig(rate=rate, preprocess_workers=workers, requests=200_000)
+    rows = simulate(cfg, svc)
+    m = rows[~rows["warmup"]]
+    wait = (m["t_pre_start"] - m["t_received"]).mean() / 1e6
+    assert wait == pytest.approx(q.mmc(rate / 1000, 8, workers).wait_mean, rel=0.1)
+    from latency.simulate import utilisation
+    assert utilisation(cfg, svc) == pytest.approx(0.8)
+    unlimited = simulate(SimConfig(rate=rate, requests=20_000), svc)
+    assert (unlimited["t_pre_start"] == unlimited["t_received"]).all()

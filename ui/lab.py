@@ -222,14 +222,16 @@ def whatif_panel(ab: ABResult) -> None:
             sim = whatif.load_whatif(stats.rows, comp, faster, float(rate),
                                      replicas=int(cfg["replicas"]),
                                      batch_size=int(cfg["batch_size"]),
-                                     max_batch_delay_ms=float(cfg["max_batch_delay_ms"]))
+                                     max_batch_delay_ms=float(cfg["max_batch_delay_ms"]),
+                                     preprocess_workers=int(cfg.get("preprocess_workers") or 4))
             u0, u1 = sim.utilisation or (0, 0)
-            st.markdown(f"**Under load (simulated, replica utilisation {u0:.0%} → {u1:.0%}):** "
-                        f"{sim.sentence()}.")
-            st.caption("The simulator resamples this arm's measured service times; the queue "
-                       "is its output, so it responds to the faster service. It assumes "
-                       "preprocessing runs fully in parallel, so on a preprocess-bound server "
-                       "it under-states the queue a faster preprocess removes.")
+            st.markdown(f"**Under load (simulated, utilisation of the busiest stage {u0:.0%} → "
+                        f"{u1:.0%}):** {sim.sentence()}.")
+            st.caption("The simulator resamples this arm's measured service times through the "
+                       "same preprocess workers, batch queue and replicas; the queue is its "
+                       "output, so it responds to the faster service. It does not model the "
+                       "CPU cores the stages share, so on a machine short of cores the real "
+                       "gain can differ.")
         except ValueError as exc:
             st.error(f"Cannot simulate: {exc}")
     else:

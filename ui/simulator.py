@@ -25,11 +25,17 @@ HISTORY = "history:"  # source keys of runs read back from the saved history
 def service_model(source: str, service_ms: float, dist: str, cv: float) -> ServiceModel:
     if source == "parametric":
         return ServiceModel(forward_ms=service_ms, dist=dist, cv=cv)
-    return _recorded(source)
+    return _recorded(source)[0]
+
+
+def preprocess_workers(source: str) -> int | None:
+    """A recorded run's preprocess worker pool (its requests queued for it); parametric
+    service has no preprocessing, so no pool."""
+    return None if source == "parametric" else _recorded(source)[1]
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _recorded(source: str) -> ServiceModel:
+def _recorded(source: str) -> tuple[ServiceModel, int | None]:
     if source.startswith(HISTORY):
         from latency.store import RunStore, StoreError
 
@@ -37,11 +43,13 @@ def _recorded(source: str) -> ServiceModel:
             run = RunStore().load(source[len(HISTORY):])
         except StoreError as exc:
             raise ValueError(str(exc)) from None
-        return ServiceModel.from_rows(run.result.log)
-    handle = run_manager().get(source)
-    if handle is None:
-        raise ValueError(f"run {source} is no longer in memory")
-    return ServiceModel.from_rows(handle.result().log)
+        log, config = run.result.log, run.config
+    else:
+        handle = run_manager().get(source)
+        if handle is None:
+            raise ValueError(f"run {source} is no longer in memory")
+        log, config = handle.result().log, handle.config.to_dict()
+    return ServiceModel.from_rows(log), config.get("preprocess_workers")
 
 
 def recorded_runs() -> dict[str, str]:
@@ -72,7 +80,8 @@ def predict(source: str, service_ms: float, dist: str, cv: float, rate: float, r
             batch: int, delay_ms: float, arrival: str = "poisson") -> dict[str, Any]:
     svc = service_model(source, service_ms, dist, cv)
     cfg = SimConfig(rate=rate, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
-                    requests=SIM_REQUESTS, arrival=arrival)
+                    requests=SIM_REQUESTS, arrival=arrival,
+                    preprocess_workers=preprocess_workers(source))
     rows = simulate(cfg, svc)
     measured = rows[~rows["warmup"]]
     snap = build_snapshot("simulated", 0, "completed", "simulated", {"rate": rate}, rows, {},
@@ -88,7 +97,7 @@ def curve(source: str, service_ms: float, dist: str, cv: float, replicas: int, b
     slider in a workshop only moves the marker: the curve comes from this cache."""
     svc = service_model(source, service_ms, dist, cv)
     cfg = SimConfig(rate=1.0, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
-                    arrival=arrival)
+                    arrival=arrival, preprocess_workers=preprocess_workers(source))
     return hockey_stick(cfg, svc)
 
 
@@ -98,7 +107,7 @@ def plan(source: str, service_ms: float, dist: str, cv: float, rate: float, repl
          arrival: str = "poisson") -> tuple[float | None, int | None]:
     svc = service_model(source, service_ms, dist, cv)
     cfg = SimConfig(rate=rate, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
-                    arrival=arrival)
+                    arrival=arrival, preprocess_workers=preprocess_workers(source))
     return max_rate_for_slo(cfg, svc, slo_ms), min_replicas_for_slo(cfg, svc, slo_ms)
 
 

@@ -6,7 +6,7 @@ from ui.controls import KEEP
 from latency.config import ConfigError
 from ui.shared import run_manager, session_id, yield_cpu_to_runs
 from ui.simulator import (calibrated_prediction, comparison_markdown, plan, predict,
-                          recorded_runs, validation_config)
+                          preprocess_workers, recorded_runs, validation_config)
 
 yield_cpu_to_runs()
 st.title("Load Simulator")
@@ -22,6 +22,13 @@ source = sb.selectbox("Service times from", ["parametric", *recorded], key="sim_
                            "session's or the saved history's): each component and the forward "
                            "time per batch size are resampled from what was measured.", **KEEP)
 service_ms, dist, cv = 10.0, "exponential", 1.0
+if source != "parametric":
+    try:
+        sb.caption(f"Preprocessing through {preprocess_workers(source) or 'unlimited'} "
+                   "worker(s), as in the recorded run: requests wait for a free one.")
+    except ValueError as exc:
+        st.error(f"Cannot read the recorded run: {exc}")
+        st.stop()
 if source == "parametric":
     service_ms = sb.slider("Forward time, mean (ms)", 0.5, 200.0, 10.0, 0.5, key="sim_service",
                            help="Mean time one batch spends in the model.", **KEEP)
@@ -92,7 +99,9 @@ if st.toggle("Answer: highest rate and fewest replicas for the SLO", key="sim_pl
         + (f"{best_rate:.0f} req/s." if best_rate is not None else
            "none — even a trickle misses the SLO: the service itself is too slow.") + "\n"
         f"- **Fewest replicas meeting it at {rate:g} req/s:** "
-        + (f"{fewest}." if fewest is not None else "more than 32."))
+        + (f"{fewest}." if fewest is not None else
+           "more than 32 — or none helps: the preprocess workers are the bottleneck."
+           if preprocess_workers(source) else "more than 32."))
 
 st.subheader("Validate against a real run")
 settings = (service_ms, dist, cv, rate, replicas, batch, float(delay), arrival)
