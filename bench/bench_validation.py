@@ -58,6 +58,17 @@ def main() -> None:
               f"{p50 / pred[0] - 1:>+6.0%} | {pred[1]:>9.2f} {p99:>7.2f} "
               f"{p99 / pred[1] - 1:>+6.0%} | {ci_text}   "
               f"(simulated ρ {utilisation(SimConfig(rate=rate), svc):.2f})")
+        # The same simulation fed the service times measured *at this load*: how much of the
+        # gap is the model's mechanics, and how much is service time that grows with load
+        # (two cores shared by preprocessing, the model and the load generator).
+        own = ServiceModel.from_rows(res.log)
+        sim = simulate(SimConfig(rate=rate, requests=200_000), own)
+        m = sim[~sim["warmup"]]
+        at = np.percentile((m["t_done"] - m["t_intended"]) / 1e6, [50, 99])
+        print(f"{'':>4} {'':>6} {'':>6} | {at[0]:>9.2f} {'':>7} {p50 / at[0] - 1:>+6.0%} | "
+              f"{at[1]:>9.2f} {'':>7} {p99 / at[1] - 1:>+6.0%} |   ← service recorded at this "
+              f"load (replica {own.mean_service_ms(1):.2f} ms, preprocess "
+              f"{own.mean_preprocess_ms():.2f} ms vs {svc.mean_preprocess_ms():.2f} recorded)")
 
 
 if __name__ == "__main__":
