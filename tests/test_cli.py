@@ -125,7 +125,7 @@ def test_simulate_from_a_recorded_run_json_and_csv(tmp_path):
         sim = cli("simulate", "--from-run", str(source), "--rate", "200", "--requests", "20000")
         assert sim.returncode == 0, sim.stderr
         assert "resampled from" in sim.stdout and "utilisation 0.6" in sim.stdout  # 200 × 3 ms
-    replay = cli("simulate", "--from-run", str(j), "--arrival", "recorded")
+    replay = cli("simulate", "--from-run", str(j), "--arrival", "recorded", "--requests", "20000")
     assert replay.returncode == 0 and " recorded, " in replay.stdout
     summary_only = tmp_path / "s.json"
     summary_only.write_text(json.dumps({"summary": {}}))

