@@ -60,7 +60,8 @@ def test_capacity_planning_answers():
 def test_validate_runs_the_engine_and_sets_measured_against_predicted():
     at = simulator()
     at.sidebar.slider(key="sim_service").set_value(5.0)
-    at.sidebar.slider(key="sim_rate").set_value(100).run()  # rho 0.5
+    at.sidebar.slider(key="sim_rate").set_value(100)  # rho 0.5
+    at.slider(key="sim_val_len").set_value(5).run()
     next(b for b in at.button if b.label.startswith("Validate")).click().run()
     assert not at.exception and not at.error
     rerun_until(at, lambda at: any("| p99 |" in m.value for m in at.markdown))

@@ -11,8 +11,8 @@ from ui.simulator import (calibrated_prediction, comparison_markdown, plan, pred
 yield_cpu_to_runs()
 st.title("Load Simulator")
 st.caption("Everything on this page is **simulated** (a discrete-event model of the same "
-           "server the profiler runs) — no model runs here. Validate it on the Live Profiler "
-           "with the same settings.")
+           "server the profiler runs) — no model runs here, until you press **Validate** at "
+           "the bottom, which runs the same setting for real and sets it beside the prediction.")
 sb = st.sidebar
 sb.header("Simulated system")
 recorded = recorded_runs()
@@ -109,12 +109,19 @@ if source != "parametric" or arrival == "bursty":
     st.caption("Validation runs the synthetic pipeline with a parametric forward time under "
                "Poisson or constant arrivals (the load generator has no bursty mode): choose "
                "*parametric* service times and those arrivals to validate a prediction.")
-elif st.button("Validate: run it for real (10 s)", key="sim_validate",
-               help="Runs the synthetic pipeline, holding these forward times, at this rate, "
-                    "replicas and batching on this machine (queued like any run), then sets "
-                    "measured against predicted."):
+else:
+    length = st.slider("Validation run length (s)", 5, 120, 10, 5, key="sim_val_len",
+                       help="Longer runs pin the p99 down: about "
+                            f"{rate * 10:,.0f} requests per 10 s at this rate. A queue's p99 "
+                            "needs thousands of requests to settle near ρ = 0.8.", **KEEP)
+if (source == "parametric" and arrival != "bursty"
+        and st.button(f"Validate: run it for real ({length} s)", key="sim_validate",
+                      help="Runs the synthetic pipeline, holding these forward times, at this "
+                           "rate, replicas and batching on this machine (queued like any run), "
+                           "then sets measured against predicted.")):
     try:
-        ticket = run_manager().submit(validation_config(*settings), owner=session_id())
+        ticket = run_manager().submit(validation_config(*settings, duration_s=float(length)),
+                                      owner=session_id())
         st.session_state["sim_validation"] = (ticket.run_id, settings, lat)
     except ConfigError as exc:
         st.error(f"Cannot validate: {exc}")
@@ -137,8 +144,14 @@ if handle is not None:
             st.info("The settings changed since this validation; press Validate again.")
         cal = calibrated_prediction(handle.run_id, *validation[1][:3], *validation[1][4:7])
         st.markdown(comparison_markdown(validation[2], snap.summary["latency_ms"], cal))
+        ci = snap.summary["latency_ms"].get("p99_ci95")
+        ci_text = (f"measured p99's 95 % interval {plots.fmt_duration(ci[0])} – "
+                   f"{plots.fmt_duration(ci[1])}; " if ci else "too few requests for a p99 "
+                   "interval; ")
         st.caption(f"Measured on this machine by {handle.run_id} ({snap.status}, "
-                   f"{snap.summary['requests']} requests). *Calibrated*: simulated again with "
+                   f"{snap.summary['requests']} requests; {ci_text}it assumes independent "
+                   "requests, and queued ones are not, so the real spread is wider). "
+                   "*Calibrated*: simulated again with "
                    f"what this machine delivered — forward mean {cal['forward_ms']:.3g} ms "
                    f"(set {validation[1][0]:g}), hand-offs {cal['handoff_ms']:.2f} ms a "
                    "request — over the run's own arrival times; the difference column is "
