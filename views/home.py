@@ -10,7 +10,26 @@ st.markdown(
     "pipelines under load and times every request component by component, live. Find the "
     "real bottleneck *before* you optimise: quantising the model does little when queueing "
     "or preprocessing dominates.")
-st.page_link("views/live_profiler.py", label="Open the Live Profiler", icon=":material/monitoring:")
+st.subheader("Where to start")
+cols = st.columns(4)
+PAGES = [
+    ("views/live_profiler.py", "Live Profiler", ":material/monitoring:",
+     "Run a real model under load — in-process or over HTTP, optionally across an emulated "
+     "WAN — and watch every request's time split into its components."),
+    ("views/load_simulator.py", "Load Simulator", ":material/ssid_chart:",
+     "Move a slider, see queueing appear: the hockey stick, capacity for an SLO, and a "
+     "Validate button that checks the prediction against a real run."),
+    ("views/optimisation_lab.py", "Optimisation Lab", ":material/tune:",
+     "Measure levers end to end (int8, compile, pruning, naive vs fast preprocessing) in an "
+     "interleaved A/B — and the lesson: a much faster model, the same latency."),
+    ("views/compare_runs.py", "Compare Runs", ":material/compare_arrows:",
+     "Every run is saved: overlay percentile curves and component bars, diff, export CSV, "
+     "Parquet, JSON or a Chrome trace."),
+]
+for col, (page, label, icon, text) in zip(cols, PAGES):
+    with col:
+        st.page_link(page, label=label, icon=icon)
+        st.caption(text)
 
 st.subheader("The five components of one request (and overhead)")
 st.markdown(COMPONENTS_TABLE, unsafe_allow_html=True)
