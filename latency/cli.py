@@ -226,6 +226,13 @@ def _cmd_simulate(a: argparse.Namespace) -> int:
         raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
     if a.service_dist not in DISTS:
         raise ConfigError(f"--service-dist must be one of: {', '.join(DISTS)}")
+    if a.rate is not None and not 0 < a.rate <= 1e6:
+        raise ConfigError(f"--rate must be > 0 and <= 1000000 requests/s (got {a.rate:g})")
+    for flag, value in (("service-ms", a.service_ms), ("service-cv", a.service_cv)):
+        if not 0 < value < 1e7:
+            raise ConfigError(f"--{flag} must be > 0 (got {value:g})")
+    if not 0 <= a.max_batch_delay_ms <= 1e5:
+        raise ConfigError("--max-batch-delay-ms must be between 0 and 100000")
     if a.from_run is None and (a.rate is None or a.arrival == "recorded"):
         raise UsageError("--rate is required (or --from-run RUN to take a recorded run's)"
                          if a.rate is None else "--arrival recorded needs --from-run RUN")

@@ -20,9 +20,11 @@ from latency.components import COMPONENTS
 STATS: tuple[str, ...] = ("mean", "p50", "p99")
 ROWS: tuple[str, ...] = ("total",) + COMPONENTS
 #: setup keys worth naming when two runs differ in them.
-CONFIG_KEYS = ("model", "model_args", "device", "dtype", "batch_size", "max_batch_delay_ms",
-               "replicas", "threads", "preprocess_workers", "mode", "concurrency", "rate",
-               "arrival", "requests", "duration_s", "warmup", "seed")
+CONFIG_KEYS = ("model", "model_args", "device", "dtype", "optimize", "pre", "post",
+               "batch_size", "max_batch_delay_ms", "replicas", "threads", "preprocess_workers",
+               "transport", "payload", "target", "bodies", "net_rtt_ms", "net_jitter_ms",
+               "net_bandwidth_mbps", "max_body_mb", "mode", "concurrency", "rate", "arrival",
+               "requests", "duration_s", "warmup", "seed")
 ENV_KEYS = ("cpu_model", "cores", "device_name", "torch", "python", "git_commit")
 
 
@@ -66,14 +68,14 @@ def format_diff(letters: Sequence[str], summaries: Sequence[Mapping[str, Any]]) 
     rows = diff_rows(summaries)
     head = [f"{'ms':<12}{'':<5}"] + [f"{x:>10}" for x in letters]
     for x in letters[1:]:
-        head += [f"{'Δ ' + x:>10}", f"{'Δ% ' + x:>9}"]
+        head += [f"{'Δ ' + x:>10}", f"{'Δ% ' + x:>10}"]
     lines = ["".join(head)]
     lines.append("-" * len(lines[0]))
     for r in rows:
         name = r["component"] if r["stat"] == STATS[0] else ""
         cells = [f"{name:<12}{r['stat']:<5}"] + [f"{_num(v):>10}" for v in r["values"]]
         for d, p in zip(r["delta_ms"], r["delta_pct"]):
-            cells += [f"{_num(d, signed=True):>10}", f"{_pct(p):>9}"]
+            cells += [f"{_num(d, signed=True):>10}", f" {_pct(p):>9}"]
         lines.append("".join(cells))
     return "\n".join(lines)
 
@@ -128,6 +130,10 @@ def p99_gate(base: Mapping[str, Any], candidate: Mapping[str, Any], max_worse_pc
 def headline(base: Mapping[str, Any], candidate: Mapping[str, Any], base_name: str = "A",
              candidate_name: str = "B") -> str:
     """'B vs A: p50 +12.0%, p99 +42.2% (the p99 95% intervals do not overlap)'."""
+    for name, run in ((base_name, base), (candidate_name, candidate)):
+        if not run.get("successful"):
+            return (f"{candidate_name} vs {base_name}: nothing to compare — {name} has no "
+                    "successful requests")
     parts = []
     for stat in ("p50", "p99"):
         a, b = _stat(base, "total", stat), _stat(candidate, "total", stat)

@@ -37,7 +37,9 @@ by_id = {i.id: i for i in infos}
 previous = [r for r in st.session_state.get("cmp_runs", []) if r in by_id]
 if "cmp_runs" not in st.session_state or previous != st.session_state["cmp_runs"]:
     # default: the two newest, the older one as the baseline A (before → after)
-    st.session_state["cmp_runs"] = previous or [i.id for i in infos[:2]][::-1]
+    # (runs that measured something: a failed run with no requests has nothing to overlay)
+    usable = [i for i in infos if i.n and i.status != "failed"] or infos
+    st.session_state["cmp_runs"] = previous or [i.id for i in usable[:2]][::-1]
 chosen = st.multiselect("Runs to compare (the first is the baseline, **A**)", list(by_id),
                         key="cmp_runs", format_func=lambda rid: option_label(by_id[rid]),
                         help="Pick two or more; each is compared with the first.")

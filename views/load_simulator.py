@@ -86,6 +86,9 @@ st.subheader("The hockey stick")
 st.plotly_chart(plots.hockey_stick_figure(
     c.utilisation, c.p50_ms, c.p99_ms, c.theory_p50_ms, c.theory_p99_ms,
     (min(rho, 0.999), lat["p50"], lat["p99"]) if rho < 1 else None, slo), key="sim_curve")
+if rho >= 1:
+    st.caption(f"Your setting (ρ = {rho:.2f}) is off this chart: at ρ ≥ 1 there is no steady "
+               "state to plot.")
 st.caption("p50 and p99 as the arrival rate rises (all else as set). Near ρ = 1 a queue takes "
            "ever longer to settle; the last points are simulated on a capped horizon and "
            "under-state the tail a little. Dotted: the M/M/c closed form, where it applies.")
