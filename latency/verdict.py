@@ -39,7 +39,8 @@ def verdict(summary: dict[str, Any], config: dict[str, Any]) -> str:
     share = means[top] / total
     ranked = sorted(means, key=means.get, reverse=True)  # type: ignore[arg-type]
     second = ranked[1]
-    text = (f"{top} dominates ({share:.0%} of the mean {total:.2f} ms; next: {second} "
+    leads = "dominates" if share >= 0.5 else "is the largest share"
+    text = (f"{top} {leads} ({share:.0%} of the mean {total:.2f} ms; next: {second} "
             f"{means[second] / total:.0%}) — {ADVICE[top]}")
     if summary.get("overloaded"):
         return (f"overloaded: {summary['offered_rps']:g} req/s offered, "
