@@ -39,23 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p_fmt = argparse.ArgumentDefaultsHelpFormatter
     sub.add_parser("models", help="list the sample pipelines")
-    from latency.cli_transport import add_serve_parser
+    from latency.cli_transport import add_serve_parser, add_server_flags
 
     add_serve_parser(sub, p_fmt)
 
     r = sub.add_parser("run", help="profile a pipeline under load", formatter_class=p_fmt)
-    r.add_argument("--model", default="synthetic", help="pipeline name (see `models`)")
-    r.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="pipeline argument, repeatable (e.g. forward_ms=8)")
-    r.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    r.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16")
-    r.add_argument("--batch-size", type=int, default=1, help="largest batch a replica runs")
-    r.add_argument("--max-batch-delay-ms", type=_positive_float, default=0.0,
-                   help="longest wait for a batch to fill, from its first request")
-    r.add_argument("--replicas", type=int, default=1, help="model workers")
-    r.add_argument("--threads", type=int, default=1, help="intra-op threads per replica")
-    r.add_argument("--preprocess-workers", type=int, default=4,
-                   help="server threads that preprocess requests")
+    add_server_flags(r)
     load = r.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=int,
                       help="closed loop: number of clients (1 when --rate is not given)")

@@ -14,7 +14,8 @@ from typing import Any
 DEFAULT_MAX_BODY_MB = 32.0
 
 
-def _number(text: str) -> float:
+def number(text: str) -> float:
+    """argparse type: any float, with a one-line error (ranges are checked with the config)."""
     try:
         return float(text)
     except ValueError:
@@ -38,13 +39,13 @@ def add_run_flags(r: argparse.ArgumentParser) -> None:
     g.add_argument("--bodies", metavar="FILE",
                    help="JSON-lines file of OIP request bodies to send as they are (instead "
                         "of the sample pipeline's inputs)")
-    g.add_argument("--net-rtt-ms", type=_number, default=0.0,
+    g.add_argument("--net-rtt-ms", type=number, default=0.0,
                    help="EMULATED WAN: round-trip time added (half each way)")
-    g.add_argument("--net-jitter-ms", type=_number, default=0.0,
+    g.add_argument("--net-jitter-ms", type=number, default=0.0,
                    help="EMULATED WAN: extra random delay each way, uniform in [0, this]")
-    g.add_argument("--net-bandwidth-mbps", type=_number, default=None,
+    g.add_argument("--net-bandwidth-mbps", type=number, default=None,
                    help="EMULATED WAN: link speed in Mbit/s (bytes ÷ bandwidth each way)")
-    g.add_argument("--max-body-mb", type=_number, default=DEFAULT_MAX_BODY_MB,
+    g.add_argument("--max-body-mb", type=number, default=DEFAULT_MAX_BODY_MB,
                    help="our HTTP server's request body limit (413 above it)")
 
 
@@ -61,26 +62,31 @@ def config_kwargs(a: argparse.Namespace) -> dict[str, Any]:
             "net_bandwidth_mbps": a.net_bandwidth_mbps, "max_body_mb": a.max_body_mb}
 
 
+def add_server_flags(p: argparse.ArgumentParser) -> None:
+    """What the served pipeline is and how it is served: shared by ``run`` and ``serve``."""
+    p.add_argument("--model", default="synthetic", help="pipeline name (see `models`)")
+    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="pipeline argument, repeatable (e.g. forward_ms=8)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16")
+    p.add_argument("--batch-size", type=int, default=1, help="largest batch a replica runs")
+    p.add_argument("--max-batch-delay-ms", type=number, default=0.0,
+                   help="longest wait for a batch to fill, from its first request")
+    p.add_argument("--replicas", type=int, default=1, help="model workers")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads per replica")
+    p.add_argument("--preprocess-workers", type=int, default=4,
+                   help="server threads that preprocess requests")
+
+
 def add_serve_parser(sub: Any, fmt: Any) -> None:
     s = sub.add_parser("serve", help="serve a pipeline over HTTP (Open Inference Protocol)",
                        formatter_class=fmt)
-    s.add_argument("--model", default="synthetic", help="pipeline name (see `models`)")
-    s.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="pipeline argument, repeatable")
-    s.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    s.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16")
-    s.add_argument("--batch-size", type=int, default=1, help="largest batch a replica runs")
-    s.add_argument("--max-batch-delay-ms", type=_number, default=0.0,
-                   help="longest wait for a batch to fill, from its first request")
-    s.add_argument("--replicas", type=int, default=1, help="model workers")
-    s.add_argument("--threads", type=int, default=1, help="intra-op threads per replica")
-    s.add_argument("--preprocess-workers", type=int, default=4,
-                   help="server threads that preprocess requests")
+    add_server_flags(s)
     s.add_argument("--host", default="127.0.0.1",
                    help="address to listen on; anything but loopback exposes the model to "
                         "your network, so it must be asked for")
     s.add_argument("--port", type=int, default=8000, help="TCP port (0: any free port)")
-    s.add_argument("--max-body-mb", type=_number, default=DEFAULT_MAX_BODY_MB,
+    s.add_argument("--max-body-mb", type=number, default=DEFAULT_MAX_BODY_MB,
                    help="request body limit (413 above it)")
 
 

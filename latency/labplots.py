@@ -11,56 +11,19 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from latency.components import COMPONENTS
-from latency.plots import (COMPONENT_COLOURS, SERIES_COLOURS, _base_layout, _figure,
-                           empty_figure, fmt_ms, percentile_spectrum_figure)
-
-#: the statistics shown side by side, with their axis labels.
-AB_POINTS: dict[str, str] = {"mean": "mean", "p50": "p50", "p99": "p99"}
+from latency.compare_plots import runs_bars_figure
+from latency.plots import (SERIES_COLOURS, _base_layout, _figure, empty_figure, fmt_ms,
+                           percentile_spectrum_figure)
 
 
 def ab_bars_figure(makeup_a: Mapping[str, Mapping[str, float]] | None,
                    makeup_b: Mapping[str, Mapping[str, float]] | None,
                    labels: tuple[str, str] = ("A", "B"), title: str | None = None) -> go.Figure:
-    """Stacked component bars, A and B side by side for the mean, p50 and p99 requests.
-
-    ``makeup_*`` are an arm's component make-up per statistic (``ArmStats.makeup_ms``): the
-    mean of each component, and the components of the requests around each percentile scaled
-    to it. Every component is always a trace, so colours and legend never move.
-    """
+    """Stacked component bars, A and B side by side for the mean, p50 and p99 requests: the
+    Compare page's grouped bars with two runs (``ArmStats.makeup_ms`` has the same shape)."""
     if not makeup_a or not makeup_b:
         return empty_figure(title)
-    x: list[list[str]] = [[], []]
-    values: dict[str, list[float]] = {c: [] for c in COMPONENTS}
-    for point, name in AB_POINTS.items():
-        for label, makeup in zip(labels, (makeup_a, makeup_b)):
-            x[0].append(name)
-            x[1].append(label)
-            for c in COMPONENTS:
-                values[c].append(float((makeup.get(point) or {}).get(c, 0.0) or 0.0))
-    totals = [sum(values[c][i] for c in COMPONENTS) for i in range(len(x[0]))]
-    traces = []
-    for c in COMPONENTS:
-        shares = [v / t if t > 0 else 0.0 for v, t in zip(values[c], totals)]
-        traces.append(go.Bar(
-            name=c, x=x, y=values[c], marker={"color": COMPONENT_COLOURS[c], "line": {"width": 0}},
-            customdata=shares, text=[f"{s:.0%}" if s >= 0.08 else "" for s in shares],
-            textposition="inside", insidetextanchor="middle",
-            textfont={"size": 12, "color": "#ffffff" if c in ("queue", "forward") else "#111111"},
-            hovertemplate=f"<b>{c}</b><br>%{{y:.3f}} ms (%{{customdata:.1%}} of the bar)"
-                          "<extra></extra>"))
-    layout = _base_layout(title, 460)
-    top = max(totals) if totals else 0.0
-    layout.update(
-        barmode="stack", bargap=0.25, uniformtext={"minsize": 11, "mode": "hide"},
-        yaxis={"title": {"text": "latency (ms)"}, "rangemode": "tozero",
-               "range": [0, top * 1.14] if top > 0 else None},
-        annotations=[{"x": [p, arm], "y": t, "xref": "x", "yref": "y", "text": fmt_ms(t),
-                      "showarrow": False, "yanchor": "bottom", "yshift": 3,
-                      "font": {"size": 13, "color": "#222222"}}
-                     for p, arm, t in zip(x[0], x[1], totals)],
-        legend={**layout["legend"], "traceorder": "normal"})
-    return _figure(traces, layout)
+    return runs_bars_figure({labels[0]: makeup_a, labels[1]: makeup_b}, title)
 
 
 def ab_spectrum_figure(quantiles_a: Sequence[float] | None, quantiles_b: Sequence[float] | None,

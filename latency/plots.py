@@ -496,18 +496,6 @@ def summary_markdown(summary: Mapping[str, Any] | None) -> str:
     return f"{head}|\n{body}\n\n(all times in ms)"
 
 
-def log_ticks(low: float, high: float) -> dict[str, list[Any]]:
-    """Tick values 1-2-5 per decade spanning [low, high] ms, labelled in full ("20", "500",
-    "2 s"): Plotly's own log ticks label 2 and 5 as bare small digits between decades, which
-    reads as nonsense ("100, 2, 5, 1000")."""
-    vals: list[float] = []
-    for k in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1):
-        vals += [m * 10.0 ** k for m in (1, 2, 5)]
-    vals = [v for v in vals if low / 2.5 <= v <= high * 2.5]
-    return {"tickvals": vals, "ticktext": [f"{v:g}" if v < 1000 else f"{v / 1000:g} s"
-                                           for v in vals]}
-
-
 def hockey_stick_figure(utilisation: Sequence[float], p50_ms: Sequence[float],
                         p99_ms: Sequence[float], theory_p50_ms: Sequence[float] | None = None,
                         theory_p99_ms: Sequence[float] | None = None,
@@ -543,7 +531,7 @@ def hockey_stick_figure(utilisation: Sequence[float], p50_ms: Sequence[float],
     layout.update(xaxis={"title": {"text": "utilisation ρ (offered load ÷ capacity)"},
                          "range": [0, 1.0]},
                   yaxis={"title": {"text": "total latency (ms, log scale)"}, "type": "log",
-                         **log_ticks(min(ys, default=1.0), max(ys, default=10.0))},
+                         **_log_ticks(min(ys, default=1.0), max(ys, default=10.0))},
                   hovermode="closest")
     if slo_ms:  # a trace, not a shape: shapes on a log axis take log10 coordinates
         traces.append(go.Scatter(x=[0, 1], y=[slo_ms, slo_ms], name=f"SLO {fmt_ms(slo_ms)} ms",
