@@ -51,11 +51,13 @@ def test_replaying_a_run_reproduces_its_percentiles(rho):
     assert abs(m99 / s99 - 1) < 0.10, (m99, s99)
 
 
-@pytest.mark.parametrize("rho,duration_s", [(0.5, 20.0), (0.8, 30.0)])
-def test_prediction_matches_the_engine(rho, duration_s):
-    log = measure(1.0, rho, duration_s)
+@pytest.mark.parametrize("rho,tau_ms,duration_s", [(0.5, 1.0, 20.0), (0.8, 0.5, 30.0)])
+def test_prediction_matches_the_engine(rho, tau_ms, duration_s):
+    # at ρ 0.8 a shorter service gives twice the requests (~48,000) in the same time: the
+    # p99's own scatter (±10 % at 24,000) halves
+    log = measure(tau_ms, rho, duration_s)
     times, rate = recorded_arrivals(log)
-    svc = calibrated(ServiceModel(forward_ms=1.0, dist="exponential"), log)
+    svc = calibrated(ServiceModel(forward_ms=tau_ms, dist="exponential"), log)
     # many independent service realisations over the same arrivals: the prediction's own
     # sampling error becomes small beside the run's
     rows = simulate(SimConfig(rate=rate, arrival="recorded", arrival_times_ms=times,
