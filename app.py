@@ -2,7 +2,8 @@
 
 A frame only: page navigation and the sidebar parts every page shares. Pages live in
 ``views/`` — not ``pages/``, which Streamlit would also read as old-style pages and, on a
-first visit to a deep link, run without this frame. Figures come from ``latency.plots``; runs
+first visit to a deep link, run without this frame. Figures come from ``latency.figures.plots``;
+runs
 go through the shared run manager.
 """
 import streamlit as st

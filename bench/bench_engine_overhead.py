@@ -10,13 +10,8 @@ rate the engine sustains: closed loop at growing concurrency, and open loop at g
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from latency.config import RunConfig  # noqa: E402
-from latency.engine import execute  # noqa: E402
+from latency.core.config import RunConfig
+from latency.run.engine import execute
 
 NOOP = {"preprocess_ms": 0, "forward_ms": 0, "postprocess_ms": 0}
 
@@ -27,29 +22,29 @@ def main() -> None:
     s = r.summary
     us = lambda v: f"{v * 1000:.1f} µs"  # noqa: E731
     print("no-op pipeline, concurrency 1, in-process, 20,000 requests")
-    print(f"  overhead component: median {us(s['components_ms']['overhead']['p50'])}, "
-          f"p99 {us(s['components_ms']['overhead']['p99'])}")
+    print(f"  overhead component: median {us(s.components_ms['overhead'].p50)}, "
+          f"p99 {us(s.components_ms['overhead'].p99)}")
     for comp in ("network", "queue", "preprocess", "forward", "postprocess"):
-        c = s["components_ms"][comp]
-        print(f"  {comp:<11} median {us(c['p50'])}, p99 {us(c['p99'])}")
-    print(f"  whole round trip: median {us(s['latency_ms']['p50'])}, "
-          f"p99 {us(s['latency_ms']['p99'])}; throughput {s['throughput_rps']:.0f} req/s")
+        c = s.components_ms[comp]
+        print(f"  {comp:<11} median {us(c.p50)}, p99 {us(c.p99)}")
+    print(f"  whole round trip: median {us(s.latency_ms.p50)}, "
+          f"p99 {us(s.latency_ms.p99)}; throughput {s.throughput_rps:.0f} req/s")
     print("closed loop, no-op pipeline (2 replicas, 4 preprocess workers):")
     for conc in (1, 2, 4, 8, 16):
         r = execute(RunConfig(model="synthetic", model_args=NOOP, concurrency=conc,
                               replicas=2, requests=20000, warmup=200))
-        print(f"  concurrency {conc:>2}: {r.summary['throughput_rps']:>7.0f} req/s, "
-              f"p50 {us(r.summary['latency_ms']['p50'])}")
+        print(f"  concurrency {conc:>2}: {r.summary.throughput_rps:>7.0f} req/s, "
+              f"p50 {us(r.summary.latency_ms.p50)}")
     print("open loop, no-op pipeline, Poisson:")
     best = 0.0
     for rate in (1000, 2000, 3000, 4000, 5000, 6000, 8000):
         r = execute(RunConfig(model="synthetic", model_args=NOOP, rate=float(rate),
                               requests=rate * 4, warmup=200, replicas=2, seed=1))
         s = r.summary
-        ok = (s["throughput_rps"] >= 0.98 * rate and s["schedule_lag_ms"]["p99"] < 1.0)
+        ok = (s.throughput_rps >= 0.98 * rate and s.schedule_lag_ms["p99"] < 1.0)
         best = rate if ok else best
-        print(f"  offered {rate:>5}/s: delivered {s['throughput_rps']:>7.0f}/s, schedule lag "
-              f"p99 {s['schedule_lag_ms']['p99']:.3f} ms, p50 {us(s['latency_ms']['p50'])}"
+        print(f"  offered {rate:>5}/s: delivered {s.throughput_rps:>7.0f}/s, schedule lag "
+              f"p99 {s.schedule_lag_ms['p99']:.3f} ms, p50 {us(s.latency_ms.p50)}"
               f" {'sustained' if ok else 'NOT sustained'}")
     print(f"highest sustained open-loop rate: {best} req/s")
 

@@ -22,10 +22,10 @@ import time
 import numpy as np
 import torch
 import torch.utils.benchmark as tb
-
 from common import REAL_MODELS, pipeline_and_batch
-from latency.config import RunConfig
-from latency.engine import execute
+
+from latency.core.config import RunConfig
+from latency.run.engine import execute
 
 
 def engine_forward(model: str, batch: int, threads: int) -> tuple[float, float, int]:

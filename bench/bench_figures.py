@@ -14,10 +14,9 @@ import time
 
 import numpy as np
 
-import common  # noqa: F401  (puts the project on the path)
-from latency import plots
-from latency.components import RECORD_DTYPE
-from latency.snapshot import build_snapshot
+from latency.analysis.snapshot import build_snapshot
+from latency.core.records import RECORD_DTYPE
+from latency.figures import plots
 
 
 def synthetic_rows(n: int, seed: int = 0) -> np.ndarray:
@@ -49,10 +48,10 @@ def main() -> None:
         s = build_snapshot("bench", v, "running", "measuring", cfg, rows, {}, {},
                            int(rows["t_intended"][0]), None)
         t1 = time.perf_counter()
-        lat = s.summary["latency_ms"]
+        lat = s.summary.latency_ms
         plots.stacked_components_figure(s.makeup_ms)
         plots.latency_histogram_figure(s.hist_edges_ms, s.hist_counts,
-                                       {k: lat[k] for k in ("p50", "p95", "p99")}, 50.0,
+                                       {k: lat.get(k) for k in ("p50", "p95", "p99")}, 50.0,
                                        s.share_within(50.0))
         plots.timeseries_figure(s.series)
         plots.summary_rows(s.summary)

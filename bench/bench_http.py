@@ -34,12 +34,12 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from latency.core.config import RunConfig
+from latency.run.engine import execute
+from latency.run.validate import validated
+from latency.serve.oip import encode_request
 
-from latency.config import RunConfig  # noqa: E402
-from latency.engine import execute  # noqa: E402
-from latency.transport.oip import encode_request  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 NOOP = {"preprocess_ms": 0, "forward_ms": 0, "postprocess_ms": 0}
 QUICK = "--quick" in sys.argv
@@ -62,19 +62,21 @@ def loopback_cost() -> None:
                                                       warmup=50)))
         for label, cfg in rows:
             s = execute(cfg).summary
-            t = s["transport"]
-            req = t.get("request_bytes", {}).get("mean") or 0
-            resp = t.get("response_bytes", {}).get("mean") or 0
-            net = s["components_ms"]["network"]
-            print(f"   {model:<12} {label:<18} {req:>9.0f} {resp:>7.0f} {ms(net['p50']):>8} "
-                  f"{ms(net['p99']):>8} {ms(s['latency_ms']['p50']):>9}")
+            t = s.transport
+            req = (t.request_bytes or {}).get("mean") or 0
+            resp = (t.response_bytes or {}).get("mean") or 0
+            net = s.components_ms["network"]
+            print(f"   {model:<12} {label:<18} {req:>9.0f} {resp:>7.0f} {ms(net.p50):>8} "
+                  f"{ms(net.p99):>8} {ms(s.latency_ms.p50):>9}")
 
 
 def _thread_server(config: RunConfig) -> tuple[str, object]:
-    from latency.transport.http_server import bind, build_server, create_app, uvicorn_server
+    from latency.serve.builder import build_server
+    from latency.serve.http_app import create_app
+    from latency.serve.http_server import bind, uvicorn_server
 
     sock = bind("127.0.0.1", 0)
-    _, server = build_server(config)
+    server = build_server(config).server
     uv = uvicorn_server(create_app(server, config.model, 32 << 20))
     threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True).start()
     while not uv.started:
@@ -88,7 +90,7 @@ def server_placement() -> None:
     print(f"\n2. where the server lives: synthetic 0.5/1/0.2 ms, {n} requests")
     print(f"   {'server':<32} {'conc':>4} {'net p50':>8} {'net p99':>8} {'queue p50':>9} "
           f"{'total p99':>9} {'req/s':>7}")
-    base = RunConfig(model="synthetic", model_args=args).validated()
+    base = validated(RunConfig(model="synthetic", model_args=args))
     url, (uv, server) = _thread_server(base)
     try:
         for conc in (1, 4):
@@ -100,10 +102,10 @@ def server_placement() -> None:
                      RunConfig(model="synthetic", model_args=args, target=url,
                                concurrency=conc, requests=n, warmup=100))):
                 s = execute(cfg).summary
-                c = s["components_ms"]
-                print(f"   {label:<32} {conc:>4} {ms(c['network']['p50']):>8} "
-                      f"{ms(c['network']['p99']):>8} {ms(c['queue']['p50']):>9} "
-                      f"{ms(s['latency_ms']['p99']):>9} {s['throughput_rps']:>7.0f}")
+                c = s.components_ms
+                print(f"   {label:<32} {conc:>4} {ms(c['network'].p50):>8} "
+                      f"{ms(c['network'].p99):>8} {ms(c['queue'].p50):>9} "
+                      f"{ms(s.latency_ms.p99):>9} {s.throughput_rps:>7.0f}")
     finally:
         uv.should_exit = True
         server.stop()
@@ -139,8 +141,7 @@ print(sum(done) / (time.monotonic() - t0), sum(done))
 
 H1_CLIENT = r'''
 import asyncio, sys, time, uvloop
-sys.path.insert(0, ".")
-from latency.transport.h1 import Pool
+from latency.load.h1 import Pool
 url, body, conc, dur = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3]), float(sys.argv[4])
 async def main():
     pool, n, end = Pool(url, conc, 60.0), 0, time.monotonic() + dur

@@ -19,12 +19,11 @@ import time
 import warnings
 
 import torch
-
-import common  # noqa: F401  (puts the project on the path)
 from common import REAL_MODELS, pipeline_and_batch
-from latency import optimize
-from latency.ab import ABPlan, run_ab, variant_config
-from latency.config import RunConfig
+
+from latency.core.config import RunConfig
+from latency.pipelines import levers as optimize
+from latency.run.ab import ABPlan, run_ab, variant_config
 
 
 def applicable(model: str) -> list[str]:

@@ -14,10 +14,10 @@ import argparse
 import time
 
 import torch
-
 from common import REAL_MODELS, pipeline_and_batch
-from latency.config import RunConfig
-from latency.engine import execute
+
+from latency.core.config import RunConfig
+from latency.run.engine import execute
 
 BATCH = 8
 
@@ -53,7 +53,7 @@ def served_rps(model: str, threads: int, seconds: float) -> tuple[float, float]:
     r = execute(RunConfig(model=model, threads=threads, batch_size=BATCH,
                           max_batch_delay_ms=20.0, concurrency=32, duration_s=seconds,
                           warmup=64, input_pool=32))
-    return r.summary["throughput_rps"], r.summary["batch_size_mean"]
+    return r.summary.throughput_rps, r.summary.batch_size_mean
 
 
 def main() -> None:

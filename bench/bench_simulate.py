@@ -8,8 +8,7 @@ import time
 
 import numpy as np
 
-import common  # noqa: F401  (puts the project on the path)
-from latency.simulate import ServiceModel, SimConfig, simulate
+from latency.simulate.simulator import ServiceModel, SimConfig, simulate
 
 CASES = {
     "1 replica, batch 1, exponential": (SimConfig(rate=70, requests=100_000),

@@ -7,7 +7,8 @@ the prediction (40,000 simulated requests aggregated into a snapshot), the hocke
 (14 utilisations simulated) and three Plotly figures serialised the way Streamlit sends them.
 This times exactly that work for a sweep of settings a workshop would visit; a setting seen
 before comes from the cache in microseconds, and the hockey stick is cached apart from the
-arrival rate (it sweeps the rate), so moving the rate slider costs only the prediction. Browser rendering is not included.
+arrival rate (it sweeps the rate), so moving the rate slider costs only the prediction.
+Browser rendering is not included.
 """
 from __future__ import annotations
 
@@ -15,13 +16,12 @@ import time
 
 import numpy as np
 
-import common  # noqa: F401  (puts the project on the path)
-from latency import plots
-from latency.capacity import hockey_stick
-from latency.simulate import ServiceModel, SimConfig, simulate, utilisation
-from latency.snapshot import build_snapshot
+from latency.analysis.snapshot import build_snapshot
+from latency.figures import plots
+from latency.simulate.capacity import hockey_stick
+from latency.simulate.simulator import ServiceModel, SimConfig, simulate, utilisation
 
-SIM_REQUESTS = 40_000  # as ui/simulator.py
+SIM_REQUESTS = 40_000  # as ui/load_simulator.py
 CURVES: dict = {}  # the page caches the hockey stick apart from the rate (ui/simulator.curve)
 
 SETTINGS = [  # (rate, replicas, batch, delay ms, service ms, dist)
@@ -42,16 +42,16 @@ def slider_move(rate: float, replicas: int, batch: int, delay: float, service_ms
     snap = build_snapshot("simulated", 0, "completed", "simulated", {"rate": rate}, rows, {}, {},
                           int(m["t_intended"][0]), int(m["t_done"].max()))
     rho = utilisation(cfg, svc)
-    c = CURVES[(replicas, batch, delay, service_ms, dist)] = (
-        hockey_stick(cfg, svc) if with_curve else CURVES[(replicas, batch, delay, service_ms, dist)])
-    lat = snap.summary["latency_ms"]
+    key = (replicas, batch, delay, service_ms, dist)
+    c = CURVES[key] = hockey_stick(cfg, svc) if with_curve else CURVES[key]
+    lat = snap.summary.latency_ms
     figs = [plots.stacked_components_figure(snap.makeup_ms),
             plots.latency_histogram_figure(snap.hist_edges_ms, snap.hist_counts,
-                                           {k: lat[k] for k in ("p50", "p95", "p99")}, 100.0,
+                                           {k: lat.get(k) for k in ("p50", "p95", "p99")}, 100.0,
                                            snap.share_within(100.0)),
             plots.hockey_stick_figure(c.utilisation, c.p50_ms, c.p99_ms, c.theory_p50_ms,
                                       c.theory_p99_ms,
-                                      (min(rho, 0.999), lat["p50"], lat["p99"])
+                                      (min(rho, 0.999), lat.p50, lat.p99)
                                       if rho < 1 else None, 100.0)]
     if rho >= 1:
         figs.append(plots.timeseries_figure(snap.series, offered_rps=rate))

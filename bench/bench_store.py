@@ -19,11 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-import common  # noqa: F401  (puts the project on the path)
-from latency import store as store_mod
-from latency.config import RunConfig
-from latency.engine import execute
-from latency.store import RunStore
+from latency.core.config import RunConfig
+from latency.run.engine import execute
+from latency.storage import store as store_mod
+from latency.storage.store import RunStore
 
 
 def timed(fn, repeat: int) -> tuple[float, object]:

@@ -18,11 +18,10 @@ import argparse
 
 import numpy as np
 
-import common  # noqa: F401  (puts the project on the path)
-from latency.components import component_ns, measured_and_ok
-from latency.config import RunConfig
-from latency.runner import run
-from latency.simulate import ServiceModel, SimConfig, simulate, utilisation
+from latency.core.config import RunConfig
+from latency.core.records import component_ns, measured_and_ok
+from latency.run.process import run
+from latency.simulate.simulator import ServiceModel, SimConfig, simulate, utilisation
 
 
 def totals_ms(log: np.ndarray) -> np.ndarray:
@@ -36,7 +35,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=30.0)
     a = ap.parse_args()
     probe = run(RunConfig(model=a.model, concurrency=1, requests=200, warmup=20))
-    cap = probe.summary["throughput_rps"]
+    cap = probe.summary.throughput_rps
     record = run(RunConfig(model=a.model, rate=0.3 * cap, duration_s=a.duration, warmup=20))
     svc = ServiceModel.from_rows(record.log)
     capacity = 1000.0 / svc.mean_service_ms(1)
@@ -52,7 +51,7 @@ def main() -> None:
         res = run(RunConfig(model=a.model, rate=rate, duration_s=a.duration, warmup=20))
         meas = totals_ms(res.log)
         p50, p99 = np.percentile(meas, [50, 99])
-        ci = res.summary["latency_ms"].get("p99_ci95") or (None, None)
+        ci = res.summary.latency_ms.p99_ci95 or (None, None)
         ci_text = f"{ci[0]:.1f}–{ci[1]:.1f}" if ci[0] is not None else "—"
         print(f"{rho:>4} {rate:>6.0f} {len(meas):>6} | {pred[0]:>9.2f} {p50:>7.2f} "
               f"{p50 / pred[0] - 1:>+6.0%} | {pred[1]:>9.2f} {p99:>7.2f} "

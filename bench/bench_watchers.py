@@ -71,17 +71,19 @@ import statistics
 import sys
 import threading
 import time
-import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # the test suite's browser helper (tests/ is not installed)
 
 import websockets  # noqa: E402
 from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
@@ -204,7 +206,7 @@ class FakeTab:
             full = urllib.parse.urljoin(self.base_url + "/", url.lstrip("/"))
             try:
                 return await asyncio.to_thread(
-                    lambda: urllib.request.urlopen(full, timeout=60).read())
+                    lambda: urllib.request.urlopen(full, timeout=60).read())  # noqa: B023
             except urllib.error.HTTPError as exc:
                 if exc.code != 404:
                     raise

@@ -1,15 +1,11 @@
-"""Shared bits of the benchmarks: the project on the path, a pipeline and its inputs."""
+"""Shared bits of the benchmarks: a pipeline and its inputs."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from latency.registry import build_pipeline, parse_model_args  # noqa: E402
+from latency.pipelines.registry import build_pipeline, parse_model_args
 
 REAL_MODELS = ("image-cnn", "text-transformer", "tabular-mlp")
 

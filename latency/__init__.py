@@ -1,10 +1,49 @@
 """Latency Lab's engine: run real pipelines under load and decompose every request's latency.
 
-No Streamlit import anywhere in this package: the dashboard is a client of it.
-"""
-from latency.config import ConfigError, RunConfig
-from latency.engine import execute
-from latency.result import RunResult
-from latency.runner import RunHandle, run, start_run
+The public API, imported lazily so that ``import latency`` costs nothing and pulls in neither
+torch nor Streamlit (the simulator, the store and the reports work without them):
 
-__all__ = ["ConfigError", "RunConfig", "RunHandle", "RunResult", "execute", "run", "start_run"]
+    from latency import RunConfig, run
+    result = run(RunConfig(model="image-cnn", concurrency=4, duration_s=10))
+    result            # prints the summary, as the CLI does
+
+The package is laid out by stage of the data flow (docs/architecture.md); each stage imports
+only the stages below it (``latency.layers``).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: public name → the module that defines it.
+_EXPORTS = {
+    "ConfigError": "latency.core.errors",
+    "RunConfig": "latency.core.config",
+    "RunResult": "latency.analysis.result",
+    "Summary": "latency.analysis.summary",
+    "LatencyStats": "latency.analysis.stats",
+    "RunHandle": "latency.run.process",
+    "run": "latency.run.process",
+    "start_run": "latency.run.process",
+    "execute": "latency.run.engine",
+}
+
+__all__ = ["ConfigError", "LatencyStats", "RunConfig", "RunHandle", "RunResult", "Summary",
+           "execute", "run", "start_run"]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
+    from latency.analysis.result import RunResult
+    from latency.analysis.stats import LatencyStats
+    from latency.analysis.summary import Summary
+    from latency.core.config import RunConfig
+    from latency.core.errors import ConfigError
+    from latency.run.engine import execute
+    from latency.run.process import RunHandle, run, start_run
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'latency' has no attribute {name!r}")

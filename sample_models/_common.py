@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from latency.pipeline import Pipeline, PipelineError
+from latency.core.errors import PipelineError
+from latency.pipelines.contract import Pipeline
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 

@@ -16,7 +16,8 @@ import io
 import json
 import math
 import re
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 from PIL import Image, ImageDraw

@@ -88,7 +88,7 @@ class ImageCNNPipeline(TrainedPipeline):
     description = ("Small ResNet-style CNN classifying JPEG photos of shapes (Pillow decode, "
                    "resize, crop, normalise; softmax top-5)")
     dtypes = ("float32", "bfloat16", "float16")
-    #: which optimisation levers fit (latency.optimize): "cnn" allows channels_last too.
+    #: which optimisation levers fit (latency.pipelines.levers): "cnn" allows channels_last too.
     model_kind = "cnn"
 
     def build_model(self, meta: dict[str, Any]) -> nn.Module:

@@ -1,6 +1,6 @@
 """A pipeline whose stages hold set times: the known answer for tests and the teaching tool.
 
-Each stage holds its time precisely (sleep, then spin; see ``latency.timing``), drawn from a
+Each stage holds its time precisely (sleep, then spin; see ``latency.core.timing``), drawn from a
 chosen distribution with the given mean. It also offers the failure modes a profiler must
 handle honestly: a share of requests that raise (``error_rate``) and one long stall of the model
 worker (``stall_ms`` after ``stall_after`` batches) to show coordinated omission.
@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import random
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
-from latency.pipeline import ModelArg, Pipeline
-from latency.timing import hold_ns
+from latency.core.timing import hold_ns
+from latency.pipelines.contract import ModelArg, Pipeline
 
 DISTRIBUTIONS = ("constant", "exponential", "lognormal")
 

@@ -69,7 +69,7 @@ class TabularMLPPipeline(TrainedPipeline):
     description = ("MLP scoring loan-default risk from a JSON record (parse, validate, one-hot, "
                    "scale; softmax)")
     dtypes = ("float32", "bfloat16", "float16")
-    #: which optimisation levers fit (latency.optimize): "cnn" allows channels_last too.
+    #: which optimisation levers fit (latency.pipelines.levers): "cnn" allows channels_last too.
     model_kind = "mlp"
 
     def build_model(self, meta: dict[str, Any]) -> nn.Module:

@@ -7,7 +7,8 @@ pass whose cost is set by the padded length, not the text: every request is padd
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -92,7 +93,7 @@ class TextTransformerPipeline(TrainedPipeline):
     description = ("Small Transformer encoder classifying English texts by topic (regex "
                    "tokenise, vocabulary ids, pad to 128; softmax)")
     dtypes = ("float32", "bfloat16", "float16")
-    #: which optimisation levers fit (latency.optimize): "cnn" allows channels_last too.
+    #: which optimisation levers fit (latency.pipelines.levers): "cnn" allows channels_last too.
     model_kind = "transformer"
 
     def build_model(self, meta: dict[str, Any]) -> nn.Module:

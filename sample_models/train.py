@@ -16,7 +16,7 @@ import math
 import multiprocessing
 import time
 from collections import Counter
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch

@@ -1,21 +1,22 @@
-import sys
+"""Suite-wide settings, made at import (before any test or fixture runs).
+
+- Tests never write to the user's run history: every run the suite saves (CLI subprocesses,
+  the dashboard's run manager, the browser test's server inherit this) goes to a throw-away
+  database.
+- The suite's runs queue behind each other on their own machine-wide run lock, not the user's:
+  a dashboard left open on this machine neither waits for the suite nor is disturbed by it
+  without saying so (each side's results then carry the overlap warning).
+"""
+import atexit
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-# Tests never write to the user's run history: every run the suite saves (CLI subprocesses,
-# the dashboard's run manager, the browser test's server inherit this) goes to a throw-away
-# database. Set at import, before any test or fixture can open the default path.
-import atexit as _atexit  # noqa: E402
-import os as _os  # noqa: E402
-import shutil as _shutil  # noqa: E402
-import tempfile as _tempfile  # noqa: E402
-
-_HISTORY_DIR = _tempfile.mkdtemp(prefix="latency-lab-test-history-")
-_os.environ["LATENCY_LAB_DB"] = str(Path(_HISTORY_DIR) / "runs.sqlite")
-_atexit.register(_shutil.rmtree, _HISTORY_DIR, True)
+_SCRATCH = tempfile.mkdtemp(prefix="latency-lab-test-history-")
+os.environ["LATENCY_LAB_DB"] = str(Path(_SCRATCH) / "runs.sqlite")
+os.environ["LATENCY_LAB_LOCK_DIR"] = str(Path(_SCRATCH) / "lock")
+atexit.register(shutil.rmtree, _SCRATCH, True)
 
 
 def rerun_until(at, done, timeout: float = 90.0) -> None:

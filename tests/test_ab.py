@@ -3,14 +3,16 @@ import json
 
 import pytest
 
-from latency import lesson
-from latency.ab import ABPlan, headline, merge, run_ab, variant_config
-from latency.ab_cli import format_ab
-from latency.cli import main
-from latency.config import ConfigError, RunConfig
-from latency.result import RunResult
-from latency.simulate import ServiceModel, SimConfig, simulate
-from latency.whatif import decomposition_whatif, load_whatif
+from latency.analysis.ab import merge
+from latency.analysis.result import RunResult
+from latency.cli.ab import format_ab
+from latency.cli.main import main
+from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
+from latency.run import lesson
+from latency.run.ab import ABPlan, run_ab, variant_config
+from latency.simulate.simulator import ServiceModel, SimConfig, simulate
+from latency.simulate.whatif import decomposition_whatif, load_whatif
 
 
 def sim_result(forward_ms, pre_ms=10.0, rate=20.0, seed=0, n=4000):
@@ -78,7 +80,7 @@ def test_decomposition_whatif_known_answer():
     assert w.after["mean"] == pytest.approx(15.0, abs=0.01)
     assert w.change["p99"] == pytest.approx(-0.25, abs=1e-3)
     assert w.share == pytest.approx(0.5, abs=1e-3)
-    assert "forward 50% faster → mean -25.0%" in w.sentence()
+    assert "forward 50% faster → mean −25%" in w.sentence()
     with pytest.raises(ValueError):
         decomposition_whatif(rows, "overhead", 0.5)
     with pytest.raises(ValueError):
@@ -116,7 +118,7 @@ def test_the_lesson_reproduces_its_point_on_measured_data():
     assert h.p50_change > 0.5 * h.forward_alone_change, h.text
     # why: the forward pass was a small share; preprocessing and queueing dominated
     comps = ab.a.components_ms
-    dominant = (comps["preprocess"]["mean"] + comps["queue"]["mean"]) / ab.a.latency_ms["mean"]
+    dominant = (comps["preprocess"].mean + comps["queue"].mean) / ab.a.latency_ms.mean
     assert dominant > 0.6 and h.forward_share < 0.3, (dominant, h.forward_share)
     helped = run_ab(lesson.helping_plan(duration_s=1.5, pairs=1))
     assert helped.headline.p50_change < -0.4, helped.headline.text

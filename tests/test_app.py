@@ -37,10 +37,14 @@ def test_live_profiler_renders_with_every_control():
 
 
 def test_oversubscription_warns_before_start():
+    from latency.host.cores import usable_cores
+
     at = app()
     at.switch_page("views/live_profiler.py").run()
-    at.sidebar.slider(key="replicas").set_value(4)
-    at.sidebar.slider(key="threads").set_value(4).run()
+    replicas = 4
+    threads = usable_cores() // replicas + 1  # one more than fits, on any machine
+    at.sidebar.slider(key="replicas").set_value(replicas)
+    at.sidebar.slider(key="threads").set_value(threads).run()
     assert any("cores" in w.value for w in at.warning)
     assert not at.exception
 
@@ -70,7 +74,7 @@ def test_a_run_started_from_the_widgets_finishes_with_the_five_components():
 
 
 def test_an_engine_failure_shows_an_error_box_and_the_app_keeps_working():
-    from latency.config import RunConfig
+    from latency.core.config import RunConfig
     from ui.shared import run_manager
 
     at = app()

@@ -18,7 +18,7 @@ def test_models_lists_every_pipeline_with_a_description():
     out = cli("models")
     assert out.returncode == 0
     for name in ("image-cnn", "text-transformer", "tabular-mlp", "synthetic"):
-        line = next(l for l in out.stdout.splitlines() if l.startswith(name))
+        line = next(line for line in out.stdout.splitlines() if line.startswith(name))
         assert len(line.split(None, 1)[1]) > 20  # a real one-line description
 
 

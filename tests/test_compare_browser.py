@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from latency.config import RunConfig
-from latency.engine import execute
-from latency.store import RunStore
+from latency.core.config import RunConfig
+from latency.run.engine import execute
+from latency.storage.store import RunStore
 from tests.browser import CHROMIUM, ROOT, chromium_page, streamlit_server, wait_idle
 
 ARTIFACTS = ROOT / "artifacts"

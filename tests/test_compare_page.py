@@ -6,11 +6,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from latency.compare_plots import diff_table, runs_bars_figure, runs_spectrum_figure
-from latency.components import COMPONENTS
-from latency.config import RunConfig
-from latency.engine import execute
-from latency.store import RunStore
+from latency.analysis.summary import Summary
+from latency.core.config import RunConfig
+from latency.core.records import COMPONENTS
+from latency.figures.compare_plots import diff_table, runs_bars_figure, runs_spectrum_figure
+from latency.run.engine import execute
+from latency.storage.store import RunStore
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -120,7 +121,7 @@ def test_an_empty_history_says_how_to_fill_it(tmp_path, monkeypatch):
 
 
 def test_the_export_buttons_build_real_files(seeded):
-    from ui.compare import export_file
+    from ui.compare_runs import export_file
 
     store, ids = seeded
     trace = json.loads(export_file(str(store.path), ids["fast"], "trace"))
@@ -164,7 +165,7 @@ def test_runs_spectrum_and_diff_table():
     assert fig.layout.yaxis.type == "log"
     s_a = {"latency_ms": {"mean": 2.0, "p50": 2.0, "p99": 4.0}, "components_ms": {}}
     s_b = {"latency_ms": {"mean": 3.0, "p50": 1.0, "p99": 4.0}, "components_ms": {}}
-    rows = diff_table(["A", "B"], [s_a, s_b])
+    rows = diff_table(["A", "B"], [Summary.from_dict(s_a), Summary.from_dict(s_b)])
     total = {r["stat"]: r for r in rows if r["component"] == "total"}
     assert total["mean"]["Δ% B"] == 50.0 and total["p50"]["Δ% B"] == -50.0
     assert total["p99"]["Δ B (ms)"] == 0.0 and total["p99"]["A (ms)"] == 4.0

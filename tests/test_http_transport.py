@@ -19,13 +19,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from latency.components import COMPONENTS, component_ns
-from latency.config import RunConfig
-from latency.engine import execute
-from latency.transport.http_client import split_target
-from latency.transport.oip import (ProtocolError, decode_request, encode_request,
-                                   format_server_timing, parse_server_timing)
-from latency.transport.wan import Link, WanProfile
+from latency.core.config import RunConfig
+from latency.core.records import COMPONENTS, component_ns
+from latency.core.wan import WanProfile
+from latency.load.http_client import split_target
+from latency.load.wan import Link
+from latency.run.engine import execute
+from latency.serve.oip import (
+    ProtocolError,
+    decode_request,
+    encode_request,
+    format_server_timing,
+    parse_server_timing,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = {"preprocess_ms": 0.0, "forward_ms": 1.0, "postprocess_ms": 0.0}
@@ -101,15 +107,15 @@ def test_emulated_rtt_lands_in_network_on_top_of_the_loopback_cost(tmp_path):
     assert np.median(emulated) == pytest.approx(20.0, abs=1.5)  # 10 ms each way, sleeps
     assert 0 < np.median(loopback) < 5.0  # sockets + HTTP + JSON on loopback
     s = r.summary
-    net = s["components_ms"]["network"]["p50"]
+    net = s.components_ms["network"].p50
     assert 20.0 < net < 20.0 + 1.5 + 5.0
-    assert s["components_ms"]["forward"]["p50"] == pytest.approx(1.0, abs=0.2)  # server's
-    t = s["transport"]
-    assert t["kind"] == "http" and t["decomposition"] == "server-timing"
-    assert t["emulated_wan"]["emulated"] and t["emulated_wan"]["rtt_ms"] == 20
-    assert t["request_bytes"]["mean"] > 50 and t["response_bytes"]["mean"] > 50
-    assert t["server_responses"]["200"] == 65 and t["server_errors"] == 0
-    from latency.summary import format_summary
+    assert s.components_ms["forward"].p50 == pytest.approx(1.0, abs=0.2)  # server's
+    t = s.transport
+    assert t.kind == "http" and t.decomposition == "server-timing"
+    assert t.to_dict()["emulated_wan"]["emulated"] and t.emulated_wan.rtt_ms == 20
+    assert t.request_bytes["mean"] > 50 and t.response_bytes["mean"] > 50
+    assert t.server_responses["200"] == 65 and t.server_errors == 0
+    from latency.analysis.summary_text import format_summary
 
     assert "EMULATED WAN" in format_summary(r)
     assert '"emulated": true' in r.json_text()
@@ -195,12 +201,12 @@ def test_remote_target_profile_through_1000_malformed_requests(served, tmp_path)
     r = box["r"]
     assert r.status == "completed", r.failure
     s = r.summary
-    assert s["errors"] == 0 and s["successful"] > 100
-    assert s["transport"]["server_errors"] >= 1000
-    assert s["transport"]["server_responses"]["400"] >= 1000
-    assert any("1000× HTTP 400" in w or "HTTP 400" in w for w in s["warnings"])
-    assert s["transport"]["decomposition"] == "server-timing"
-    assert s["components_ms"]["forward"]["p50"] == pytest.approx(1.0, abs=0.3)
+    assert s.errors == 0 and s.successful > 100
+    assert s.transport.server_errors >= 1000
+    assert s.transport.server_responses["400"] >= 1000
+    assert any("1000× HTTP 400" in w or "HTTP 400" in w for w in s.warnings)
+    assert s.transport.decomposition == "server-timing"
+    assert s.components_ms["forward"].p50 == pytest.approx(1.0, abs=0.3)
     assert request(port, "GET", "/v2/health/ready")[0] == 200  # still serving
 
 
@@ -287,9 +293,9 @@ def test_client_reads_chunked_replies_and_reconnects_after_connection_close():
     finally:
         srv.shutdown()
     s = r.summary
-    assert r.status == "completed" and s["errors"] == 0, s["error_messages"]
-    assert s["transport"]["response_bytes"]["mean"] == len(b'{"outputs": []}')
-    assert s["components_ms"]["forward"]["p50"] == pytest.approx(0.5)  # from Server-Timing
+    assert r.status == "completed" and s.errors == 0, s.error_messages
+    assert s.transport.response_bytes["mean"] == len(b'{"outputs": []}')
+    assert s.components_ms["forward"].p50 == pytest.approx(0.5)  # from Server-Timing
 
 
 def test_open_loop_over_http_keeps_its_rate(served):
@@ -297,9 +303,9 @@ def test_open_loop_over_http_keeps_its_rate(served):
     r = execute(RunConfig(model="synthetic", target=url, rate=300.0, arrival="constant",
                           requests=600, warmup=10))
     s = r.summary
-    assert r.status == "completed" and s["errors"] == 0
-    assert s["throughput_rps"] == pytest.approx(300, rel=0.1)
-    assert s["schedule_lag_ms"]["p50"] < 1.0
+    assert r.status == "completed" and s.errors == 0
+    assert s.throughput_rps == pytest.approx(300, rel=0.1)
+    assert s.schedule_lag_ms["p50"] < 1.0
 
 
 def test_target_without_server_timing_is_client_time_only_and_says_why():
@@ -312,12 +318,12 @@ def test_target_without_server_timing_is_client_time_only_and_says_why():
         srv.shutdown()
     assert r.status == "completed", r.failure
     s = r.summary
-    assert s["transport"]["decomposition"] == "client-only"
-    assert "no Server-Timing" in s["transport"]["decomposition_note"]
-    assert any("no Server-Timing" in w for w in s["warnings"])
-    assert s["components_ms"]["network"]["p50"] >= 2.0  # the whole client time
-    assert s["components_ms"]["forward"]["p50"] == 0.0
-    assert s["transport"]["server_responses"] is None  # no /metrics counter there
+    assert s.transport.decomposition == "client-only"
+    assert "no Server-Timing" in s.transport.decomposition_note
+    assert any("no Server-Timing" in w for w in s.warnings)
+    assert s.components_ms["network"].p50 >= 2.0  # the whole client time
+    assert s.components_ms["forward"].p50 == 0.0
+    assert s.transport.server_responses is None  # no /metrics counter there
 
 
 # ---- command-line mistakes: one line, exit 2 ---------------------------------------------------
@@ -336,7 +342,7 @@ def test_target_without_server_timing_is_client_time_only_and_says_why():
     (["serve", "--model", "nope"], "unknown model"),
 ])
 def test_bad_transport_input_is_one_line_exit_2(args, needle, capsys):
-    from latency.cli import main
+    from latency.cli.main import main
 
     assert main(args) == 2
     err = capsys.readouterr().err
@@ -354,3 +360,19 @@ def test_bad_transport_input_from_a_real_shell_has_no_traceback():
 def test_unreachable_target_fails_the_run_with_one_reason():
     r = execute(RunConfig(model="synthetic", target="http://127.0.0.1:9", requests=5))
     assert r.status == "failed" and "not ready" in r.failure
+
+
+def test_an_http_run_with_levers_reports_them_as_an_in_process_run_does():
+    """One server builder: the levers are applied in the server's process, and their report
+    (agreement, timings) comes back to the run, as it does in-process."""
+    cfg = dict(model="tabular-mlp", optimize=["int8"], requests=40, warmup=5, concurrency=2)
+    over_http = execute(RunConfig(transport="http", **cfg))
+    in_process = execute(RunConfig(**cfg))
+    assert over_http.status == in_process.status == "completed", over_http.failure
+    for r in (over_http, in_process):
+        opt = r.environment["optimization"]
+        assert opt["levers"][0]["name"] == "int8" and opt["agreement"] >= 0.9
+        assert opt["inputs"] == 64 and r.timings["optimize_s"] > 0
+        assert r.timings["model_load_s"] > 0
+    assert over_http.environment["optimization"]["agreement"] == \
+        in_process.environment["optimization"]["agreement"]  # the same check, same inputs

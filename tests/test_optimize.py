@@ -7,10 +7,12 @@ import pytest
 import torch
 from torch import nn
 
-from latency import optimize
-from latency.cli import main
-from latency.config import ConfigError, RunConfig
-from latency.registry import build_pipeline, parse_model_args
+from latency.cli.main import main
+from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
+from latency.pipelines import levers as optimize
+from latency.pipelines.registry import build_pipeline, parse_model_args
+from latency.run.validate import validated
 
 REAL = ("image-cnn", "text-transformer", "tabular-mlp")
 
@@ -181,10 +183,10 @@ def test_cli_run_with_levers_prints_their_effect_on_the_answers(capsys):
 
 
 def test_config_keeps_levers_in_order_and_normalised():
-    c = RunConfig(model="image-cnn", optimize="int8, channels-last,int8").validated()
+    c = validated(RunConfig(model="image-cnn", optimize="int8, channels-last,int8"))
     assert c.optimize == ["int8", "channels_last"]
     with pytest.raises(ConfigError):
-        RunConfig(model="image-cnn", optimize=["fast"]).validated()
+        validated(RunConfig(model="image-cnn", optimize=["fast"]))
 
 
 def test_int8_backend_choice_is_measured_and_torchao_failure_is_said(monkeypatch):

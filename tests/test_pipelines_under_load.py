@@ -2,9 +2,9 @@
 input fails alone."""
 import pytest
 
-from latency.config import RunConfig
-from latency.engine import execute
-from latency.registry import build_pipeline, list_pipelines
+from latency.core.config import RunConfig
+from latency.pipelines.registry import build_pipeline, list_pipelines
+from latency.run.engine import execute
 
 
 @pytest.mark.parametrize("model", ["image-cnn", "text-transformer", "tabular-mlp"])
@@ -12,10 +12,10 @@ def test_real_pipeline_runs_under_load_with_batching(model):
     r = execute(RunConfig(model=model, concurrency=8, batch_size=4, max_batch_delay_ms=2,
                           threads=1, requests=120, warmup=8, input_pool=16))
     s = r.summary
-    assert r.status == "completed" and s["errors"] == 0 and s["requests"] == 120
-    assert s["batch_size_mean"] > 1
+    assert r.status == "completed" and s.errors == 0 and s.requests == 120
+    assert s.batch_size_mean > 1
     for comp in ("preprocess", "forward", "postprocess"):
-        assert s["components_ms"][comp]["p50"] > 0
+        assert s.components_ms[comp].p50 > 0
     assert r.environment["torch"] and r.timings["model_load_s"] < 10
 
 
@@ -29,8 +29,8 @@ def test_a_truncated_jpeg_fails_alone_and_the_run_goes_on():
                 inputs=inputs)
     s = r.summary
     assert r.status == "completed"
-    assert s["errors"] == 20 and s["successful"] == 80
-    (message, count), = s["error_messages"].items()
+    assert s.errors == 20 and s.successful == 80
+    (message, count), = s.error_messages.items()
     assert count == 20 and message.startswith("preprocess:") and "decode" in message
 
 

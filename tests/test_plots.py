@@ -13,9 +13,11 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from latency import plots
-from latency.components import COMPONENTS
-from latency.stats import HIST_EDGES_MS, histogram_ms
+from latency.analysis.stats import HIST_EDGES_MS, histogram_ms
+from latency.analysis.summary import Summary
+from latency.core import fmt
+from latency.core.records import COMPONENTS
+from latency.figures import plots
 
 MAKEUP = {
     "mean": {"network": 0.5, "queue": 4.0, "preprocess": 1.0, "forward": 3.0,
@@ -81,7 +83,7 @@ def test_stacked_writes_total_above_each_bar():
         total = sum(MAKEUP[key].values())
         assert ann[label].y == pytest.approx(total)
         assert ann[label].yanchor == "bottom"
-        assert plots.fmt_ms(total) in ann[label].text
+        assert fmt.ms(total) in ann[label].text
     assert fig.layout.yaxis.range[1] > sum(MAKEUP["p99"].values())  # room for the label
 
 
@@ -148,7 +150,7 @@ def test_histogram_lines_at_percentiles_and_slo_with_share_text():
     texts = _texts(fig)
     assert any("SLO 20 ms: 97.3% within" in t for t in texts)
     for k, v in pct.items():
-        assert any(t.startswith(f"{k} {plots.fmt_ms(v)} ms") for t in texts)
+        assert any(t.startswith(f"{k} {fmt.ms(v)} ms") for t in texts)
     # annotations on a log axis are placed at log10(value)
     by_text = {a.text: a for a in fig.layout.annotations}
     a99 = next(a for t, a in by_text.items() if t.startswith("p99"))
@@ -287,7 +289,7 @@ def _stats(scale: float) -> dict:
 def test_summary_rows_total_then_components_rounded():
     summary = {"latency_ms": _stats(1.0),
                "components_ms": {c: _stats(0.01 * (i + 1)) for i, c in enumerate(COMPONENTS)}}
-    rows = plots.summary_rows(summary)
+    rows = plots.summary_rows(Summary.from_dict(summary))
     assert [r["component"] for r in rows] == ["total", *COMPONENTS]
     assert list(rows[0]) == ["component", "mean", "p50", "p90", "p95", "p99", "p99.9", "max"]
     total = rows[0]
@@ -299,25 +301,25 @@ def test_summary_rows_total_then_components_rounded():
 
 def test_summary_rows_handles_missing_values():
     assert plots.summary_rows(None) == []
-    assert plots.summary_rows({}) == []
+    assert plots.summary_rows(Summary.from_dict({})) == []
     empty = {k: None for k in ("mean", "p50", "p90", "p95", "p99", "p999", "max")}
-    rows = plots.summary_rows({"latency_ms": {**empty, "mean": 0.0},
-                               "components_ms": {}})
+    rows = plots.summary_rows(Summary.from_dict({"latency_ms": {**empty, "mean": 0.0},
+                                                 "components_ms": {}}))
     assert len(rows) == 1 + len(COMPONENTS)
     assert rows[0]["mean"] == 0.0 and rows[0]["p99"] is None
     assert all(v is None for r in rows[1:] for k, v in r.items() if k != "component")
 
 
 def test_round_ms_and_fmt_ms():
-    assert plots.round_ms(123.456) == 123.5
-    assert plots.round_ms(12.3456) == 12.3
-    assert plots.round_ms(1.23456) == 1.23
-    assert plots.round_ms(0.00123456) == 0.00123
-    assert plots.round_ms(None) is None
-    assert plots.fmt_ms(90.755) == "90.8"
-    assert plots.fmt_ms(1234.0) == "1234"
-    assert plots.fmt_ms(0.1234) == "0.123"
-    assert plots.fmt_ms(None) == "—"
+    assert fmt.round_ms(123.456) == 123.5
+    assert fmt.round_ms(12.3456) == 12.3
+    assert fmt.round_ms(1.23456) == 1.23
+    assert fmt.round_ms(0.00123456) == 0.00123
+    assert fmt.round_ms(None) is None
+    assert fmt.ms(90.755) == "90.8"
+    assert fmt.ms(1234.0) == "1234"
+    assert fmt.ms(0.1234) == "0.123"
+    assert fmt.ms(None) == "—"
 
 
 # ------------------------------------------------------------------------ whole-figure checks
@@ -375,8 +377,8 @@ def test_summary_markdown_is_a_table_of_every_component():
                                      "p99": 1.0, "p999": 1.0, "max": 1.0}
                                  for c in ("network", "queue", "preprocess", "forward",
                                            "postprocess", "overhead")}}
-    text = plots.summary_markdown(summary)
-    lines = [l for l in text.splitlines() if l.startswith("|")]
+    text = plots.summary_markdown(Summary.from_dict(summary))
+    lines = [line for line in text.splitlines() if line.startswith("|")]
     assert len(lines) == 2 + 7  # header, rule, total + six components
     assert "**total**" in lines[2] and "20.0" in lines[2]
     assert plots.summary_markdown(None) == ""

@@ -1,11 +1,13 @@
 """The API the dashboard uses: a run in its own process, snapshots while it runs, cancel."""
+import json
 import time
 
 import pytest
 
-from latency.config import ConfigError, RunConfig
-from latency.manager import PermissionDenied, RunManager
-from latency.runner import run, start_run
+from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
+from latency.run.manager import PermissionDenied, RunManager
+from latency.run.process import run, start_run
 
 
 def test_run_in_a_spawned_process_streams_snapshots_and_can_be_cancelled():
@@ -22,14 +24,14 @@ def test_run_in_a_spawned_process_streams_snapshots_and_can_be_cancelled():
     assert len({s.version for s in seen}) >= 3  # it changed while in flight
     s = seen[-1]
     assert s.status == "running" and s.phase == "measuring"
-    assert s.hist_counts.sum() == s.summary["successful"]  # bins, not samples
+    assert s.hist_counts.sum() == s.summary.successful  # bins, not samples
     assert set(s.makeup_ms) == {"mean", "p50", "p90", "p99"}
     assert 0 < s.progress["fraction"] < 1
     assert h.snapshot() is h.snapshot() or h.snapshot().version >= s.version
     h.cancel()
     result = h.wait(timeout=30)
     assert result.status == "stopped"
-    assert result.summary["requests"] > 0
+    assert result.summary.requests > 0
     final = h.snapshot()
     assert final.finished and final.status == "stopped"
 
@@ -37,7 +39,7 @@ def test_run_in_a_spawned_process_streams_snapshots_and_can_be_cancelled():
 def test_blocking_run_returns_the_result():
     r = run(RunConfig(model="synthetic", model_args={"forward_ms": 1}, requests=50, warmup=2),
             timeout=120)
-    assert r.status == "completed" and r.summary["requests"] == 50
+    assert r.status == "completed" and r.summary.requests == 50
     assert r.environment["torch"]
 
 
@@ -69,3 +71,25 @@ def test_manager_runs_one_at_a_time_and_guards_stop():
     assert m.wait_idle(timeout=60)
     assert m.get(a.run_id).status == "stopped"
     assert m.get(b.run_id).status == "stopped" and len(m.get(b.run_id).result().log) == 0
+
+
+def test_a_failure_in_the_run_process_carries_its_traceback():
+    r = run(RunConfig(model="synthetic", requests=10, warmup=0), inputs=[], timeout=120)
+    assert r.status == "failed" and r.traceback and "Traceback" in r.traceback
+    assert "no inputs to send" in r.traceback.splitlines()[-1]
+    assert json.loads(r.json_text(requests=False))["traceback"] == r.traceback
+
+
+def test_the_manager_forgets_finished_runs_beyond_its_keep_limit(monkeypatch):
+    from latency.run import manager as manager_mod
+
+    monkeypatch.setattr(manager_mod, "KEEP_FINISHED", 2)
+    m = RunManager(store=None)
+    cfg = RunConfig(model="synthetic", model_args={"forward_ms": 0.1, "preprocess_ms": 0,
+                                                   "postprocess_ms": 0}, requests=5, warmup=0)
+    ids = [m.submit(cfg, owner="a").run_id for _ in range(4)]
+    assert m.wait_idle(timeout=240)
+    assert [h.run_id for h in m.finished()] == ids[-2:]
+    assert m.get(ids[0]) is None and m.owner(ids[0]) is None  # forgotten: rows, owner
+    assert m.get(ids[-1]).result().summary.requests == 5
+    assert len(m._by_id) == len(m._owners) == 2

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
 
-from latency.pipeline import Pipeline, PipelineError
+from latency.core.errors import PipelineError
+from latency.pipelines.contract import Pipeline
 from sample_models import data
 from sample_models.image_cnn import ImageCNNPipeline
 from sample_models.tabular_mlp import TabularMLPPipeline

@@ -2,8 +2,14 @@
 import numpy as np
 import pytest
 
-from latency import queueing as q
-from latency.simulate import ServiceModel, SimConfig, arrivals_ms, simulate, summarize_simulation
+from latency.simulate import queueing as q
+from latency.simulate.simulator import (
+    ServiceModel,
+    SimConfig,
+    arrivals_ms,
+    simulate,
+    summarize_simulation,
+)
 
 
 def mean_wait_ms(config, service):
@@ -39,16 +45,16 @@ def test_batching_forms_batches_and_bounds_the_wait():
 
 
 def test_unstable_is_said_plainly_without_nan():
-    s = summarize_simulation(SimConfig(rate=150, requests=20_000),
-                             ServiceModel(forward_ms=10, dist="constant"))
-    assert s["utilisation"] == pytest.approx(1.5)
-    assert s["warnings"][0].startswith("unstable")
-    assert np.isfinite(s["latency_ms"]["p99"])
+    sim = summarize_simulation(SimConfig(rate=150, requests=20_000),
+                               ServiceModel(forward_ms=10, dist="constant"))
+    assert sim.utilisation == pytest.approx(1.5)
+    assert sim.summary.warnings[0].startswith("unstable")
+    assert np.isfinite(sim.summary.latency_ms.p99)
 
 
 def test_service_times_resampled_from_a_recorded_run():
-    from latency.config import RunConfig
-    from latency.engine import execute
+    from latency.core.config import RunConfig
+    from latency.run.engine import execute
 
     run = execute(RunConfig(model="synthetic", model_args={"preprocess_ms": 1, "forward_ms": 4,
                                                             "postprocess_ms": 0.5},
@@ -86,7 +92,7 @@ def test_recorded_arrivals_are_replayed_and_bursts_queue_more():
     steady = summarize_simulation(SimConfig(rate=100, requests=60_000), svc)
     bursty = summarize_simulation(SimConfig(rate=100, arrival="bursty", requests=60_000), svc)
     # same mean rate, but in bursts at twice the rate (ρ = 1 while on): far longer queues
-    assert bursty["latency_ms"]["p99"] > 3 * steady["latency_ms"]["p99"]
+    assert bursty.summary.latency_ms.p99 > 3 * steady.summary.latency_ms.p99
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -99,7 +105,7 @@ def test_the_preprocess_pool_queues_like_mmc(workers):
     m = rows[~rows["warmup"]]
     wait = (m["t_pre_start"] - m["t_received"]).mean() / 1e6
     assert wait == pytest.approx(q.mmc(rate / 1000, 8, workers).wait_mean, rel=0.1)
-    from latency.simulate import utilisation
+    from latency.simulate.simulator import utilisation
     assert utilisation(cfg, svc) == pytest.approx(0.8)
     unlimited = simulate(SimConfig(rate=rate, requests=20_000), svc)
     assert (unlimited["t_pre_start"] == unlimited["t_received"]).all()

@@ -16,13 +16,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from latency.compare import diff_rows, format_diff, p99_gate, setup_differences
-from latency.components import COMPONENTS, component_ns
-from latency.config import RunConfig
-from latency.engine import execute
-from latency.export import export_bytes
-from latency.store import RunStore, StoreError
-from latency.trace import SEGMENTS, chrome_trace
+from latency.analysis.compare import diff_rows, format_diff, p99_gate, setup_differences
+from latency.analysis.summary import Summary
+from latency.core.config import RunConfig
+from latency.core.records import COMPONENTS, component_ns
+from latency.run.engine import execute
+from latency.storage.export import export_bytes
+from latency.storage.store import RunStore, StoreError
+from latency.storage.trace import SEGMENTS, chrome_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,7 +52,7 @@ def test_a_run_round_trips_exactly(tmp_path, runs):
         assert back.config == json.loads(json.dumps(r.config))
         assert back.environment == json.loads(json.dumps(r.environment))
         assert back.timings == r.timings and back.failure == r.failure
-        assert back.summary == json.loads(json.dumps(r.summary, default=str))
+        assert back.summary.to_dict() == json.loads(json.dumps(r.summary.to_dict()))
         assert back.requests_frame().equals(r.requests_frame())
     assert store.integrity_check() == "ok"
 
@@ -64,8 +65,8 @@ def test_listing_filters_and_the_aggregates_need_no_rows(tmp_path, runs):
     plain = next(i for i in listed if i.id == ids["plain"])
     s = runs["plain"].summary
     assert plain.n == 150 and plain.model == "synthetic" and plain.load == "closed 3 clients"
-    assert plain.p99_ms == pytest.approx(s["latency_ms"]["p99"])
-    assert plain.throughput_rps == pytest.approx(s["throughput_rps"])
+    assert plain.p99_ms == pytest.approx(s.latency_ms.p99)
+    assert plain.throughput_rps == pytest.approx(s.throughput_rps)
     assert next(i for i in listed if i.id == ids["errors"]).load == "open 300 req/s poisson"
     assert [i.id for i in store.list(status="failed")] == [ids["failed"]]
     assert [i.id for i in store.list(text="300 REQ")] == [ids["errors"]]
@@ -74,11 +75,11 @@ def test_listing_filters_and_the_aggregates_need_no_rows(tmp_path, runs):
     p, ms = agg.spectrum
     assert agg.result is None and p[0] == 0.0 and p[-1] == pytest.approx(1 - 1 / 150)
     assert np.all(np.diff(p) > 0) and np.all(np.diff(ms) >= 0)
-    assert ms[np.isclose(p, 0.5)][0] == pytest.approx(s["latency_ms"]["p50"], rel=1e-9)
-    assert np.interp(0.99, p, ms) == pytest.approx(s["latency_ms"]["p99"], rel=0.02)
+    assert ms[np.isclose(p, 0.5)][0] == pytest.approx(s.latency_ms.p50, rel=1e-9)
+    assert np.interp(0.99, p, ms) == pytest.approx(s.latency_ms.p99, rel=0.02)
     # the make-up's mean bar is the components' means
     for c in COMPONENTS:
-        assert agg.makeup_ms["mean"][c] == pytest.approx(s["components_ms"][c]["mean"])
+        assert agg.makeup_ms["mean"][c] == pytest.approx(s.components_ms[c].mean)
 
 
 def test_ids_prefixes_latest_rename_delete(tmp_path, runs):
@@ -130,10 +131,9 @@ def test_the_test_suite_never_touches_the_real_history():
 
 
 KILL_CHILD = textwrap.dedent("""
-    import sys, numpy as np
-    sys.path.insert(0, {root!r})
-    from latency.result import RunResult
-    from latency.store import RunStore
+    import numpy as np
+    from latency.analysis.result import RunResult
+    from latency.storage.store import RunStore
     big = RunResult(config={config!r}, environment={{}}, status="completed",
                     log=np.load({rows!r}))
     store = RunStore({db!r})
@@ -154,7 +154,7 @@ def test_a_writer_killed_mid_write_leaves_a_consistent_database(tmp_path, runs):
     log = runs["plain"].log
     big = log[rng.integers(0, len(log), 400_000)]
     np.save(tmp_path / "big.npy", big)
-    code = KILL_CHILD.format(root=str(ROOT), config=runs["plain"].config,
+    code = KILL_CHILD.format(config=runs["plain"].config,
                              rows=str(tmp_path / "big.npy"), db=str(db))
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     saved: list[str] = []
@@ -201,7 +201,7 @@ def test_readers_see_whole_runs_while_a_writer_saves(tmp_path, runs):
     store = RunStore(tmp_path / "h.sqlite")
     store.save(runs["plain"])
     rows = np.tile(runs["plain"].log, 300)  # ~50,000 rows per save
-    from latency.result import RunResult
+    from latency.analysis.result import RunResult
 
     big = RunResult(config=runs["plain"].config, environment={}, status="completed", log=rows)
     problems: list[str] = []
@@ -227,7 +227,7 @@ def test_readers_see_whole_runs_while_a_writer_saves(tmp_path, runs):
 
 
 def test_the_manager_saves_each_finished_run_and_survives_a_failing_store(tmp_path):
-    from latency.manager import RunManager
+    from latency.run.manager import RunManager
 
     store = RunStore(tmp_path / "h.sqlite")
     mgr = RunManager(store=store)
@@ -247,7 +247,7 @@ def test_the_manager_saves_each_finished_run_and_survives_a_failing_store(tmp_pa
     t2 = mgr2.submit(RunConfig(model="synthetic", requests=20, warmup=0), owner="me")
     assert mgr2.wait_idle(120)
     assert mgr2.saved_id(t2.run_id) is None and "disk full" in mgr2.save_error(t2.run_id)
-    assert mgr2.get(t2.run_id).result().summary["requests"] == 20  # the result is kept
+    assert mgr2.get(t2.run_id).result().summary.requests == 20  # the result is kept
 
 
 # ---------------------------------------------------------------------------- exports
@@ -317,14 +317,15 @@ def test_exports_csv_parquet_json(tmp_path, runs):
                                                       / 1e6)
     d = json.loads(export_bytes(run, "json"))
     assert d["id"] == run.info.id and d["name"] == "with errors"
-    assert d["summary"]["requests"] == runs["errors"].summary["requests"]
+    assert d["summary"]["requests"] == runs["errors"].summary.requests
 
 
 # ---------------------------------------------------------------------------- comparing
 
 
-def _summary(total: dict, **comps: dict) -> dict:
-    return {"latency_ms": total, "components_ms": {c: comps.get(c, {}) for c in COMPONENTS}}
+def _summary(total: dict, **comps: dict) -> Summary:
+    return Summary.from_dict({"latency_ms": total,
+                              "components_ms": {c: comps.get(c, {}) for c in COMPONENTS}})
 
 
 def test_diff_rows_known_answers():
@@ -338,11 +339,11 @@ def test_diff_rows_known_answers():
     assert rows[("forward", "p50")]["delta_pct"] == [None]  # relative to zero: undefined
     assert rows[("queue", "p99")]["values"] == [None, None]
     text = format_diff(["A", "B"], [a, b])
-    assert "+50.0%" in text and "-50.0%" in text and "Δ% B" in text
+    assert "+50%" in text and "−50%" in text and "Δ% B" in text
     three = format_diff(["A", "B", "C"], [a, b, a]).splitlines()
     assert three[0].split() == ["ms", "A", "B", "C", "Δ", "B", "Δ%", "B", "Δ", "C", "Δ%", "C"]
     p99 = next(line for line in three if line.split()[:2] == ["total", "mean"])
-    assert p99.split()[-4:] == ["+2.000", "+20.0%", "+0.000", "+0.0%"]
+    assert p99.split()[-4:] == ["+2.00", "+20%", "+0", "+0.0%"]
 
 
 def test_p99_gate_thresholds():
@@ -365,7 +366,7 @@ def test_setup_differences_name_the_keys_that_changed():
 
 
 def test_a_version_1_history_is_migrated_and_keeps_its_runs(tmp_path, runs):
-    import latency.store as store_mod
+    import latency.storage.store as store_mod
 
     db = tmp_path / "v1.sqlite"
     v1_schema = store_mod._SCHEMA.replace("    setup TEXT NOT NULL,\n", "")
@@ -386,14 +387,14 @@ def test_a_version_1_history_is_migrated_and_keeps_its_runs(tmp_path, runs):
 
 
 def test_labels_name_what_differs_from_a_plain_run(tmp_path, runs):
-    from latency.store import setup_description
+    from latency.storage.store import setup_description
 
     assert setup_description(runs["plain"].config) == ""
     cfg = dict(runs["plain"].config, batch_size=8, max_batch_delay_ms=5.0, replicas=2,
                optimize=["int8"], pre="naive")
     assert setup_description(cfg) == "batch ≤ 8 / 5 ms · 2 replicas · int8 · naive pre"
     store = RunStore(tmp_path / "h.sqlite")
-    from latency.result import RunResult
+    from latency.analysis.result import RunResult
 
     r = RunResult(config=cfg, environment={}, status="completed", log=runs["plain"].log)
     info = store.info(store.save(r))

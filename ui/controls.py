@@ -10,9 +10,10 @@ from typing import Any
 
 import streamlit as st
 
-from latency.config import RunConfig, usable_cores
-from latency.devices import available_devices, supported_dtypes
-from latency.registry import list_pipelines
+from latency.core.config import RunConfig
+from latency.host.cores import usable_cores
+from latency.host.devices import available_devices, supported_dtypes
+from latency.pipelines.registry import list_pipelines
 
 KEEP: dict[str, Any] = {"bind": "query-params", "persist_state": "session"}
 

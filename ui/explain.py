@@ -1,8 +1,8 @@
 """Workshop texts shared by the Home page and the Live Profiler's "What am I looking at?"."""
 from __future__ import annotations
 
-from latency.components import COMPONENTS
-from latency.plots import COMPONENT_COLOURS
+from latency.core.records import COMPONENTS
+from latency.figures.plots import COMPONENT_COLOURS
 
 MEANING = {
     "network": ("client sends → server receives, plus server replies → client receives",

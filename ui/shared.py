@@ -20,8 +20,8 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from latency import plots
-from latency.manager import RunManager
+from latency.figures import plots
+from latency.run.manager import RunManager
 
 INSTRUCTOR_ENV = "LATENCY_LAB_INSTRUCTOR_KEY"
 
@@ -96,14 +96,14 @@ def figures(run_id: str, version: int, slo_ms: float) -> dict[str, Any]:
     snap = handle.snapshot()
     if snap.summary is None or snap.hist_counts is None:
         return {"snapshot": snap}
-    lat = snap.summary["latency_ms"]
+    lat = snap.summary.latency_ms
     share = snap.share_within(slo_ms)
     return {
         "snapshot": snap,
         "bars": SharedFigure(plots.stacked_components_figure(snap.makeup_ms)),
         "histogram": SharedFigure(plots.latency_histogram_figure(
             snap.hist_edges_ms, snap.hist_counts,
-            {"p50": lat["p50"], "p95": lat["p95"], "p99": lat["p99"]}, slo_ms, share)),
+            {"p50": lat.p50, "p95": lat.p95, "p99": lat.p99}, slo_ms, share)),
         "timeseries": SharedFigure(plots.timeseries_figure(snap.series,
                                                            offered_rps=snap.config.get("rate"))),
         "table": plots.summary_markdown(snap.summary),

@@ -1,11 +1,24 @@
 """Compare Runs: every saved run, filtered; two or more overlaid; rename, delete, export."""
 import streamlit as st
 
-from latency.compare import headline, setup_differences
-from latency.compare_plots import diff_table, letters, runs_bars_figure, runs_spectrum_figure
-from latency.config import ConfigError
-from ui.compare import (EXPORTS, TRACE_MAX_REQUESTS, aggregates, export_file, option_label,
-                        runs_frame, store, style_diff)
+from latency.analysis.compare import headline, setup_differences
+from latency.core.errors import ConfigError
+from latency.figures.compare_plots import (
+    diff_table,
+    letters,
+    runs_bars_figure,
+    runs_spectrum_figure,
+)
+from ui.compare_runs import (
+    EXPORTS,
+    TRACE_MAX_REQUESTS,
+    aggregates,
+    export_file,
+    option_label,
+    runs_frame,
+    store,
+    style_diff,
+)
 from ui.shared import yield_cpu_to_runs
 
 yield_cpu_to_runs()
@@ -57,9 +70,9 @@ if chosen:
         if diffs:
             st.caption(f"Setup A → {x}: " + "; ".join(diffs))
     for x, r in zip(names, runs):
-        if r.info.status != "completed" or not r.summary.get("successful"):
-            st.warning(f"{x} ({r.info.id}) {r.info.status}"
-                       + (f": {r.summary.get('successful', 0)} successful requests"))
+        if r.info.status != "completed" or not r.summary.successful:
+            st.warning(f"{x} ({r.info.id}) {r.info.status}: {r.summary.successful} successful "
+                       "requests")
     left, right = st.columns(2)
     with left:
         st.caption("Latency by percentile: each further nine (90 → 99 → 99.9 %) gets the same "
@@ -123,7 +136,7 @@ st.caption(f"Export {target}. The Chrome trace opens at ui.perfetto.dev: one spa
 cols = st.columns(len(EXPORTS))
 db = str(history.path)
 for col, (fmt, label) in zip(cols, EXPORTS):
-    from latency.export import FORMATS, file_name
+    from latency.storage.export import FORMATS, file_name
 
     col.download_button(label, (lambda f=fmt: export_file(db, target, f)),
                         file_name=file_name(aggregates(db, target), fmt), mime=FORMATS[fmt][1],

@@ -1,7 +1,7 @@
 """Home: what the tool shows, the five components, and where to start."""
 import streamlit as st
 
-from latency.registry import list_pipelines
+from latency.pipelines.registry import list_pipelines
 from ui.explain import COMPONENTS_TABLE, MISTAKES
 
 st.title("Latency Lab")

@@ -1,10 +1,11 @@
 """Live Profiler: start a run, watch its latency decompose live, stop it."""
 import streamlit as st
 
-from latency.config import ConfigError, usable_cores
-from latency.manager import PermissionDenied
-from ui import live
-from ui.compare import history_note, history_state
+from latency.core.errors import ConfigError
+from latency.host.cores import usable_cores
+from latency.run.manager import PermissionDenied
+from ui import live_profiler as live
+from ui.compare_runs import history_note, history_state
 from ui.controls import profiler_controls
 from ui.shared import is_instructor, run_manager, session_id, yield_cpu_to_runs
 

@@ -1,12 +1,20 @@
 """Load Simulator: move a slider, see queueing — simulated instantly, checked against theory."""
 import streamlit as st
 
-from latency import plots
+from latency.core import fmt
+from latency.core.errors import ConfigError
+from latency.figures import plots
 from ui.controls import KEEP
-from latency.config import ConfigError
+from ui.load_simulator import (
+    calibrated_prediction,
+    comparison_markdown,
+    plan,
+    predict,
+    preprocess_workers,
+    recorded_runs,
+    validation_config,
+)
 from ui.shared import run_manager, session_id, yield_cpu_to_runs
-from ui.simulator import (calibrated_prediction, comparison_markdown, plan, predict,
-                          preprocess_workers, recorded_runs, validation_config)
 
 yield_cpu_to_runs()
 st.title("Load Simulator")
@@ -59,11 +67,11 @@ except ValueError as exc:
     st.error(f"Cannot simulate: {exc}")
     st.stop()
 snap, rho = p["snapshot"], p["utilisation"]
-lat = snap.summary["latency_ms"]
+lat = snap.summary.latency_ms
 m = st.columns(4)
 m[0].metric("utilisation ρ", f"{rho:.2f}")
-m[1].metric("p50 (simulated)", plots.fmt_duration(lat["p50"]))
-m[2].metric("p99 (simulated)", plots.fmt_duration(lat["p99"]))
+m[1].metric("p50 (simulated)", fmt.duration(lat.p50))
+m[2].metric("p99 (simulated)", fmt.duration(lat.p99))
 share = snap.share_within(slo)
 m[3].metric(f"within SLO {slo:g} ms", f"{share:.1%}" if share is not None else "—")
 if rho >= 1:
@@ -79,13 +87,13 @@ with left:
 with right:
     st.caption("Predicted distribution of the total latency.")
     st.plotly_chart(plots.latency_histogram_figure(
-        snap.hist_edges_ms, snap.hist_counts, {k: lat[k] for k in ("p50", "p95", "p99")}, slo,
+        snap.hist_edges_ms, snap.hist_counts, {k: lat.get(k) for k in ("p50", "p95", "p99")}, slo,
         share), key="sim_hist")
 c = p["curve"]
 st.subheader("The hockey stick")
 st.plotly_chart(plots.hockey_stick_figure(
     c.utilisation, c.p50_ms, c.p99_ms, c.theory_p50_ms, c.theory_p99_ms,
-    (min(rho, 0.999), lat["p50"], lat["p99"]) if rho < 1 else None, slo), key="sim_curve")
+    (min(rho, 0.999), lat.p50, lat.p99) if rho < 1 else None, slo), key="sim_curve")
 if rho >= 1:
     st.caption(f"Your setting (ρ = {rho:.2f}) is off this chart: at ρ ≥ 1 there is no steady "
                "state to plot.")
@@ -140,23 +148,23 @@ if handle is not None:
                         text=f"real run {snap.phase} · {snap.progress.get('measured', 0)} "
                              "requests measured")
             return
-        if snap.summary is None or not snap.summary.get("successful"):
+        if snap.summary is None or not snap.summary.successful:
             st.error(f"The validation run {snap.status}: {snap.failure or 'nothing measured'}")
             return
         if validation[1] != settings:
             st.info("The settings changed since this validation; press Validate again.")
         cal = calibrated_prediction(handle.run_id, *validation[1][:3], *validation[1][4:7])
-        st.markdown(comparison_markdown(validation[2], snap.summary["latency_ms"], cal))
-        ci = snap.summary["latency_ms"].get("p99_ci95")
-        ci_text = (f"measured p99's 95 % interval {plots.fmt_duration(ci[0])} – "
-                   f"{plots.fmt_duration(ci[1])}; " if ci else "too few requests for a p99 "
+        st.markdown(comparison_markdown(validation[2], snap.summary.latency_ms, cal))
+        ci = snap.summary.latency_ms.p99_ci95
+        ci_text = (f"measured p99's 95 % interval {fmt.duration(ci[0])} – "
+                   f"{fmt.duration(ci[1])}; " if ci else "too few requests for a p99 "
                    "interval; ")
         st.caption(f"Measured on this machine by {handle.run_id} ({snap.status}, "
-                   f"{snap.summary['requests']} requests; {ci_text}it assumes independent "
+                   f"{snap.summary.requests} requests; {ci_text}it assumes independent "
                    "requests, and queued ones are not, so the real spread is wider). "
                    "*Calibrated*: simulated again with "
-                   f"what this machine delivered — forward mean {cal['forward_ms']:.3g} ms "
-                   f"(set {validation[1][0]:g}), hand-offs {cal['handoff_ms']:.2f} ms a "
+                   f"what this machine delivered — forward mean {fmt.ms(cal['forward_ms'])} ms "
+                   f"(set {validation[1][0]:g}), hand-offs {fmt.ms(cal['handoff_ms'])} ms a "
                    "request — over the run's own arrival times; the difference column is "
                    "against it. A short run's p99 scatters widely (±20 % at ρ = 0.8 over "
                    "6,000 requests): run longer for a sharper check.")

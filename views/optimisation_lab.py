@@ -2,9 +2,10 @@
 and the guided lesson "a much faster model, about the same latency"."""
 import streamlit as st
 
-from latency.ab import submit_ab
-from latency.config import ConfigError
-from ui import lab
+from latency.core import fmt
+from latency.core.errors import ConfigError
+from latency.run.ab import submit_ab
+from ui import optimisation_lab as lab
 from ui.shared import run_manager, session_id, yield_cpu_to_runs
 
 yield_cpu_to_runs()
@@ -79,10 +80,10 @@ def results() -> None:
     hide_bars = group.get("lesson") == "quantise"
     if hide_bars:
         h = ab.headline
-        alone = (f" (alone {h.forward_alone_change:+.0%})"
+        alone = (f" (alone {fmt.change(h.forward_alone_change)})"
                  if h.forward_alone_change is not None else "")
-        question = (f"Measured: the forward pass {h.forward_change:+.0%}{alone}, end-to-end "
-                    f"p50 {h.p50_change:+.0%}. What do you look at next?")
+        question = (f"Measured: the forward pass {fmt.change(h.forward_change)}{alone}, "
+                    f"end-to-end p50 {fmt.change(h.p50_change)}. What do you look at next?")
         answer = st.radio(question, ANSWERS, index=None, key="lesson_answer")
         if answer is None:
             st.caption("Answer to reveal the component bars.")
@@ -92,8 +93,8 @@ def results() -> None:
             else:
                 st.warning("Look at the bars first: they say where the time goes.")
             comps = ab.a.components_ms
-            top = sorted(comps, key=lambda c: -comps[c]["mean"])[:2]
-            share = sum(comps[c]["mean"] for c in top) / ab.a.latency_ms["mean"]
+            top = sorted(comps, key=lambda c: -(comps[c].mean or 0.0))[:2]
+            share = sum(comps[c].mean or 0.0 for c in top) / ab.a.latency_ms.mean
             st.markdown(f"In A, **{top[0]}** and **{top[1]}** took {share:.0%} of the mean; the "
                         f"forward pass {ab.headline.forward_share:.0%}. Making the forward pass "
                         "faster can only move the total by its share (Amdahl's law).")

@@ -1,0 +1,142 @@
+"""Comparing runs: the component diff table, the differences in setup, and the p99 gate.
+
+Separate from measuring, as ``torch.utils.benchmark.Compare`` is from ``Timer``: it reads only
+stored summaries (mean/p50/p99 of the total and of each component, the p99 confidence
+interval), so comparing two runs costs nothing however long they were.
+
+The gate for CI: ``p99_gate(base, candidate, pct)`` fails when the candidate's p99 is more
+than ``pct`` % above the baseline's. It also says whether the two p99 95% intervals overlap —
+a regression inside overlapping intervals may be noise, and a person should know that even
+when the gate trips.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from latency.analysis.summary import Summary
+from latency.core import fmt
+from latency.core.records import COMPONENTS
+
+STATS: tuple[str, ...] = ("mean", "p50", "p99")
+ROWS: tuple[str, ...] = ("total",) + COMPONENTS
+#: setup keys worth naming when two runs differ in them.
+CONFIG_KEYS = ("model", "model_args", "device", "dtype", "optimize", "pre", "post",
+               "batch_size", "max_batch_delay_ms", "replicas", "threads", "preprocess_workers",
+               "transport", "payload", "target", "bodies", "net_rtt_ms", "net_jitter_ms",
+               "net_bandwidth_mbps", "max_body_mb", "mode", "concurrency", "rate", "arrival",
+               "requests", "duration_s", "warmup", "seed")
+ENV_KEYS = ("cpu_model", "cores", "device_name", "torch", "python", "git_commit")
+
+
+def _stat(summary: Summary, row: str, stat: str) -> float | None:
+    v = summary.component(row).get(stat)
+    return None if v is None else float(v)
+
+
+def diff_rows(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
+    """One row per (component, statistic): every run's value (ms), and each later run's
+    difference from the first, absolute (ms) and relative (%, None when the first is 0)."""
+    out = []
+    for row in ROWS:
+        for stat in STATS:
+            vals = [_stat(s, row, stat) for s in summaries]
+            base = vals[0]
+            deltas = [None if v is None or base is None else v - base for v in vals[1:]]
+            pcts = [None if d is None or not base else 100.0 * d / base for d in deltas]
+            out.append({"component": row, "stat": stat, "values": vals, "delta_ms": deltas,
+                        "delta_pct": pcts})
+    return out
+
+
+def format_diff(letters: Sequence[str], summaries: Sequence[Summary]) -> str:
+    """The diff table as text: values of every run, then Δ and Δ% of each against the first."""
+    rows = diff_rows(summaries)
+    head = [f"{'ms':<12}{'':<5}"] + [f"{x:>10}" for x in letters]
+    for x in letters[1:]:
+        head += [f"{'Δ ' + x:>10}", f"{'Δ% ' + x:>10}"]
+    lines = ["".join(head)]
+    lines.append("-" * len(lines[0]))
+    for r in rows:
+        name = r["component"] if r["stat"] == STATS[0] else ""
+        cells = [f"{name:<12}{r['stat']:<5}"] + [f"{fmt.ms(v):>10}" for v in r["values"]]
+        for d, p in zip(r["delta_ms"], r["delta_pct"]):
+            cells += [f"{fmt.signed_ms(d):>10}",
+                      f" {fmt.change(None if p is None else p / 100):>9}"]
+        lines.append("".join(cells))
+    return "\n".join(lines)
+
+
+def setup_differences(a_config: Mapping[str, Any], b_config: Mapping[str, Any],
+                      a_env: Mapping[str, Any], b_env: Mapping[str, Any]) -> list[str]:
+    """'batch_size: 1 → 8' for every setting or environment fact that differs."""
+    out = []
+    for keys, a, b in ((CONFIG_KEYS, a_config, b_config), (ENV_KEYS, a_env, b_env)):
+        for k in keys:
+            va, vb = a.get(k), b.get(k)
+            if va == vb or (va is None and vb is None):
+                continue
+            if isinstance(va, Mapping) and isinstance(vb, Mapping):  # name the keys that differ
+                for sub in sorted(set(va) | set(vb), key=str):
+                    if va.get(sub) != vb.get(sub):
+                        out.append(f"{k}.{sub}: {va.get(sub)} → {vb.get(sub)}")
+            else:
+                out.append(f"{k}: {va} → {vb}")
+    return out
+
+
+@dataclass(frozen=True)
+class GateResult:
+    passed: bool
+    message: str
+    change_pct: float | None
+
+
+def p99_gate(base: Summary, candidate: Summary, max_worse_pct: float,
+             base_name: str = "A", candidate_name: str = "B") -> GateResult:
+    """Fail when the candidate's p99 is more than ``max_worse_pct`` % above the baseline's.
+    A candidate without successful requests fails (it has no p99 at all)."""
+    b99, c99 = _stat(base, "total", "p99"), _stat(candidate, "total", "p99")
+    if b99 is None or b99 <= 0:
+        raise ValueError(f"{base_name} has no successful requests: no p99 to compare against")
+    if c99 is None:
+        return GateResult(False, f"REGRESSION: {candidate_name} has no successful requests "
+                                 "(no p99)", None)
+    change = 100.0 * (c99 - b99) / b99
+    verb = "worse" if change > 0 else "better"
+    overlap = ci_overlap(base, candidate)
+    noise = {True: "; the p99 95% intervals overlap: the difference may be noise",
+             False: "; the p99 95% intervals do not overlap",
+             None: "; too few requests for a p99 confidence interval"}[overlap]
+    text = (f"{candidate_name} p99 {fmt.ms(c99)} ms vs {base_name} {fmt.ms(b99)} ms: "
+            f"{abs(change):.1f}% {verb} (limit {max_worse_pct:g}% worse){noise}")
+    passed = change <= max_worse_pct
+    return GateResult(passed, ("OK: " if passed else "REGRESSION: ") + text, change)
+
+
+def headline(base: Summary, candidate: Summary, base_name: str = "A",
+             candidate_name: str = "B") -> str:
+    """'B vs A: p50 +12.0%, p99 +42.2% (the p99 95% intervals do not overlap)'."""
+    for name, run in ((base_name, base), (candidate_name, candidate)):
+        if not run.successful:
+            return (f"{candidate_name} vs {base_name}: nothing to compare — {name} has no "
+                    "successful requests")
+    parts = []
+    for stat in ("p50", "p99"):
+        a, b = _stat(base, "total", stat), _stat(candidate, "total", stat)
+        parts.append(f"{stat} " + ("—" if a is None or b is None or a <= 0 else
+                                   f"{fmt.ms(b)} vs {fmt.ms(a)} ms "
+                                   f"({fmt.change((b - a) / a)})"))
+    note = {True: "the p99 95% intervals overlap: may be noise",
+            False: "the p99 95% intervals do not overlap",
+            None: "too few requests for a p99 interval"}[ci_overlap(base, candidate)]
+    return f"{candidate_name} vs {base_name}: " + ", ".join(parts) + f" — {note}"
+
+
+def ci_overlap(a: Summary, b: Summary) -> bool | None:
+    """Whether the two runs' p99 95% confidence intervals overlap (None: one has none)."""
+    ca, cb = a.latency_ms.p99_ci95, b.latency_ms.p99_ci95
+    if not ca or not cb:
+        return None
+    return ca[0] <= cb[1] and cb[0] <= ca[1]

@@ -1,0 +1,131 @@
+"""RunResult: what one run measured, with its summary, JSON and CSV forms.
+
+A result is a value: the config, the environment, the status, the request log (columnar numpy,
+105 bytes a request) and the error messages. The summary is derived from them on demand, so it
+can never disagree with the records it summarises.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from latency.analysis.stats import per_second_series
+from latency.analysis.summary import Summary, summarize
+from latency.analysis.summary_text import format_summary
+from latency.core.records import (
+    COMPONENTS,
+    RECORD_DTYPE,
+    STAMPS,
+    STATUS_OK,
+    component_ns,
+    measured_and_ok,
+    rows_to_table,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+@dataclass(repr=False)
+class RunResult:
+    config: dict[str, Any]
+    environment: dict[str, Any]
+    status: str
+    log: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=RECORD_DTYPE))
+    errors: dict[int, str] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    failure: str | None = None
+    #: the failure's traceback (from the run process, when it failed there)
+    traceback: str | None = field(default=None, repr=False)
+
+    @cached_property
+    def summary(self) -> Summary:
+        return summarize(self)
+
+    def __repr__(self) -> str:  # a value that prints what the CLI prints
+        return format_summary(self)
+
+    def measured(self) -> np.ndarray:
+        """Rows of the measured phase (warm-up excluded), successful or not."""
+        return measured_and_ok(self.log)[0]
+
+    @cached_property
+    def series(self) -> dict[str, list[Any]]:
+        """Per-second throughput and p50/p99 of the measured, successful requests."""
+        _, ok = measured_and_ok(self.log)
+        start = self.timings.get("measure_start_ns")
+        if not len(ok) or start is None:
+            return per_second_series(np.zeros(0), np.zeros(0))
+        end = self.timings.get("measure_end_ns", int(ok["t_done"].max()))
+        return per_second_series((ok["t_done"] - start) / 1e9,
+                                 (ok["t_done"] - ok["t_intended"]) / 1e6, (end - start) / 1e9)
+
+    def to_dict(self, requests: bool = False) -> dict[str, Any]:
+        """The result as JSON-ready data; ``requests`` adds every request record (columnar,
+        integer ns) so the file can be reloaded, e.g. by ``simulate --from-run``."""
+        d: dict[str, Any] = {"config": self.config, "environment": self.environment,
+                             "status": self.status, "failure": self.failure,
+                             "timings": self.timings, "summary": self.summary.to_dict(),
+                             "series": self.series}
+        if self.traceback:
+            d["traceback"] = self.traceback
+        if requests:
+            d["requests"] = rows_to_table(self.log)
+            d["requests"]["errors"] = {str(k): v for k, v in self.errors.items()}
+        return d
+
+    def json_text(self, requests: bool = True) -> str:
+        data = self.to_dict(requests)
+        if requests:  # one line per column keeps the file readable and a third smaller
+            table = data.pop("requests")
+            head = json.dumps(data, indent=2)[:-2]
+            cols = ",\n".join(f"      {json.dumps(k)}: {json.dumps(v)}"
+                              for k, v in table.pop("columns").items())
+            meta = ",\n".join(f"    {json.dumps(k)}: {json.dumps(v)}" for k, v in table.items())
+            return (f'{head},\n  "requests": {{\n{meta},\n    "columns": {{\n{cols}\n'
+                    "    }\n  }\n}\n")
+        return json.dumps(data, indent=2) + "\n"
+
+    def to_json(self, path: str | Path, requests: bool = True) -> None:
+        Path(path).write_text(self.json_text(requests))
+
+    def requests_frame(self) -> pd.DataFrame:
+        """One row per request (warm-up included and labelled): stamps relative to the start
+        of measurement and every component, in ms."""
+        import pandas as pd
+
+        rows = self.log
+        comps = component_ns(rows)
+        default_t0 = int(rows["t_intended"].min()) if len(rows) else 0
+        t0 = self.timings.get("measure_start_ns", default_t0)
+        status = np.where(rows["status"] == STATUS_OK, "ok", "error")
+        cols: dict[str, Any] = {
+            "request": np.arange(len(rows)), "client": rows["client"],
+            "warmup": rows["warmup"], "status": status,
+            "error": [self.errors.get(i, "") for i in range(len(rows))],
+            "batch_id": rows["batch_id"], "batch_size": rows["batch_size"],
+            "replica": rows["replica"],
+        }
+        for st in STAMPS:
+            cols[f"t_{st}_ms"] = (rows[f"t_{st}"] - t0) / 1e6
+        cols["total_ms"] = comps["total"] / 1e6
+        for c in COMPONENTS:
+            cols[f"{c}_ms"] = comps[c] / 1e6
+        cols["schedule_lag_ms"] = comps["schedule_lag"] / 1e6
+        if self.config.get("transport") == "http":  # what crossed the wire, per request
+            cols["request_bytes"] = rows["req_bytes"]
+            cols["response_bytes"] = rows["resp_bytes"]
+            cols["emulated_wan_ms"] = rows["emulated_us"] / 1e3  # EMULATED delay, included
+            cols["server_timing"] = rows["decomposed"]  # False: network = whole client time
+        return pd.DataFrame(cols)
+
+    def csv_bytes(self) -> bytes:
+        return self.requests_frame().to_csv(index=False, float_format="%.4f").encode()
+
+    def to_csv(self, path: str | Path) -> None:
+        Path(path).write_bytes(self.csv_bytes())

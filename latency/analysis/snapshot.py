@@ -1,0 +1,100 @@
+"""Snapshots: immutable, versioned aggregates of a run, for viewers.
+
+A viewer (the CLI's progress line, every dashboard session) never touches raw samples: it reads
+a Snapshot — statistics, histogram bins, a quantile curve, per-second series and the component
+make-up of the mean and of the percentiles. A snapshot is built once per version of the data
+and shared by everyone, the way Locust's UI polls one memoised stats endpoint.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from latency.analysis.stats import HIST_EDGES_MS, histogram_ms, per_second_series, tail_makeup_ms
+from latency.analysis.summary import Summary, summarize_rows
+from latency.core import fmt
+from latency.core.records import COMPONENTS, component_ns, measured_and_ok
+
+#: the bars of the stacked component chart: the mean, then requests around each percentile.
+MAKEUP_POINTS: dict[str, float | None] = {"mean": None, "p50": 0.50, "p90": 0.90, "p99": 0.99}
+#: the quantile curve's resolution: total latency at q = 0, 0.001, …, 1.
+QUANTILE_GRID = np.linspace(0.0, 1.0, 1001)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    run_id: str
+    version: int
+    status: str  # queued | running | completed | stopped | failed
+    phase: str  # queued | starting | loading | warmup | measuring | finishing | done
+    config: dict[str, Any]
+    progress: dict[str, Any]
+    summary: Summary | None = None
+    hist_edges_ms: np.ndarray = field(default_factory=lambda: HIST_EDGES_MS)
+    hist_counts: np.ndarray | None = None
+    quantiles_ms: np.ndarray | None = None
+    makeup_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    series: dict[str, list[Any]] = field(default_factory=dict)
+    failure: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("completed", "stopped", "failed")
+
+    def share_within(self, slo_ms: float) -> float | None:
+        """Share of successful measured requests with total latency ≤ ``slo_ms``."""
+        q = self.quantiles_ms
+        if q is None or len(q) == 0:
+            return None
+        if slo_ms < q[0]:
+            return 0.0
+        if slo_ms >= q[-1]:
+            return 1.0
+        return float(np.interp(slo_ms, q, QUANTILE_GRID))
+
+    def __repr__(self) -> str:  # a value that prints itself helpfully
+        p = self.summary.latency_ms if self.summary else None
+        return (f"Snapshot({self.run_id} v{self.version} {self.status}/{self.phase}, "
+                f"{self.progress.get('measured', 0)} measured, p50 {fmt.ms(p and p.p50)}, "
+                f"p99 {fmt.ms(p and p.p99)} ms)")
+
+
+def build_snapshot(run_id: str, version: int, status: str, phase: str, config: dict[str, Any],
+                   rows: np.ndarray, errors: dict[int, str], progress: dict[str, Any],
+                   measure_start_ns: int | None, measure_end_ns: int | None,
+                   warnings: list[str] | None = None, failure: str | None = None) -> Snapshot:
+    """Aggregate the rows seen so far into a Snapshot (O(n log n), once per version)."""
+    measured, ok = measured_and_ok(rows)
+    progress = dict(progress, measured=int(len(measured)))
+    if len(ok) == 0:
+        return Snapshot(run_id, version, status, phase, config, progress,
+                        summary=summarize_rows(rows, errors, measure_start_ns=measure_start_ns,
+                                               measure_end_ns=measure_end_ns, config=config,
+                                               warnings=warnings) if len(rows) else None,
+                        failure=failure)
+    comps = component_ns(ok)
+    total_ms = comps["total"] / 1e6
+    comps_ms = {c: comps[c] / 1e6 for c in COMPONENTS}
+    order = np.argsort(comps["total"], kind="stable")  # one sort serves quantiles and tails
+    makeup: dict[str, dict[str, float]] = {}
+    for name, q in MAKEUP_POINTS.items():
+        if q is None:
+            makeup[name] = {c: float(v.mean()) for c, v in comps_ms.items()}
+        else:
+            makeup[name] = tail_makeup_ms(comps_ms, total_ms, q, order=order)
+    sorted_total = total_ms[order]
+    grid = QUANTILE_GRID * (len(sorted_total) - 1)
+    quantiles = np.interp(grid, np.arange(len(sorted_total)), sorted_total)
+    start = measure_start_ns if measure_start_ns is not None else int(ok["t_intended"].min())
+    end_ns = measure_end_ns if measure_end_ns is not None else int(measured["t_done"].max())
+    series = per_second_series((ok["t_done"] - start) / 1e9, total_ms, (end_ns - start) / 1e9)
+    return Snapshot(
+        run_id, version, status, phase, config, progress,
+        summary=summarize_rows(rows, errors, measure_start_ns=measure_start_ns,
+                               measure_end_ns=measure_end_ns, config=config,
+                               warnings=warnings, comps=comps),
+        hist_counts=histogram_ms(total_ms),
+        quantiles_ms=quantiles,
+        makeup_ms=makeup, series=series, failure=failure)

@@ -1,0 +1,211 @@
+"""Statistics of latency samples: percentiles with distribution-free intervals, log-binned
+histograms, per-second series and the component make-up of the tail.
+
+Rules (ARCHITECTURE §4): never trim outliers; report a 95% confidence interval for p99 from
+order statistics (no distribution assumed) and say when there are too few samples for one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy.stats import binom
+
+from latency.core import fmt
+
+#: the percentiles every summary reports, by key.
+PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0,
+                                 "p999": 99.9}
+#: histogram bin edges in ms: 1 µs to 100 s, 20 log-spaced bins per decade. Fixed edges make
+#: histograms of different runs (and of successive snapshots) directly comparable.
+BINS_PER_DECADE = 20
+HIST_EDGES_MS: np.ndarray = 10.0 ** np.linspace(-3, 5, 8 * BINS_PER_DECADE + 1)
+
+
+def quantile_ci(sorted_values: np.ndarray, q: float, confidence: float = 0.95
+                ) -> tuple[float, float] | None:
+    """Distribution-free confidence interval for the ``q``-quantile (0<q<1) of sorted samples.
+
+    The number of samples below the true quantile is Binomial(n, q); the interval runs from the
+    order statistic of rank ``binom.ppf(α/2)`` to that of rank ``binom.ppf(1-α/2) + 1``, which
+    covers the quantile with probability ≥ ``confidence``. Returns None when n is too small for
+    the upper rank to exist (e.g. fewer than ~370 samples for p99).
+    """
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    alpha = 1.0 - confidence
+    lo_rank = int(binom.ppf(alpha / 2, n, q))  # 1-based rank of the lower bound
+    hi_rank = int(binom.ppf(1 - alpha / 2, n, q)) + 1
+    if lo_rank < 1 or hi_rank > n:
+        return None
+    return float(sorted_values[lo_rank - 1]), float(sorted_values[hi_rank - 1])
+
+
+def _linear_positions(n: int, qs: list[float]) -> list[tuple[int, int, float]]:
+    """numpy's default ('linear') percentile as (lower index, upper index, weight) triples."""
+    out = []
+    for q in qs:
+        pos = q / 100.0 * (n - 1)
+        lo = int(np.floor(pos))
+        out.append((lo, min(lo + 1, n - 1), pos - lo))
+    return out
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """mean, p50…p99.9 and max of one quantity, in ms, with the p99's 95 % interval.
+
+    A value that prints itself (``p50 1.23 ms · p99 4.56 ms [4.1, 5.2] · max 9.87 ms``). Every
+    field is None when there were no samples. ``has_ci`` says whether the interval was asked
+    for (the JSON then carries ``p99_ci95``, None when too few samples): warm-up and the
+    emulated WAN delay are described without one.
+    """
+
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    max: float | None = None
+    p99_ci95: tuple[float, float] | None = None
+    has_ci: bool = field(default=True, compare=False)
+
+    #: the statistics in the order every table shows them
+    KEYS: ClassVar[tuple[str, ...]] = ("mean", *PERCENTILES, "max")
+
+    def get(self, key: str) -> float | None:
+        """A statistic by its key ('mean', 'p50', …, 'max')."""
+        if key not in self.KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {k: getattr(self, k) for k in self.KEYS}
+        if self.has_ci:
+            d["p99_ci95"] = list(self.p99_ci95) if self.p99_ci95 is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> LatencyStats:
+        d = d or {}
+        ci = d.get("p99_ci95")
+        return cls(**{k: d.get(k) for k in cls.KEYS},
+                   p99_ci95=(float(ci[0]), float(ci[1])) if ci else None,
+                   has_ci="p99_ci95" in d)
+
+    def __repr__(self) -> str:
+        if self.p50 is None:
+            return "LatencyStats(no samples)"
+        ci = (f" [{fmt.ms(self.p99_ci95[0])}, {fmt.ms(self.p99_ci95[1])}]"
+              if self.p99_ci95 else "")
+        return (f"LatencyStats(mean {fmt.ms(self.mean)} · p50 {fmt.ms(self.p50)} · p99 "
+                f"{fmt.ms(self.p99)}{ci} · max {fmt.ms(self.max)} ms)")
+
+
+def describe_ms(values_ns: np.ndarray, with_ci: bool = True) -> LatencyStats:
+    """mean, p50…p999, max (and the p99 95% interval) of durations given in ns, in ms.
+
+    One ``np.partition`` on the few order statistics needed instead of a full sort: O(n), so a
+    200,000-request snapshot stays cheap. Same values as ``np.percentile`` (linear).
+    """
+    n = len(values_ns)
+    if n == 0:
+        return LatencyStats(has_ci=with_ci)
+    positions = _linear_positions(n, list(PERCENTILES.values()))
+    ranks: tuple[int, int] | None = None
+    if with_ci:
+        lo_rank = int(binom.ppf(0.025, n, 0.99))
+        hi_rank = int(binom.ppf(0.975, n, 0.99)) + 1
+        ranks = (lo_rank - 1, hi_rank - 1) if lo_rank >= 1 and hi_rank <= n else None
+    kth = {n - 1} | {i for lo, hi, _ in positions for i in (lo, hi)}
+    if ranks:
+        kth |= set(ranks)
+    part = np.partition(values_ns, sorted(kth))
+    ms = lambda i: float(part[i]) / 1e6  # noqa: E731
+    pct = {key: ms(lo) + w * (ms(hi) - ms(lo)) for key, (lo, hi, w) in zip(PERCENTILES, positions)}
+    return LatencyStats(mean=float(values_ns.mean()) / 1e6, **pct, max=ms(n - 1),
+                        p99_ci95=(ms(ranks[0]), ms(ranks[1])) if ranks else None,
+                        has_ci=with_ci)
+
+
+def histogram_ms(values_ms: np.ndarray) -> np.ndarray:
+    """Counts of ``values_ms`` in the fixed log bins ``HIST_EDGES_MS`` (clipped into range)."""
+    clipped = np.clip(values_ms, HIST_EDGES_MS[0], HIST_EDGES_MS[-1] * 0.999999)
+    counts, _ = np.histogram(clipped, bins=HIST_EDGES_MS)
+    return counts
+
+
+def per_second_series(t_done_s: np.ndarray, total_ms: np.ndarray,
+                      end_s: float | None = None) -> dict[str, list[float]]:
+    """Throughput (completions/s) and p50/p99 of the requests completed in each whole second.
+
+    ``t_done_s`` are completion times in seconds since the start of measurement; ``end_s`` is
+    when observation stopped. The last second is usually cut short: its throughput is its
+    count divided by the part of the second observed (not a false dip). A second with no
+    completion shows throughput 0 and no percentile (None), never an invented value.
+    """
+    if len(t_done_s) == 0:
+        return {"t_s": [], "throughput_rps": [], "p50_ms": [], "p99_ms": []}
+    sec = np.floor(t_done_s).astype(np.int64)
+    sec = np.clip(sec, 0, None)
+    n_sec = int(sec.max()) + 1
+    order = np.argsort(sec, kind="stable")
+    sec_sorted, tot_sorted = sec[order], total_ms[order]
+    bounds = np.searchsorted(sec_sorted, np.arange(n_sec + 1))
+    p50: list[float | None] = []
+    p99: list[float | None] = []
+    counts = np.diff(bounds)
+    for i in range(n_sec):
+        chunk = tot_sorted[bounds[i]: bounds[i + 1]]
+        if len(chunk):
+            a, b = np.percentile(chunk, [50, 99])
+            p50.append(float(a))
+            p99.append(float(b))
+        else:
+            p50.append(None)
+            p99.append(None)
+    rates = [float(c) for c in counts]
+    if end_s is not None:
+        observed = end_s - (n_sec - 1)
+        if 0.05 < observed < 1.0:
+            rates[-1] = float(counts[-1] / observed)
+        elif observed <= 0.05:  # too short a sliver to rate: leave it out
+            rates, p50, p99, n_sec = rates[:-1], p50[:-1], p99[:-1], n_sec - 1
+    return {"t_s": [float(i + 1) for i in range(n_sec)],
+            "throughput_rps": rates, "p50_ms": p50, "p99_ms": p99}
+
+
+def tail_makeup_ms(components_ms: dict[str, np.ndarray], total_ms: np.ndarray, q: float,
+                   window: float | None = None, min_samples: int = 5,
+                   order: np.ndarray | None = None) -> dict[str, float]:
+    """The component make-up of the requests *around* the ``q``-quantile of the total.
+
+    Per-component percentiles do not add up (the p99 request is rarely p99 in every part), so
+    the p99 bar instead shows the mean components of the requests whose total lies within
+    ``window`` quantile points of p99 (at least ``min_samples`` nearest requests), scaled so the
+    segments sum to the quantile itself. That is what makes the tail slow.
+    """
+    n = len(total_ms)
+    if n == 0:
+        return {k: 0.0 for k in components_ms}
+    if window is None:
+        window = min(0.005, (1 - q) / 2) if q > 0.5 else 0.005
+    if order is None:
+        order = np.argsort(total_ms, kind="stable")
+    lo = int(np.floor((q - window) * (n - 1)))
+    hi = int(np.ceil((q + window) * (n - 1)))
+    centre = int(round(q * (n - 1)))
+    if hi - lo + 1 < min_samples:
+        lo, hi = centre - min_samples // 2, centre + min_samples // 2
+    lo, hi = max(lo, 0), min(hi, n - 1)
+    idx = order[lo: hi + 1]
+    means = {k: float(v[idx].mean()) for k, v in components_ms.items()}
+    pos = q * (n - 1)  # the q-quantile (numpy's linear rule) read off the sorted totals
+    a, b = total_ms[order[int(np.floor(pos))]], total_ms[order[min(int(np.floor(pos)) + 1, n - 1)]]
+    target = float(a + (pos - np.floor(pos)) * (b - a))
+    s = sum(means.values())
+    scale = target / s if s > 0 else 0.0
+    return {k: v * scale for k, v in means.items()}

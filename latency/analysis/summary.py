@@ -1,0 +1,196 @@
+"""The summary of a run: a typed value (``Summary``), its JSON form, and how it is computed.
+
+Percentiles are over successful measured requests only (warm-up excluded, errors counted apart);
+the component statistics use the same requests, so every figure refers to one population.
+
+``Summary.to_dict()`` is the ``summary`` block of a run's JSON and of the history, key for key
+as it has always been; ``Summary.from_dict`` reads it back (also from files written before the
+summary was typed). ``repr(summary)`` prints what the CLI prints.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from latency.analysis.findings import Finding, Verdict, findings
+from latency.analysis.stats import LatencyStats, describe_ms
+from latency.analysis.transport_summary import TransportSummary, transport_summary
+from latency.analysis.verdict import verdict
+from latency.core import fmt
+from latency.core.records import COMPONENTS, component_ns, measured_and_ok
+
+#: open-loop schedule lag p99 above this (or above half the mean gap between arrivals, if
+#: larger) means the generator could not keep up. A millisecond of lag on a 2-core machine
+#: is scheduling noise, not a generator falling behind.
+LAG_WARN_MS = 2.0
+#: open loop: served below this share of the offered rate means the server is overloaded.
+OVERLOAD_SHARE = 0.9
+#: below this many successful requests a p99 has no confidence interval worth the name.
+MIN_FOR_P99 = 370
+#: the statistics of the schedule lag the summary repeats on its own (it is ``overhead``).
+LAG_KEYS = ("mean", "p50", "p99", "max")
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a run (or a snapshot of one, or a simulation) measured, in ms."""
+
+    requests: int = 0
+    successful: int = 0
+    errors: int = 0
+    error_rate: float = 0.0
+    warmup_requests: int = 0
+    warmup_latency_ms: LatencyStats = field(default_factory=lambda: LatencyStats(has_ci=False))
+    duration_s: float = 0.0
+    throughput_rps: float = 0.0
+    latency_ms: LatencyStats = field(default_factory=LatencyStats)
+    components_ms: dict[str, LatencyStats] = field(
+        default_factory=lambda: {c: LatencyStats() for c in COMPONENTS})
+    batch_size_mean: float | None = None
+    transport: TransportSummary = field(default_factory=TransportSummary)
+    error_messages: dict[str, int] = field(default_factory=dict)
+    offered_rps: float | None = None
+    overloaded: bool = False
+    warnings: list[Finding] = field(default_factory=list)
+    verdict: Verdict = field(default_factory=lambda: Verdict(""))
+
+    @property
+    def schedule_lag_ms(self) -> dict[str, float | None]:
+        """The client's lag behind its schedule: by construction the ``overhead`` component."""
+        lag = self.components_ms["overhead"]
+        return {k: lag.get(k) for k in LAG_KEYS}
+
+    def component(self, name: str) -> LatencyStats:
+        """``total`` or one of ``COMPONENTS``."""
+        return self.latency_ms if name == "total" else self.components_ms[name]
+
+    def findings_of(self, kind: str) -> list[Finding]:
+        return [w for w in self.warnings if w.kind == kind]
+
+    # ---- JSON ------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests, "successful": self.successful, "errors": self.errors,
+            "error_rate": self.error_rate, "warmup_requests": self.warmup_requests,
+            "warmup_latency_ms": self.warmup_latency_ms.to_dict(),
+            "duration_s": self.duration_s, "throughput_rps": self.throughput_rps,
+            "latency_ms": self.latency_ms.to_dict(),
+            "components_ms": {c: s.to_dict() for c, s in self.components_ms.items()},
+            "schedule_lag_ms": self.schedule_lag_ms,
+            "batch_size_mean": self.batch_size_mean,
+            "transport": self.transport.to_dict(),
+            "error_messages": dict(self.error_messages),
+            "offered_rps": self.offered_rps, "overloaded": self.overloaded,
+            "warnings": [str(w) for w in self.warnings], "verdict": str(self.verdict),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Summary:
+        """A summary as stored (a run's JSON, the history); missing keys take their empty
+        values, so files from any earlier version load."""
+        d = d or {}
+        comps = d.get("components_ms") or {}
+        return cls(
+            requests=int(d.get("requests") or 0), successful=int(d.get("successful") or 0),
+            errors=int(d.get("errors") or 0), error_rate=float(d.get("error_rate") or 0.0),
+            warmup_requests=int(d.get("warmup_requests") or 0),
+            warmup_latency_ms=LatencyStats.from_dict(d.get("warmup_latency_ms")),
+            duration_s=float(d.get("duration_s") or 0.0),
+            throughput_rps=float(d.get("throughput_rps") or 0.0),
+            latency_ms=LatencyStats.from_dict(d.get("latency_ms")),
+            components_ms={c: LatencyStats.from_dict(comps.get(c)) for c in COMPONENTS},
+            batch_size_mean=d.get("batch_size_mean"),
+            transport=TransportSummary.from_dict(d.get("transport")),
+            error_messages=dict(d.get("error_messages") or {}),
+            offered_rps=d.get("offered_rps"), overloaded=bool(d.get("overloaded")),
+            warnings=findings(d.get("warnings")), verdict=Verdict(d.get("verdict") or ""))
+
+    def __repr__(self) -> str:
+        from latency.analysis.summary_text import format_summary_block
+
+        return format_summary_block(self)
+
+
+def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns: int | None,
+                   measure_end_ns: int | None, config: dict[str, Any],
+                   warnings: list[str] | None = None,
+                   comps: dict[str, np.ndarray] | None = None,
+                   server_counts: tuple[dict[str, int] | None, int | None] | None = None
+                   ) -> Summary:
+    """The Summary of a request log; used for results and for live snapshots alike.
+    ``comps`` may pass the successful measured requests' components when already computed;
+    ``server_counts`` what our HTTP server answered (responses by status, errors)."""
+    measured, ok = measured_and_ok(rows)
+    if comps is None:
+        comps = component_ns(ok)
+    if measure_start_ns is None:
+        measure_start_ns = int(measured["t_intended"].min()) if len(measured) else 0
+    if measure_end_ns is None:
+        measure_end_ns = int(measured["t_done"].max()) if len(measured) else measure_start_ns
+    if len(measured):
+        end = max(measure_end_ns, int(measured["t_done"].max()))
+    else:
+        end = measure_end_ns
+    duration_s = max(end - measure_start_ns, 1) / 1e9 if len(measured) else 0.0
+    n_err = len(measured) - len(ok)
+    warmup_rows = rows[rows["warmup"]]
+    components_ms = {c: describe_ms(comps[c]) for c in COMPONENTS}
+    throughput = len(ok) / duration_s if duration_s else 0.0
+    error_rate = n_err / len(measured) if len(measured) else 0.0
+    transport = transport_summary(ok, config)
+    if server_counts is not None:
+        transport = transport.with_server_counts(*server_counts)
+    error_counts: dict[str, int] = {}
+    for i, msg in errors.items():
+        if i < len(rows) and not rows["warmup"][i]:
+            error_counts[msg] = error_counts.get(msg, 0) + 1
+    rate = config.get("rate")
+    overloaded = bool(rate and len(measured) >= 20 and throughput < OVERLOAD_SHARE * rate)
+    w = findings(warnings, "run")
+    w += transport.findings()
+    if len(ok) < MIN_FOR_P99:
+        w.append(Finding(f"only {len(ok)} successful requests: too few for a p99 confidence "
+                         f"interval (need ≥ {MIN_FOR_P99}); run longer for a trustworthy tail",
+                         "too_few"))
+    if overloaded:
+        w.append(Finding(f"overloaded: {rate:g} req/s offered but only {fmt.rate(throughput)} "
+                         "served; the queue grows for as long as the run lasts, so latencies "
+                         "depend on the run length — add replicas or batching, or lower the "
+                         "rate", "overloaded"))
+    lag99 = components_ms["overhead"].p99
+    lag_limit = max(LAG_WARN_MS, 500.0 / rate) if rate else LAG_WARN_MS
+    if rate and lag99 is not None and lag99 > lag_limit:
+        w.append(Finding(f"the load generator fell behind its schedule (schedule lag p99 "
+                         f"{fmt.ms(lag99)} ms > {lag_limit:.2g} ms): the client machine is "
+                         "short of CPU; latencies still start at the intended send times",
+                         "schedule_lag"))
+    if n_err:
+        w.append(Finding(f"{n_err} of {len(measured)} requests failed ({error_rate:.1%}); "
+                         "percentiles are over successful requests only", "errors"))
+    means = {c: s.mean for c, s in components_ms.items()}
+    return Summary(
+        requests=int(len(measured)), successful=int(len(ok)), errors=n_err,
+        error_rate=error_rate, warmup_requests=int(len(warmup_rows)),
+        warmup_latency_ms=describe_ms(component_ns(warmup_rows)["total"], with_ci=False),
+        duration_s=duration_s, throughput_rps=throughput,
+        latency_ms=describe_ms(comps["total"]), components_ms=components_ms,
+        batch_size_mean=(float(ok["batch_size"].mean())
+                         if len(ok) and ok["batch_size"].any() else None),
+        transport=transport,
+        error_messages=dict(sorted(error_counts.items(), key=lambda kv: -kv[1])[:10]),
+        offered_rps=rate, overloaded=overloaded, warnings=w,
+        verdict=verdict(int(len(ok)), n_err, means, overloaded, rate, throughput, config))
+
+
+def summarize(result: Any) -> Summary:
+    """Summary of a RunResult."""
+    counts = None
+    if "server_responses" in result.timings:  # HTTP: what the server answered, by status
+        counts = (result.timings["server_responses"], result.timings.get("server_errors"))
+    return summarize_rows(result.log, result.errors,
+                          measure_start_ns=result.timings.get("measure_start_ns"),
+                          measure_end_ns=result.timings.get("measure_end_ns"),
+                          config=result.config, warnings=result.warnings,
+                          server_counts=counts)

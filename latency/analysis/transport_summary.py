@@ -1,0 +1,149 @@
+"""The transport part of a run's summary: what carried the requests, their sizes, how the
+server's time was known, and the emulated WAN — labelled *emulated* wherever it shows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from latency.analysis.findings import Finding
+from latency.analysis.stats import LatencyStats, describe_ms
+from latency.core.records import component_ns
+
+NO_BREAKDOWN = ("the target sent no Server-Timing header with queue/preprocess/forward/"
+                "postprocess durations, so its time cannot be told apart from the network's: "
+                "'network' is the whole client-observed time (client time only)")
+IN_PROCESS_NOTE = "no socket: network is the thread hand-off inside the run process"
+
+
+def _bytes(values: np.ndarray) -> dict[str, float | None]:
+    if not len(values):
+        return {"mean": None, "p50": None, "max": None}
+    return {"mean": float(values.mean()), "p50": float(np.median(values)),
+            "max": float(values.max())}
+
+
+@dataclass(frozen=True)
+class EmulatedWan:
+    """The emulated link's settings and what it added: EMULATED, never a real network."""
+
+    rtt_ms: float
+    jitter_ms: float
+    bandwidth_mbps: float | None
+    emulated_delay_ms: LatencyStats
+    network_without_emulation_ms: LatencyStats
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"emulated": True, "rtt_ms": self.rtt_ms, "jitter_ms": self.jitter_ms,
+                "bandwidth_mbps": self.bandwidth_mbps,
+                "emulated_delay_ms": self.emulated_delay_ms.to_dict(),
+                "network_without_emulation_ms": self.network_without_emulation_ms.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EmulatedWan:
+        return cls(d.get("rtt_ms", 0.0), d.get("jitter_ms", 0.0), d.get("bandwidth_mbps"),
+                   LatencyStats.from_dict(d.get("emulated_delay_ms")),
+                   LatencyStats.from_dict(d.get("network_without_emulation_ms")))
+
+
+@dataclass(frozen=True)
+class TransportSummary:
+    """``kind`` in-process (a thread hand-off) or http (ours or a remote target)."""
+
+    kind: str = "in-process"
+    note: str | None = None
+    server: str | None = None
+    target: str | None = None
+    payload: str | None = None
+    request_bytes: dict[str, float | None] | None = None
+    response_bytes: dict[str, float | None] | None = None
+    decomposed_share: float = 1.0
+    #: server-timing (every request decomposed), partial, or client-only
+    decomposition: str = "server-timing"
+    emulated_wan: EmulatedWan | None = None
+    #: what our server answered during the run, by status (HTTP); ``counted`` False: not asked
+    server_responses: dict[str, int] | None = None
+    server_errors: int | None = None
+    counted: bool = False
+
+    @property
+    def is_http(self) -> bool:
+        return self.kind == "http"
+
+    @property
+    def decomposition_note(self) -> str | None:
+        """Why the server's time is not split, when it is not."""
+        return None if self.decomposition == "server-timing" else NO_BREAKDOWN
+
+    def findings(self) -> list[Finding]:
+        """Warnings a reader must see next to the numbers."""
+        if self.is_http and self.decomposition != "server-timing":
+            return [Finding(f"{1 - self.decomposed_share:.0%} of requests without a server "
+                            f"breakdown: {NO_BREAKDOWN}", "transport")]
+        return []
+
+    def with_server_counts(self, responses: dict[str, int] | None,
+                           errors: int | None) -> TransportSummary:
+        from dataclasses import replace
+
+        return replace(self, server_responses=responses, server_errors=errors, counted=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        if not self.is_http:
+            return {"kind": self.kind, "note": self.note}
+        d: dict[str, Any] = {"kind": self.kind, "server": self.server, "target": self.target,
+                             "payload": self.payload, "request_bytes": self.request_bytes,
+                             "response_bytes": self.response_bytes,
+                             "decomposed_share": self.decomposed_share,
+                             "decomposition": self.decomposition}
+        if self.decomposition_note is not None:
+            d["decomposition_note"] = self.decomposition_note
+        d["emulated_wan"] = self.emulated_wan.to_dict() if self.emulated_wan else None
+        if self.counted:
+            d["server_responses"] = self.server_responses
+            d["server_errors"] = self.server_errors
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> TransportSummary:
+        d = d or {}
+        if d.get("kind", "in-process") != "http":
+            return cls(kind=d.get("kind", "in-process"), note=d.get("note", IN_PROCESS_NOTE))
+        wan = d.get("emulated_wan")
+        return cls(kind="http", server=d.get("server"), target=d.get("target"),
+                   payload=d.get("payload"), request_bytes=d.get("request_bytes"),
+                   response_bytes=d.get("response_bytes"),
+                   decomposed_share=d.get("decomposed_share", 1.0),
+                   decomposition=d.get("decomposition", "server-timing"),
+                   emulated_wan=EmulatedWan.from_dict(wan) if wan else None,
+                   server_responses=d.get("server_responses"),
+                   server_errors=d.get("server_errors"), counted="server_responses" in d)
+
+
+def transport_summary(ok: np.ndarray, config: dict[str, Any]) -> TransportSummary:
+    """The transport block of a summary, from the successful measured rows."""
+    if config.get("transport", "in-process") != "http":
+        return TransportSummary(kind="in-process", note=IN_PROCESS_NOTE)
+    share = float(ok["decomposed"].mean()) if len(ok) else 1.0
+    decomposition = ("server-timing" if share == 1.0 else
+                     "client-only" if share == 0.0 else "partial")
+    rtt, jitter = config.get("net_rtt_ms") or 0.0, config.get("net_jitter_ms") or 0.0
+    bw = config.get("net_bandwidth_mbps")
+    wan = None
+    if rtt or jitter or bw is not None:
+        emulated = (ok["emulated_us"].astype(np.int64) * 1000 if len(ok)
+                    else np.zeros(0, dtype=np.int64))
+        real = (component_ns(ok)["network"] - emulated) if len(ok) else emulated
+        wan = EmulatedWan(rtt, jitter, bw, describe_ms(emulated, with_ci=False),
+                          describe_ms(real, with_ci=False))
+    empty = np.zeros(0)
+    return TransportSummary(
+        kind="http",
+        server="remote target" if config.get("target") else "ours, own process, 127.0.0.1",
+        target=config.get("target"),
+        payload="bodies file" if config.get("bodies") else config.get("payload", "json"),
+        request_bytes=_bytes(ok["req_bytes"] if len(ok) else empty),
+        response_bytes=_bytes(ok["resp_bytes"] if len(ok) else empty),
+        decomposed_share=share, decomposition=decomposition, emulated_wan=wan)

@@ -1,0 +1,65 @@
+"""The one-line verdict: where the time goes, and which lever to try first.
+
+Like MLPerf LoadGen's summary, a run should end with a sentence a person can act on. The verdict
+is built from the mean decomposition (where the time goes on average) and the p99 decomposition
+is left to the charts; each dominant component maps to the levers that actually move it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from latency.analysis.findings import Verdict
+from latency.core import fmt
+from latency.core.records import COMPONENTS
+
+ADVICE = {
+    "network": "shrink payloads (send preprocessed or compressed inputs), keep connections "
+               "alive, or serve closer to the client",
+    "queue": "requests wait for a worker: add replicas, raise the batch size, or lower the "
+             "load; a faster forward pass only helps by shortening that wait",
+    "preprocess": "speed up decoding/resizing/tokenising (vectorise, smaller inputs, more "
+                  "preprocess workers) before touching the model",
+    "forward": "the model itself: quantise, compile, a smaller model or faster hardware; "
+               "batching raises throughput once several requests wait at a time",
+    "postprocess": "trim postprocessing (top-k instead of full softmax, smaller responses)",
+    "overhead": "the client could not send on schedule: lower the rate or give the load "
+                "generator more CPU",
+}
+
+
+def verdict(successful: int, errors: int, component_means: dict[str, float | None],
+            overloaded: bool, offered_rps: float | None, throughput_rps: float,
+            config: dict[str, Any]) -> Verdict:
+    """One sentence: the dominant component's share of the mean, and what to try."""
+    if not successful:
+        if errors:
+            return Verdict("no successful requests: nothing to decompose (see the errors "
+                           "above)")
+        return Verdict("no requests were measured: nothing to decompose")
+    means = {c: component_means.get(c) or 0.0 for c in COMPONENTS}
+    total = sum(means.values())
+    if total <= 0:
+        return Verdict("requests took no measurable time")
+    top = max(means, key=means.get)  # type: ignore[arg-type]
+    share = means[top] / total
+    ranked = sorted(means, key=means.get, reverse=True)  # type: ignore[arg-type]
+    second = ranked[1]
+    leads = "dominates" if share >= 0.5 else "is the largest share"
+    text = (f"{top} {leads} ({fmt.share(share)} of the mean {fmt.duration(total)}; next: "
+            f"{second} {fmt.share(means[second] / total)}) — {ADVICE[top]}")
+    if overloaded:
+        return Verdict(f"overloaded: {offered_rps:g} req/s offered, {fmt.rate(throughput_rps)} "
+                       f"served — {top} is {fmt.share(share)} of the mean "
+                       f"{fmt.duration(total)} and grows with the run length. Raise capacity "
+                       "(replicas, batching, a faster forward pass) or lower the rate",
+                       top, share)
+    if top == "network" and (config.get("net_rtt_ms") or config.get("net_jitter_ms")
+                             or config.get("net_bandwidth_mbps")):
+        text += " (network includes the EMULATED WAN delay you set)"
+    fwd_share = means["forward"] / total
+    # Amdahl's bound holds for work done per request; queueing is not such work (it shrinks
+    # with the service time), so the bound is only stated when another stage dominates.
+    if top in ("preprocess", "postprocess", "network") and fwd_share < 0.5:
+        text += (f". Even an infinitely fast model would cut at most {fmt.share(fwd_share)} of "
+                 "the mean latency")
+    return Verdict(text, top, share)

@@ -1,0 +1,123 @@
+"""``python -m latency ab``: an interleaved A/B of a baseline against levers, in this process.
+
+    python -m latency ab --model image-cnn --pre naive --batch-size 8 --max-batch-delay-ms 10 \\
+        --concurrency 8 --duration 3 --b-optimize int8
+
+The run settings are the baseline (A); ``--b-*`` flags say what the B arm changes. Blocks run
+A B B A … (see ``latency.analysis.ab``); the output is the headline, the Amdahl explanation, both
+arms'
+component tables and each arm's effect on the answers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from latency.core import fmt
+from latency.core.errors import ConfigError
+from latency.core.records import COMPONENTS
+
+
+def add_parser(sub: Any, formatter: Any) -> None:
+    ab = sub.add_parser("ab", help="interleaved A/B: baseline vs baseline + levers",
+                        formatter_class=formatter)
+    ab.add_argument("--model", default="image-cnn", help="pipeline name (see `models`)")
+    ab.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE")
+    ab.add_argument("--device", default="cpu")
+    ab.add_argument("--dtype", default="float32")
+    ab.add_argument("--batch-size", type=int, default=1)
+    ab.add_argument("--max-batch-delay-ms", type=float, default=0.0)
+    ab.add_argument("--replicas", type=int, default=1)
+    ab.add_argument("--threads", type=int, default=1)
+    ab.add_argument("--preprocess-workers", type=int, default=4)
+    load = ab.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=int, help="closed loop clients (default 1)")
+    load.add_argument("--rate", type=float, help="open loop requests per second")
+    ab.add_argument("--duration", type=float, default=3.0, help="measured seconds per block")
+    ab.add_argument("--warmup", type=int, default=10, help="warm-up requests per block")
+    ab.add_argument("--seed", type=int, default=0)
+    ab.add_argument("--optimize", default="", help="levers in BOTH arms")
+    ab.add_argument("--pre", default="fast", help="baseline preprocessing: fast or naive")
+    ab.add_argument("--post", default="fast", help="baseline postprocessing: fast or naive")
+    ab.add_argument("--pairs", type=int, default=2, help="A/B block pairs (A B, B A, ...)")
+    ab.add_argument("--b-optimize", default=None, metavar="LEVERS",
+                    help="levers of the B arm (comma-separated)")
+    ab.add_argument("--b-pre", default=None, help="B arm preprocessing: fast or naive")
+    ab.add_argument("--b-post", default=None, help="B arm postprocessing: fast or naive")
+    ab.add_argument("--b-replicas", type=int, default=None)
+    ab.add_argument("--b-threads", type=int, default=None)
+    ab.add_argument("--b-batch-size", type=int, default=None)
+    ab.add_argument("--b-preprocess-workers", type=int, default=None)
+    ab.add_argument("--json", metavar="PATH", help="write the merged A/B result as JSON")
+
+
+def plan_from_args(a: argparse.Namespace) -> Any:
+    from latency.core.config import RunConfig
+    from latency.run.ab import ABPlan, variant_config
+
+    base = RunConfig(model=a.model, model_args=list(a.model_arg), device=a.device,  # type: ignore[arg-type]
+                     dtype=a.dtype, batch_size=a.batch_size,
+                     max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
+                     threads=a.threads, preprocess_workers=a.preprocess_workers,
+                     concurrency=a.concurrency, rate=a.rate, duration_s=a.duration,
+                     warmup=a.warmup, seed=a.seed, optimize=a.optimize, pre=a.pre, post=a.post)
+    variant = variant_config(base, optimize=a.b_optimize, pre=a.b_pre, post=a.b_post,
+                             replicas=a.b_replicas, threads=a.b_threads,
+                             batch_size=a.b_batch_size,
+                             preprocess_workers=a.b_preprocess_workers)
+    return ABPlan(base, variant, a.pairs).validated()
+
+
+def format_ab(result: Any) -> str:
+    """The merged A/B as text: headline, explanation, components side by side, accuracy."""
+    from latency.analysis.summary_text import optimization_lines
+
+    a, b, h = result.a, result.b, result.headline
+    lines = [f"A = {a.label} · B = {b.label} · blocks {' '.join(result.order)}",
+             f"A: {a.requests} requests, {fmt.rate(a.throughput_rps)} req/s · "
+             f"B: {b.requests} requests, {fmt.rate(b.throughput_rps)} req/s", "",
+             f"{'mean ms':<12}{'A':>10}{'B':>10}{'change':>9}"]
+    for name, sa, sb in ([("total", a.latency_ms, b.latency_ms)]
+                         + [(c, a.components_ms[c], b.components_ms[c]) for c in COMPONENTS]):
+        ch = (sb.mean - sa.mean) / sa.mean if sa.mean else 0.0
+        lines.append(f"{name:<12}{fmt.ms(sa.mean):>10}{fmt.ms(sb.mean):>10}"
+                     f"{fmt.change(ch):>9}")
+    for q in ("p50", "p99"):
+        lines.append(f"{'total ' + q:<12}{fmt.ms(a.latency_ms.get(q)):>10}"
+                     f"{fmt.ms(b.latency_ms.get(q)):>10}")
+    lines += ["", f"headline: {h.text}", f"why: {h.explanation}"]
+    for arm in (a, b):
+        rep = optimization_lines({"optimization": arm.optimization})
+        if rep:
+            lines.append(f"\narm {arm.arm} ({arm.label}):")
+            lines += [f"  {r}" for r in rep]
+    for w in b.warnings:
+        lines.append(f"warning (B): {w}")
+    for w in a.warnings:
+        lines.append(f"warning (A): {w}")
+    return "\n".join(lines)
+
+
+def cmd_ab(a: argparse.Namespace) -> int:
+    from latency.run.ab import run_ab
+
+    plan = plan_from_args(a)  # ConfigError → one line, exit 2
+    if a.json:
+        try:
+            open(a.json, "a").close()
+        except OSError as exc:
+            raise ConfigError(f"cannot write {a.json}: {exc.strerror}") from None
+
+    def progress(i: int, n: int, arm: str, r: Any) -> None:
+        s = r.summary
+        print(f"[block {i + 1}/{n}] arm {arm}: {r.status}, {s.requests} requests, "
+              f"p50 {fmt.ms(s.latency_ms.p50)} ms", file=sys.stderr)
+
+    result = run_ab(plan, on_block=progress)
+    print(format_ab(result))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result.to_dict(), f, indent=2)
+    return 0

@@ -1,0 +1,216 @@
+"""``python -m latency history …`` and ``python -m latency compare …``: the run history from
+the command line, and the p99 regression gate for CI.
+
+    python -m latency history [--limit N] [--model M] [--status S] [--search TEXT] [--json]
+    python -m latency history show ID
+    python -m latency history rename ID NAME
+    python -m latency history delete ID
+    python -m latency history export ID --format csv|parquet|json|trace --out FILE
+    python -m latency compare A B [C …] [--fail-if-p99-worse PCT] [--json]
+
+An ID is a run's short id, any unique prefix of it, ``latest`` or ``latest~N`` (N runs before
+the latest). Every command takes ``--db PATH`` (default ``$LATENCY_LAB_DB`` or
+``~/.latency_lab/runs.sqlite``). Exit codes: 0 fine, 1 the gate found a regression, 2 bad input
+(unknown id, bad flag) with one line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from latency.core import fmt
+from latency.core.errors import ConfigError
+
+EXIT_OK, EXIT_REGRESSION = 0, 1
+DEFAULT_LIMIT = 20
+#: ends a help text whose default says nothing ("None"): an empty format field, which also
+#: stops ArgumentDefaultsHelpFormatter from appending "(default: None)".
+NO_DEFAULT = "%(default).0s"
+
+
+def add_db_flag(parser: argparse.ArgumentParser, inherited: bool = False) -> None:
+    parser.add_argument("--db", metavar="PATH",
+                        default=argparse.SUPPRESS if inherited else None,
+                        help="run history database (default: $LATENCY_LAB_DB or "
+                             "~/.latency_lab/runs.sqlite)" + NO_DEFAULT)
+
+
+def add_parsers(sub: Any, fmt: Any) -> None:
+    """The ``history`` and ``compare`` sub-commands."""
+    h = sub.add_parser("history", help="list, show, rename, delete and export saved runs",
+                       formatter_class=fmt,
+                       description="Every run is saved (unless --no-save). Without an action: "
+                                   "list runs, newest first. IDs may be a unique prefix, "
+                                   "'latest' or 'latest~N'.")
+    h.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="runs to list (0: all)")
+    h.add_argument("--model", help="only runs of this pipeline" + NO_DEFAULT)
+    h.add_argument("--status", choices=("completed", "stopped", "failed"),
+                   help="only runs that ended so" + NO_DEFAULT)
+    h.add_argument("--search", metavar="TEXT",
+                   help="text in the id, name, model, load or setup" + NO_DEFAULT)
+    h.add_argument("--json", action="store_true", help="print the list as JSON")
+    add_db_flag(h)
+    acts = h.add_subparsers(dest="action", required=False, parser_class=type(h))
+    show = acts.add_parser("show", help="print a saved run's summary", formatter_class=fmt)
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                      help="print the result as JSON")
+    add_db_flag(show, inherited=True)
+    ren = acts.add_parser("rename", help="name a saved run", formatter_class=fmt)
+    ren.add_argument("id")
+    ren.add_argument("name")
+    add_db_flag(ren, inherited=True)
+    rm = acts.add_parser("delete", help="delete a saved run", formatter_class=fmt)
+    rm.add_argument("id")
+    add_db_flag(rm, inherited=True)
+    ex = acts.add_parser("export", help="write a saved run to a file", formatter_class=fmt)
+    ex.add_argument("id")
+    ex.add_argument("--format", required=True, choices=("csv", "parquet", "json", "trace"),
+                    help="csv/parquet: one row per request; json: the result; trace: Chrome "
+                         "trace-event JSON for ui.perfetto.dev, one span per component"
+                         + NO_DEFAULT)
+    ex.add_argument("--out", required=True, metavar="FILE", help="file to write" + NO_DEFAULT)
+    ex.add_argument("--max-requests", type=int,
+                    help="trace: keep only the first N requests" + NO_DEFAULT)
+    add_db_flag(ex, inherited=True)
+
+    c = sub.add_parser("compare", help="diff saved runs component by component; CI gate",
+                       formatter_class=fmt,
+                       description="Mean/p50/p99 of the total and each component of every run, "
+                                   "and each run's difference from the first (A).")
+    c.add_argument("ids", nargs="+", metavar="ID", help="two or more runs; the first is the "
+                                                        "baseline")
+    c.add_argument("--fail-if-p99-worse", type=float, metavar="PCT",
+                   help="exit 1 when a later run's p99 is more than PCT %% above A's"
+                        + NO_DEFAULT)
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    add_db_flag(c)
+
+
+def _store(a: argparse.Namespace) -> Any:
+    from latency.storage.store import RunStore
+
+    return RunStore(getattr(a, "db", None))
+
+
+def cmd_history(a: argparse.Namespace) -> int:
+    from latency.analysis.summary_text import format_summary
+    from latency.storage.export import export_bytes
+
+    store = _store(a)
+    if a.action == "rename":
+        info = store.rename(a.id, a.name)
+        print(f"renamed {info.id} to {info.name!r}")
+        return EXIT_OK
+    if a.action == "delete":
+        info = store.delete(a.id)
+        print(f"deleted {info.id} ({info.label}, {info.when})")
+        return EXIT_OK
+    if a.action == "show":
+        run = store.load(a.id)
+        if getattr(a, "json", False):
+            print(export_bytes(run, "json").decode(), end="")
+        else:
+            i = run.info
+            print(f"run {i.id}" + (f" “{i.name}”" if i.name else "") + f", saved {i.when} "
+                  f"from the {i.source}")
+            print(format_summary(run.result))
+        return EXIT_OK
+    if a.action == "export":
+        if a.max_requests is not None and a.max_requests < 1:
+            raise ConfigError("--max-requests must be >= 1")
+        out = Path(a.out)
+        if not out.parent.is_dir():
+            raise ConfigError(f"cannot write {a.out}: no directory {out.parent}")
+        run = store.load(a.id)
+        data = export_bytes(run, a.format, a.max_requests)
+        try:
+            out.write_bytes(data)
+        except OSError as exc:
+            raise ConfigError(f"cannot write {a.out}: {exc.strerror}") from None
+        print(f"wrote {a.out} ({a.format}, {len(data):,} bytes) from run {run.info.id}")
+        return EXIT_OK
+    if a.limit < 0:
+        raise ConfigError("--limit must be >= 0")
+    runs = store.list(limit=a.limit or None, model=a.model, status=a.status, text=a.search)
+    if a.json:
+        print(json.dumps([r.to_dict() for r in runs], indent=2))
+        return EXIT_OK
+    if not runs:
+        print(f"no saved runs{' matching' if a.model or a.status or a.search else ''} in "
+              f"{store.path}")
+        return EXIT_OK
+    print(format_history(runs))
+    total = store.count()
+    if a.limit and total > len(runs) and not (a.model or a.status or a.search):
+        print(f"({total - len(runs)} older; --limit 0 lists all)")
+    return EXIT_OK
+
+
+def format_history(runs: list[Any]) -> str:
+    cols = [("id", 8, "<"), ("name", 22, "<"), ("when", 19, "<"), ("model", 16, "<"),
+            ("load", 24, "<"), ("status", 9, "<"), ("n", 8, ">"), ("p50 ms", 9, ">"),
+            ("p99 ms", 9, ">"), ("req/s", 8, ">"), ("setup", 0, "<")]
+    lines = ["  ".join(f"{name:{al}{w}}" for name, w, al in cols)]
+    for r in runs:
+        name = r.name or ""
+        if len(name) > 22:
+            name = name[:21] + "…"
+        vals = [r.id, name, r.when, r.model[:16], r.load[:24], r.status, f"{r.n:,}",
+                fmt.ms(r.p50_ms), fmt.ms(r.p99_ms), fmt.rate(r.throughput_rps), r.setup]
+        lines.append("  ".join(f"{v:{al}{w}}" for v, (_, w, al) in zip(vals, cols)))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    from latency.analysis.compare import diff_rows, format_diff, p99_gate, setup_differences
+
+    if len(a.ids) < 2:
+        raise ConfigError("compare needs at least two run ids (the first is the baseline)")
+    pct = a.fail_if_p99_worse
+    if pct is not None and not (math.isfinite(pct) and pct >= 0):
+        raise ConfigError("--fail-if-p99-worse must be a percentage >= 0")
+    store = _store(a)
+    runs = [store.load(ref, rows=False) for ref in a.ids]
+    letters = [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(runs))]
+    summaries = [r.summary for r in runs]
+    gates = []
+    if pct is not None:
+        for letter, run in zip(letters[1:], runs[1:]):
+            try:
+                gates.append(p99_gate(summaries[0], run.summary, pct, letters[0], letter))
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+    diffs = {letter: setup_differences(runs[0].config, r.config, runs[0].environment,
+                                       r.environment)
+             for letter, r in zip(letters[1:], runs[1:])}
+    if a.json:
+        print(json.dumps({
+            "runs": [dict(r.info.to_dict(), letter=x) for x, r in zip(letters, runs)],
+            "rows": diff_rows(summaries), "setup_differences": diffs,
+            "gate": None if pct is None else {
+                "max_worse_pct": pct, "passed": all(g.passed for g in gates),
+                "results": [{"run": x, "passed": g.passed, "change_pct": g.change_pct,
+                             "message": g.message} for x, g in zip(letters[1:], gates)]},
+        }, indent=2))
+    else:
+        for x, r in zip(letters, runs):
+            i = r.info
+            print(f"{x}  {i.id}  " + (f"“{i.name}” · " if i.name else "")
+                  + f"{i.model} · {i.load} · {i.status} · {i.n:,} requests · {i.when}")
+        for x, d in diffs.items():
+            if d:
+                print(f"setup A → {x}: " + "; ".join(d))
+        print()
+        print(format_diff(letters, summaries))
+        print("(ms; Δ and Δ% against A; negative is faster)")
+        for r, x in zip(runs, letters):
+            if r.info.status != "completed":
+                print(f"note: {x} {r.info.status}"
+                      + (" before its planned length" if r.info.status == "stopped" else ""))
+        for g in gates:
+            print(g.message)
+    return EXIT_OK if all(g.passed for g in gates) else EXIT_REGRESSION

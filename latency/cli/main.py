@@ -1,0 +1,74 @@
+"""``python -m latency`` (console script ``latency``): the command line's entry point.
+
+Each sub-command lives in its own module (``run``, ``simulate``, ``transport`` for ``serve``,
+``ab``, ``history`` for ``history`` and ``compare``); they import the engine only when they
+run, so ``--help`` and ``models`` stay fast and Ctrl-C at any moment ends with one line.
+Bad input never shows a traceback: one line on stderr and exit code 2, before anything runs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from latency.cli import ab as ab_cli
+from latency.cli import history as history_cli
+from latency.cli import run as run_cli
+from latency.cli import simulate as simulate_cli
+from latency.cli import transport as cli_transport
+from latency.cli.args import EXIT_OK, EXIT_USAGE, FORMATTER, Parser, UsageError
+from latency.core.errors import ConfigError, PipelineError
+
+__all__ = ["EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m latency", formatter_class=FORMATTER,
+               description="Latency Lab: where does the time of one prediction request go?")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    sub.add_parser("models", help="list the sample pipelines")
+    cli_transport.add_serve_parser(sub, FORMATTER)
+    run_cli.add_parser(sub)
+    simulate_cli.add_parser(sub)
+    ab_cli.add_parser(sub, FORMATTER)
+    history_cli.add_parsers(sub, FORMATTER)
+    return p
+
+
+def _cmd_models() -> int:
+    from latency.pipelines.registry import list_pipelines
+
+    infos = list_pipelines()
+    width = max(len(i.name) for i in infos)
+    for info in infos:
+        print(f"{info.name:<{width}}  {info.description}")
+        for arg in info.model_args:
+            print(f"{'':<{width}}    --model-arg {arg.name}={arg.default}  ({arg.help})")
+    return EXIT_OK
+
+
+COMMANDS = {
+    "models": lambda a: _cmd_models(),
+    "run": run_cli.cmd_run,
+    "simulate": simulate_cli.cmd_simulate,
+    "serve": cli_transport.cmd_serve,
+    "ab": ab_cli.cmd_ab,
+    "history": history_cli.cmd_history,
+    "compare": history_cli.cmd_compare,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except (UsageError, ConfigError, PipelineError) as exc:
+        print(f"latency: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("latency: aborted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `latency models | head`: the reader left; so do we, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK

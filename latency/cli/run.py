@@ -1,0 +1,137 @@
+"""``python -m latency run``: profile a pipeline under load, print the summary, write
+JSON/CSV, save the run in the history.
+
+Bad input never shows a traceback: one line on stderr and exit code 2, before anything runs.
+A run that fails midway exits 1 but still prints and writes what it measured.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from latency.cli import history as history_cli
+from latency.cli import transport as cli_transport
+from latency.cli.args import EXIT_FAILED, EXIT_OK, FORMATTER, number
+from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
+
+
+def add_parser(sub: Any) -> None:
+    r = sub.add_parser("run", help="profile a pipeline under load", formatter_class=FORMATTER)
+    cli_transport.add_server_flags(r)
+    load = r.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=int,
+                      help="closed loop: number of clients (1 when --rate is not given)")
+    load.add_argument("--rate", type=number, help="open loop: requests per second")
+    r.add_argument("--arrival", help="open-loop arrivals: poisson (default) or constant")
+    length = r.add_mutually_exclusive_group()
+    length.add_argument("--requests", type=int, help="measured requests (default 1000)")
+    length.add_argument("--duration", type=number, help="measured seconds")
+    r.add_argument("--warmup", type=int, default=20, help="warm-up requests, not in statistics")
+    r.add_argument("--seed", type=int, default=0, help="seed of arrivals and inputs")
+    cli_transport.add_run_flags(r)
+    r.add_argument("--optimize", default="", metavar="LEVERS",
+                   help="comma-separated levers: int8, compile, channels_last, bf16, "
+                        "prune_unstructured, prune_structured")
+    r.add_argument("--pre", default="fast", help="preprocessing variant: fast or naive")
+    r.add_argument("--post", default="fast", help="postprocessing variant: fast or naive")
+    r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
+    r.add_argument("--csv", metavar="PATH", help="write one row per request as CSV")
+    r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.add_argument("--name", help="name the run in the history")
+    r.add_argument("--no-save", action="store_true", help="do not save the run in the history")
+    history_cli.add_db_flag(r)
+    r.add_argument("--no-wait", action="store_true",
+                   help="measure now even if another run holds this machine (both runs' "
+                        "results then carry a warning that their timings were disturbed)")
+
+
+def config_from_args(a: argparse.Namespace) -> RunConfig:
+    """The RunConfig the flags describe (not yet validated)."""
+    return RunConfig(model=a.model, model_args=list(a.model_arg), device=a.device,  # type: ignore[arg-type]
+                     dtype=a.dtype, batch_size=a.batch_size,
+                     max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
+                     threads=a.threads, preprocess_workers=a.preprocess_workers,
+                     concurrency=a.concurrency, rate=a.rate, arrival=a.arrival or "poisson",
+                     requests=a.requests, duration_s=a.duration, warmup=a.warmup, seed=a.seed,
+                     optimize=a.optimize, pre=a.pre, post=a.post,
+                     **cli_transport.config_kwargs(a))
+
+
+def _transport_kwargs(a: argparse.Namespace) -> dict[str, Any]:
+    from latency.cli.transport import config_kwargs
+
+    return config_kwargs(a)
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from latency.analysis.summary_text import format_summary, optimization_lines
+    from latency.run.engine import execute
+    from latency.run.validate import validated
+
+    if a.arrival is not None and a.rate is None:
+        raise ConfigError("--arrival applies to open loop only: give --rate too")
+    config = validated(config_from_args(a))  # ConfigError → one line, exit 2
+    store = None
+    if not a.no_save:
+        from latency.storage.store import RunStore
+
+        store = RunStore(a.db)
+        store.check_writable()  # a bad --db fails here, before anything runs
+    for path in (a.json, a.csv):
+        if path:
+            try:
+                open(path, "a").close()
+            except OSError as exc:
+                raise ConfigError(f"cannot write {path}: {exc.strerror}") from None
+    cancel = threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        print("\nstopping: letting in-flight requests finish (Ctrl-C again to abort)",
+              file=sys.stderr)
+        cancel.set()
+
+    signal.signal(signal.SIGINT, on_sigint)
+    last = [0.0]
+
+    told_waiting = [False]
+
+    def on_rows(rows: Any, errors: Any, progress: dict[str, Any]) -> None:
+        if progress["phase"] == "waiting" and "waiting_for" in progress:
+            if not told_waiting[0]:  # said even with --quiet: the run is not hung
+                told_waiting[0] = True
+                print(f"waiting for the machine: {progress['waiting_for']} is measuring "
+                      "(one run at a time keeps both runs' timings clean; --no-wait runs "
+                      "now, and both results say they overlapped)", file=sys.stderr)
+            return
+        if a.quiet or time.monotonic() - last[0] < 1.0:
+            return
+        last[0] = time.monotonic()
+        measured = max(progress["done"] - config.warmup, 0)
+        of = f"/{config.requests}" if config.requests else ""
+        print(f"[{progress['phase']}] {measured}{of} measured requests, "
+              f"{progress['elapsed_s']:.1f} s", file=sys.stderr)
+
+    result = execute(config, cancel=cancel, on_rows=on_rows, force=a.no_wait, who="CLI run")
+    print(format_summary(result))
+    for line in optimization_lines(result.environment):
+        print(line)
+    if a.json:
+        result.to_json(a.json)
+    if a.csv:
+        result.to_csv(a.csv)
+    if store is not None:
+        try:
+            run_id = store.save(result, name=a.name, source="cli")
+        except Exception as exc:  # noqa: BLE001 - the result is printed and written; say so
+            print(f"latency: warning: the run was not saved to the history {store.path}: "
+                  f"{exc}", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"saved as run {run_id} (python -m latency history show {run_id})")
+    return EXIT_FAILED if result.status == "failed" else EXIT_OK

@@ -1,0 +1,175 @@
+"""Run configuration: one dataclass, whose values check themselves.
+
+``RunConfig.checked()`` checks what a value can know about itself — ranges, choices, which
+settings exclude each other — and resolves defaults, importing nothing above ``core``. What
+needs the rest of the system (does the pipeline exist, are its model-args valid, does this
+machine have the device, can the levers apply) is ``latency.run.validate``, which calls
+``checked()`` first. Validation happens in the caller's process, before a run process is
+spawned, so bad input costs nothing and fails with one line (``ConfigError``).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from latency.core.errors import ConfigError
+from latency.core.wan import MAX_BANDWIDTH_MBPS, MAX_RTT_MS, WanProfile
+
+MAX_DURATION_S = 3600.0
+MAX_REQUESTS = 10_000_000
+MAX_CONCURRENCY = 1024
+MAX_RATE = 100_000.0
+MAX_REPLICAS = 64
+MAX_THREADS = 256
+MAX_BATCH = 4096
+MAX_DELAY_MS = 10_000.0
+MAX_BODY_MB = 4096.0
+#: our HTTP server's default request body limit (413 above it)
+DEFAULT_MAX_BODY_MB = 32.0
+ARRIVALS = ("poisson", "constant")
+TRANSPORTS = ("in-process", "http")
+#: how an HTTP request carries its input: OIP v2 JSON, or the raw bytes as the body.
+PAYLOADS = ("json", "raw")
+
+__all__ = ["ConfigError", "RunConfig", "positive_int"]
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a profiling run. Times are in the unit their name says."""
+
+    model: str = "synthetic"
+    model_args: dict[str, Any] = field(default_factory=dict)
+    device: str = "cpu"
+    dtype: str = "float32"
+    batch_size: int = 1
+    max_batch_delay_ms: float = 0.0
+    replicas: int = 1
+    threads: int = 1
+    preprocess_workers: int = 4
+    concurrency: int | None = None  # closed loop: number of clients
+    rate: float | None = None  # open loop: requests per second
+    arrival: str = "poisson"
+    requests: int | None = None
+    duration_s: float | None = None
+    warmup: int = 20
+    seed: int = 0
+    input_pool: int = 64
+    # ---- transport: in-process, or real HTTP to our server or a target
+    transport: str = "in-process"  # in-process | http
+    payload: str = "json"  # json (OIP v2 JSON) | raw (the input's bytes as the body)
+    target: str | None = None  # profile this OIP v2 endpoint instead of starting a server
+    bodies: str | None = None  # JSON-lines file of request bodies to send as they are
+    net_rtt_ms: float = 0.0  # EMULATED WAN (latency.load.wan)
+    net_jitter_ms: float = 0.0
+    net_bandwidth_mbps: float | None = None
+    max_body_mb: float = DEFAULT_MAX_BODY_MB  # our server's request body limit
+    #: optimisation levers (latency.pipelines.levers.LEVERS) and the pre/postprocess variants
+    optimize: list[str] = field(default_factory=list)
+    pre: str = "fast"
+    post: str = "fast"
+
+    @property
+    def mode(self) -> str:
+        return "open" if self.rate is not None else "closed"
+
+    @property
+    def wan(self) -> WanProfile:
+        """The emulated link these settings describe."""
+        return WanProfile(float(self.net_rtt_ms or 0.0), float(self.net_jitter_ms or 0.0),
+                          None if self.net_bandwidth_mbps is None
+                          else float(self.net_bandwidth_mbps))
+
+    @property
+    def remote_model(self) -> bool:
+        """A remote target sent prebuilt bodies: nothing of ours is built or checked."""
+        return self.target is not None and self.bodies is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["mode"] = self.mode
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def checked(self) -> RunConfig:
+        """A copy with defaults resolved, after checking every value that can be checked
+        without the pipeline or the machine. Raises ConfigError (one line, naming the flag)."""
+        c = RunConfig(**asdict(self))
+        positive_int("batch-size", c.batch_size, MAX_BATCH)
+        positive_int("replicas", c.replicas, MAX_REPLICAS)
+        positive_int("threads", c.threads, MAX_THREADS)
+        positive_int("preprocess-workers", c.preprocess_workers, MAX_THREADS)
+        positive_int("input-pool", c.input_pool, 100_000)
+        if not 0 <= c.max_batch_delay_ms <= MAX_DELAY_MS:
+            raise ConfigError(f"--max-batch-delay-ms must be between 0 and {MAX_DELAY_MS:g}")
+        if c.warmup < 0:
+            raise ConfigError("--warmup must be >= 0")
+        if c.concurrency is not None and c.rate is not None:
+            raise ConfigError("choose one load: --concurrency (closed loop) or --rate (open loop)")
+        if c.rate is not None:
+            if not (c.rate > 0 and c.rate <= MAX_RATE):
+                raise ConfigError(f"--rate must be > 0 and <= {MAX_RATE:g} requests/s")
+            if c.arrival not in ARRIVALS:
+                raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
+        else:
+            c.concurrency = 1 if c.concurrency is None else c.concurrency
+            positive_int("concurrency", c.concurrency, MAX_CONCURRENCY)
+        if c.requests is not None and c.duration_s is not None:
+            raise ConfigError("choose one length: --requests or --duration")
+        if c.requests is None and c.duration_s is None:
+            c.requests = 1000
+        if c.requests is not None:
+            positive_int("requests", c.requests, MAX_REQUESTS)
+        if c.duration_s is not None and not 0 < c.duration_s <= MAX_DURATION_S:
+            raise ConfigError(f"--duration must be > 0 and <= {MAX_DURATION_S:g} s")
+        c._check_transport()
+        return c
+
+    def _check_transport(self) -> None:
+        """The transport's values; ``--target`` implies ``--transport http``."""
+        if self.target is not None:
+            self.transport = "http"  # a target is always reached over HTTP
+            parts = urlsplit(str(self.target))
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"--target must be an http:// or https:// URL, got "
+                                  f"{self.target!r}")
+            try:
+                _ = parts.port  # raises on a bad port
+            except ValueError:
+                raise ConfigError(f"--target has a bad port: {self.target!r}") from None
+        if self.transport not in TRANSPORTS:
+            raise ConfigError(f"--transport must be one of: {', '.join(TRANSPORTS)}")
+        if self.payload not in PAYLOADS:
+            raise ConfigError(f"--payload must be one of: {', '.join(PAYLOADS)}")
+        for flag, value, top in (("net-rtt-ms", self.net_rtt_ms, MAX_RTT_MS),
+                                 ("net-jitter-ms", self.net_jitter_ms, MAX_RTT_MS)):
+            if not isinstance(value, (int, float)) or not 0 <= value <= top:
+                raise ConfigError(f"--{flag} must be between 0 and {top:g} ms (got {value!r})")
+        bw = self.net_bandwidth_mbps
+        if bw is not None and (not isinstance(bw, (int, float))
+                               or not 0 < bw <= MAX_BANDWIDTH_MBPS):
+            raise ConfigError(f"--net-bandwidth-mbps must be > 0 and <= "
+                              f"{MAX_BANDWIDTH_MBPS:g} (got {bw!r})")
+        if self.wan.active and self.transport != "http":
+            raise ConfigError("the emulated WAN (--net-*) delays HTTP messages: add "
+                              "--transport http")
+        if not isinstance(self.max_body_mb, (int, float)) or not 0 < self.max_body_mb <= \
+                MAX_BODY_MB:
+            raise ConfigError(f"--max-body-mb must be > 0 and <= {MAX_BODY_MB:g} "
+                              f"(got {self.max_body_mb!r})")
+        if self.bodies is not None and self.transport != "http":
+            raise ConfigError("--bodies are HTTP request bodies: add --transport http or "
+                              "--target URL")
+
+
+def positive_int(flag: str, value: Any, limit: int) -> None:
+    """ConfigError unless ``value`` is a whole number from 1 to ``limit``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"--{flag} must be a whole number >= 1 (got {value!r})")
+    if value > limit:
+        raise ConfigError(f"--{flag} must be <= {limit} (got {value})")

@@ -1,0 +1,40 @@
+"""Short descriptions of a run's configuration, for listings and legends: one place, so the
+history, the Compare page and the CLI call a run the same thing.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def load_description(config: dict[str, Any]) -> str:
+    """'open 200 req/s poisson' or 'closed 4 clients'."""
+    if config.get("rate") is not None:
+        return f"open {config['rate']:g} req/s {config.get('arrival', 'poisson')}"
+    n = config.get("concurrency") or 1
+    return f"closed {n} client{'s' if n != 1 else ''}"
+
+
+def setup_description(config: dict[str, Any]) -> str:
+    """The settings that differ from a plain run, shortly: 'batch ≤ 8 / 5 ms · 2 replicas ·
+    int8 · naive pre · http' ('' for defaults). Two runs of one model under one load are told
+    apart by this in a legend."""
+    parts = []
+    if (config.get("batch_size") or 1) > 1:
+        parts.append(f"batch ≤ {config['batch_size']} / {config.get('max_batch_delay_ms') or 0:g}"
+                     " ms")
+    if (config.get("replicas") or 1) > 1:
+        parts.append(f"{config['replicas']} replicas")
+    if (config.get("threads") or 1) > 1:
+        parts.append(f"{config['threads']} threads")
+    if config.get("device") not in (None, "cpu"):
+        parts.append(str(config["device"]))
+    if config.get("dtype") not in (None, "float32"):
+        parts.append(str(config["dtype"]))
+    levers = config.get("optimize") or []
+    parts += [str(lv) for lv in (levers if isinstance(levers, list) else [levers])]
+    for stage in ("pre", "post"):
+        if config.get(stage) not in (None, "fast"):
+            parts.append(f"{config[stage]} {stage}")
+    if config.get("transport") not in (None, "in-process"):
+        parts.append(str(config["transport"]))
+    return " · ".join(parts)

@@ -1,0 +1,37 @@
+"""The layer rule of ``latency/``, in one place: which stages each stage may import.
+
+Each folder is one stage of the data flow (docs/architecture.md) and imports only the stages
+listed for it here — downward. ``tests/test_architecture.py`` checks every import of every
+module against this table (function-local imports included), that the table has no circle,
+and that the stages in ``TORCH_FREE`` import neither torch nor Streamlit.
+"""
+from __future__ import annotations
+
+LAYERS: dict[str, set[str]] = {
+    # values: records, configuration, errors, clocks, formatting
+    "core": set(),
+    # the machine: devices, cores, environment (torch from here up)
+    "host": {"core"},
+    # what is served: the Pipeline contract, the registry, the levers
+    "pipelines": {"core", "host"},
+    # the server, its one builder, the OIP/HTTP app
+    "serve": {"core", "host", "pipelines"},
+    # the client: load generators and transports (the HTTP client speaks the server's OIP)
+    "load": {"core", "serve"},
+    # what was measured, as values: statistics, summaries, snapshots, results, comparisons
+    "analysis": {"core"},
+    # the serving system without a model: queueing theory, simulation, capacity, what-if
+    "simulate": {"core", "analysis"},
+    # the run history and files
+    "storage": {"core", "analysis"},
+    # figures for people (Plotly)
+    "figures": {"core", "analysis", "simulate", "storage"},
+    # one run from start to end, and plans of several
+    "run": {"core", "host", "pipelines", "serve", "load", "analysis", "storage"},
+    # the command line, on top
+    "cli": {"core", "host", "pipelines", "serve", "load", "analysis", "simulate", "storage",
+            "figures", "run"},
+}
+
+#: stages usable without torch or Streamlit (``import latency.<stage>`` pulls in neither).
+TORCH_FREE: tuple[str, ...] = ("core", "analysis", "simulate", "storage", "figures")

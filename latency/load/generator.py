@@ -1,0 +1,150 @@
+"""Load generators: closed loop (N clients) and open loop (arrivals at a rate, seeded).
+
+Open loop is coordinated-omission free, as in wrk2 and MLPerf LoadGen: every request has an
+*intended* send time fixed by the arrival process before the run; its latency starts there,
+whether or not the generator managed to send it on time. ``schedule_lag`` (actual − intended
+send) is recorded per request, so a generator that falls behind is visible, not hidden.
+"""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+
+from latency.core.records import Request
+from latency.core.timing import now_ns
+
+#: after a cancel, how long in-flight requests may take to come back before we stop waiting.
+DRAIN_S = 10.0
+_STOP = object()
+
+
+def arrival_offsets_ns(rate: float, arrival: str, rng: np.random.Generator,
+                       chunk: int = 4096) -> Iterator[int]:
+    """Endless intended send offsets (ns from the phase start) of an arrival process."""
+    gap_ns = 1e9 / rate
+    base = 0.0
+    count = 0
+    while True:
+        if arrival == "poisson":
+            gaps = rng.exponential(gap_ns, size=chunk)
+            offs = base + np.cumsum(gaps)
+            base = float(offs[-1])
+        else:  # constant: exactly one request every 1/rate s
+            offs = (np.arange(count, count + chunk) + 1) * gap_ns
+            count += chunk
+        yield from offs.astype(np.int64).tolist()
+
+
+class LoadDriver:
+    """Sends requests through a transport and hands every finished one to ``record``."""
+
+    def __init__(self, send: Callable[[Request], None], inputs: Sequence[object],
+                 record: Callable[[Request], None], cancel: threading.Event) -> None:
+        self.send = send
+        self.inputs = inputs
+        self.record = record
+        self.cancel = cancel
+        self._input_index = itertools.count()
+
+    def _next_input(self) -> object:
+        return self.inputs[next(self._input_index) % len(self.inputs)]
+
+    #: the inputs in turn, for a transport that runs its own clients (HTTP closed loop).
+    next_input = _next_input
+
+    # ---- closed loop --------------------------------------------------------------------
+    def closed(self, concurrency: int, count: int | None, until_ns: int | None,
+               warmup: bool) -> None:
+        """``concurrency`` clients, each sending its next request when the previous returns."""
+        issued = itertools.count()
+
+        def client(ci: int) -> None:
+            channel: queue.SimpleQueue[Request] = queue.SimpleQueue()
+            reply = channel.put
+            while not self.cancel.is_set():
+                if count is not None and next(issued) >= count:
+                    return
+                t_intended = now_ns()
+                if until_ns is not None and t_intended >= until_ns:
+                    return
+                r = Request(self._next_input(), ci, warmup, reply, t_intended)
+                self.send(r)
+                channel.get()
+                if not r.t_done:  # a transport that reads its own reply stamps it there
+                    r.t_done = now_ns()
+                self.record(r)
+
+        threads = [threading.Thread(target=client, args=(i,), name=f"client-{i}", daemon=True)
+                   for i in range(concurrency)]
+        for t in threads:
+            t.start()
+        self._join(threads)
+
+    def _join(self, threads: list[threading.Thread]) -> None:
+        drain_deadline: float | None = None
+        for t in threads:
+            while t.is_alive():
+                t.join(timeout=0.1)
+                if self.cancel.is_set():
+                    drain_deadline = drain_deadline or time.monotonic() + DRAIN_S
+                    if time.monotonic() > drain_deadline:
+                        return  # abandon requests stuck in a hung pipeline
+
+    # ---- open loop ----------------------------------------------------------------------
+    def open(self, rate: float, arrival: str, rng: np.random.Generator, count: int | None,
+             until_ns: int | None, warmup: bool,
+             on_issued: Callable[[], None] | None = None) -> None:
+        """Send at intended times from the arrival process, without waiting for replies.
+        ``on_issued`` is called once everything is sent (the backlog may still be served)."""
+        replies: queue.SimpleQueue[Request | object] = queue.SimpleQueue()
+        state = {"sent": 0, "received": 0, "done_sending": False}
+        all_back = threading.Event()
+
+        def receiver() -> None:
+            while True:
+                r = replies.get()
+                if r is _STOP:
+                    return
+                if not r.t_done:  # a transport that reads its own reply stamps it there
+                    r.t_done = now_ns()
+                self.record(r)
+                state["received"] += 1
+                if state["done_sending"] and state["received"] >= state["sent"]:
+                    all_back.set()
+
+        rx = threading.Thread(target=receiver, name="receiver", daemon=True)
+        rx.start()
+        reply = replies.put
+        t_start = now_ns() + 1_000_000
+        sent = 0
+        for offset in arrival_offsets_ns(rate, arrival, rng):
+            if self.cancel.is_set() or (count is not None and sent >= count):
+                break
+            t_intended = t_start + offset
+            if until_ns is not None and t_intended >= until_ns:
+                break
+            wait = t_intended - now_ns()
+            if wait > 0:
+                time.sleep(wait / 1e9)
+            r = Request(self._next_input(), 0, warmup, reply, t_intended)
+            self.send(r)
+            sent += 1
+            state["sent"] = sent
+        state["done_sending"] = True
+        if on_issued is not None:
+            on_issued()
+        if state["received"] >= sent:
+            all_back.set()
+        deadline = None
+        while not all_back.wait(timeout=0.1):
+            if self.cancel.is_set():
+                deadline = deadline or time.monotonic() + DRAIN_S
+                if time.monotonic() > deadline:
+                    break
+        replies.put(_STOP)
+        rx.join(timeout=1)

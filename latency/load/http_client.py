@@ -1,0 +1,225 @@
+"""The HTTP transport: a real HTTP/1.1 client with keep-alive and a connection pool.
+
+Why one event loop (uvloop) with our lean keep-alive pool (``h1``, httptools' C parser): every
+in-flight request is multiplexed over pooled keep-alive connections by one thread, and in
+closed loop the clients themselves are coroutines on that loop (``closed``), so a request
+crosses no thread at all. CPU per request is what a load generator on the same machine as the
+server must not waste — it is taken from the server. ``bench/bench_http.py`` measures it:
+~70 µs a request for this whole profiling client (timing and recording included), ~115 µs for
+a bare aiohttp loop, ~185 µs for Locust, ~800 µs for ``requests`` with a thread per connection.
+Open loop keeps the engine's sender thread (``time.sleep`` to each intended time is finer than
+the event loop's millisecond timers) and hands each request to the loop.
+
+How one request is timed (all ``perf_counter_ns`` on the loop thread):
+
+    sent ─ encode body ─ [emulated uplink] ─ POST … read whole reply ─ [emulated downlink] ─ done
+
+The server says how long it spent (``Server-Timing``: queue, preprocess, forward,
+postprocess). ``network`` = (done − sent) − server time: sockets, HTTP, the OIP envelope, base64,
+and the emulated WAN delay when there is one (recorded apart, per request, in ``emulated_ns``).
+Only durations cross the wire (a remote server's clock is not ours), so the server's stamps are
+laid out from ``received`` = sent + uplink share; the queue is placed before preprocess.
+A reply without a usable breakdown is kept whole as network and flagged ``decomposed=False``.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from latency.core.records import Request
+from latency.core.timing import now_ns
+from latency.core.wan import WanProfile
+from latency.load.h1 import Pool
+from latency.load.wan import Link
+from latency.serve.oip import JSON_TYPE, encode_request, error_message, parse_server_timing
+
+#: a reply slower than this is an error (the run goes on).
+REQUEST_TIMEOUT_S = 60.0
+
+def split_target(url: str, model: str) -> tuple[str, str]:
+    """(base URL, model name) of ``--target``: ``http://h:8000`` uses ``model``;
+    ``http://h:8000/v2/models/resnet[/versions/1][/infer]`` names the model itself."""
+    parts = urlsplit(url.rstrip("/"))
+    path = parts.path
+    base_path, sep, rest = path.partition("/v2/models/")
+    if sep:
+        name = rest.split("/")[0]
+        if name:
+            model = name
+        path = base_path
+    elif path.endswith("/v2"):
+        path = path[:-3]
+    return f"{parts.scheme}://{parts.netloc}{path}", model
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover - uvloop is in requirements.txt
+        return asyncio.new_event_loop()
+
+
+class HttpTransport:
+    """``send(r)`` posts ``r.raw`` to ``{base}/v2/models/{model}/infer``; the reply comes back
+    through ``r.reply(r)`` with every stamp and transport fact filled in."""
+
+    name = "http"
+
+    def __init__(self, base_url: str, model: str, *, payload: str = "json",
+                 wan: WanProfile | None = None, connections: int = 64, seed: int = 0,
+                 prebuilt_bodies: bool = False) -> None:
+        self.url = f"{base_url.rstrip('/')}/v2/models/{model}/infer"
+        self.payload = payload
+        self.prebuilt = prebuilt_bodies  # raw inputs already are request bodies (--bodies)
+        self.wan = wan if wan is not None and wan.active else None
+        self.up = Link(self.wan, seed) if self.wan else None
+        self.down = Link(self.wan, seed + 1) if self.wan else None
+        self.connections = connections
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop = new_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="http-client",
+                                        daemon=True)
+        self._thread.start()
+        self._pool = Pool(self.url, connections, REQUEST_TIMEOUT_S)
+
+    def send(self, r: Request) -> None:
+        self._loop.call_soon_threadsafe(self._start, r)
+
+    def _start(self, r: Request) -> None:
+        task = self._loop.create_task(self._exchange(r))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _encode(self, raw: Any) -> tuple[bytes, str]:
+        if self.prebuilt:
+            return raw, JSON_TYPE
+        return encode_request(raw, self.payload)
+
+    async def _exchange(self, r: Request) -> None:
+        r.t_sent = now_ns()
+        up_ns = down_ns = 0
+        data = b""
+        timing = None
+        batch = None
+        try:
+            body, ctype = self._encode(r.raw)
+            r.req_bytes = len(body)
+            if self.up is not None:
+                t = now_ns()
+                await asyncio.sleep(self.up.delay_ns(len(body), t) / 1e9)
+                up_ns = now_ns() - t
+            status, headers, data = await self._pool.post(body, ctype)
+            if b"server-timing" in headers:
+                timing = headers[b"server-timing"].decode("latin-1")
+            if b"latency-lab-batch" in headers:
+                batch = headers[b"latency-lab-batch"].decode("latin-1")
+            if status != 200:
+                r.error = f"HTTP {status}: {error_message(data)}"
+        except Exception as exc:  # noqa: BLE001 - a failed exchange fails this request alone
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            r.error = f"transport: {type(exc).__name__}" + (f": {text}" if text else "")
+        if self.down is not None:
+            t = now_ns()
+            await asyncio.sleep(self.down.delay_ns(len(data), t) / 1e9)
+            down_ns = now_ns() - t
+        r.t_done = now_ns()
+        r.resp_bytes = len(data)
+        r.emulated_ns = up_ns + down_ns
+        lay_out(r, timing, batch, up_ns)
+        if r.reply is not None:
+            r.reply(r)
+
+    # ---- closed loop, natively on the event loop -------------------------------------------
+    def closed(self, next_input: Callable[[], Any], record: Callable[[Request], None],
+               cancel: threading.Event, concurrency: int, count: int | None,
+               until_ns: int | None, warmup: bool, drain_s: float = 10.0) -> None:
+        """``concurrency`` clients as coroutines on the loop, each sending its next request
+        when the previous returns (the engine's closed loop, without a thread per client)."""
+        issued = itertools.count()
+
+        async def client(ci: int) -> None:
+            while not cancel.is_set():
+                if count is not None and next(issued) >= count:
+                    return
+                t_intended = now_ns()
+                if until_ns is not None and t_intended >= until_ns:
+                    return
+                r = Request(next_input(), ci, warmup, None, t_intended)
+                await self._exchange(r)
+                record(r)
+
+        async def all_clients() -> None:
+            await asyncio.gather(*(client(i) for i in range(concurrency)))
+
+        fut = asyncio.run_coroutine_threadsafe(all_clients(), self._loop)
+        deadline = None
+        while True:
+            try:
+                fut.result(timeout=0.1)
+                return
+            except TimeoutError:
+                if cancel.is_set():
+                    deadline = deadline or time.monotonic() + drain_s
+                    if time.monotonic() > deadline:  # abandon requests stuck in the server
+                        fut.cancel()
+                        return
+
+    def run_closed(self, driver: Any, concurrency: int, count: int | None,
+                   until_ns: int | None, warmup: bool) -> None:
+        self.closed(driver.next_input, driver.record, driver.cancel, concurrency, count,
+                    until_ns, warmup)
+
+    def close(self) -> None:
+        """Close the pool and stop the loop (in-flight requests are abandoned)."""
+        async def shut() -> None:
+            for task in list(self._tasks):
+                task.cancel()
+            self._pool.close()
+
+        try:
+            asyncio.run_coroutine_threadsafe(shut(), self._loop).result(10)
+        except Exception:  # noqa: BLE001 - closing must not fail a finished run
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+
+def lay_out(r: Request, server_timing: str | None, batch: str | None, up_ns: int) -> None:
+    """Fill the server-side stamps of ``r`` from the server's reported durations.
+
+    The components still telescope exactly: only ``sent`` and ``done`` are client clock
+    readings, and every stamp in between is placed from them.
+    """
+    parts = parse_server_timing(server_timing).breakdown_ns() if server_timing else None
+    client = r.t_done - r.t_sent
+    server = sum(parts.values()) if parts else 0
+    if parts is None or server > client:
+        # No breakdown (or one that cannot fit in what the client saw): all of it is the
+        # client's observed time, kept whole as network and flagged.
+        r.decomposed = False
+        r.t_received = r.t_pre_start = r.t_pre_end = r.t_fwd_start = r.t_sent
+        r.t_fwd_end = r.t_post_start = r.t_post_end = r.t_sent
+        return
+    net = client - server
+    rest = max(net - r.emulated_ns, 0)
+    net_in = min(up_ns + rest // 2, net)
+    r.t_received = r.t_sent + net_in
+    r.t_pre_start = r.t_received + parts["queue"]
+    r.t_pre_end = r.t_pre_start + parts["preprocess"]
+    r.t_fwd_start = r.t_pre_end
+    r.t_fwd_end = r.t_fwd_start + parts["forward"]
+    r.t_post_start = r.t_fwd_end
+    r.t_post_end = r.t_post_start + parts["postprocess"]
+    if batch:
+        try:
+            bid, size, replica = (int(x) for x in batch.split(";"))
+            r.batch_id, r.batch_size, r.replica = bid, size, replica
+        except ValueError:
+            pass

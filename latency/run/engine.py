@@ -1,0 +1,238 @@
+"""Execute one profiling run in the current process: wait for the machine, build, warm up, load,
+measure, report.
+
+This is what the spawned run process (``latency.run.process``) and the CLI call, and the
+in-process API for tests and notebooks. The caller may pass a ``cancel`` event (the run then
+stops issuing requests, lets in-flight ones finish and returns status ``stopped`` with what it
+measured) and an ``on_rows`` callback that receives new request rows while the run is in
+flight.
+
+    wait for the machine (run lock) ─▶ backend.start ─▶ warm-up ─▶ measure ─▶ close
+                                        in-process server, or HTTP (ours / a target)
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from latency.analysis.result import RunResult
+from latency.core.config import RunConfig
+from latency.core.records import Request, RequestLog
+from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
+from latency.host import environment
+from latency.host.cores import oversubscribed, usable_cores
+from latency.host.devices import resolve_device
+from latency.load.generator import LoadDriver
+from latency.load.transport import Transport
+from latency.run.backends import backend_for
+from latency.run.lock import Holder, MachineLock
+from latency.run.validate import validated
+
+#: ``on_rows(new_rows, new_errors, progress)``: rows appended since the last call.
+RowsCallback = Callable[[np.ndarray, dict[int, str], dict[str, Any]], None]
+
+
+class _Recorder:
+    """Thread-safe append to the request log, plus incremental hand-off of new rows."""
+
+    def __init__(self, capacity: int) -> None:
+        self.log = RequestLog.with_capacity(capacity)
+        self.lock = threading.Lock()
+        self.cancelled = 0
+        self._sent_upto = 0
+
+    def record(self, r: Request) -> None:
+        with self.lock:
+            if r.cancelled:
+                self.cancelled += 1
+            else:
+                self.log.append(r)
+
+    def take_new(self) -> tuple[np.ndarray, dict[int, str]]:
+        with self.lock:
+            start, end = self._sent_upto, self.log.size
+            rows = self.log.rows[start:end].copy()
+            errors = {i: m for i, m in self.log.errors.items() if start <= i < end}
+            self._sent_upto = end
+        return rows, errors
+
+    def final(self) -> tuple[np.ndarray, dict[int, str]]:
+        with self.lock:
+            return self.log.view().copy(), dict(self.log.errors)
+
+
+class _Run:
+    """One run's state while it executes: phase, timings, warnings, the recorder."""
+
+    def __init__(self, config: RunConfig, cancel: threading.Event,
+                 on_rows: RowsCallback | None, progress_interval_s: float) -> None:
+        self.config = config
+        self.cancel = cancel
+        self.on_rows = on_rows
+        self.interval = progress_interval_s
+        self.expected = (config.requests or 0) + config.warmup
+        self.rec = _Recorder(self.expected if config.requests else 4096)
+        self.timings: dict[str, Any] = {}
+        self.warnings: list[str] = []
+        self.phase = "loading"
+        self.phase_started = time.monotonic()
+        self.waiting_for: str | None = None
+        self._stop_reporter = threading.Event()
+        self._reporter: threading.Thread | None = None
+
+    # ---- progress ------------------------------------------------------------------------
+    def set_phase(self, name: str) -> None:
+        self.phase, self.phase_started = name, time.monotonic()
+
+    def progress(self) -> dict[str, Any]:
+        c = self.config
+        out = {"phase": self.phase, "elapsed_s": time.monotonic() - self.phase_started,
+               "done": self.rec.log.size, "expected": self.expected if c.requests else None,
+               "duration_s": c.duration_s,
+               "measure_start_ns": self.timings.get("measure_start_ns")}
+        if self.waiting_for is not None and self.phase == "waiting":
+            out["waiting_for"] = self.waiting_for
+        return out
+
+    def start_reporting(self) -> None:
+        if self.on_rows is None:
+            return
+
+        def report() -> None:
+            while not self._stop_reporter.wait(self.interval):
+                self.hand_over()
+
+        self._reporter = threading.Thread(target=report, name="reporter", daemon=True)
+        self._reporter.start()
+
+    def hand_over(self) -> None:
+        if self.on_rows is not None:
+            rows, errs = self.rec.take_new()
+            self.on_rows(rows, errs, self.progress())
+
+    def stop_reporting(self) -> None:
+        self._stop_reporter.set()
+        if self._reporter is not None:
+            self._reporter.join(timeout=5)
+        self.hand_over()  # the last rows, and the final phase
+
+    # ---- driving the load ----------------------------------------------------------------
+    def drive(self, driver: LoadDriver, transport: Transport, rng: np.random.Generator,
+              count: int | None, until_ns: int | None, warmup: bool) -> None:
+        c = self.config
+        if c.rate is not None:
+            driver.open(c.rate, c.arrival, rng, count, until_ns, warmup,
+                        on_issued=self._draining)
+        else:
+            transport.run_closed(driver, c.concurrency or 1, count, until_ns, warmup)
+
+    def _draining(self) -> None:  # everything is sent; the backlog is still being served
+        if self.phase == "measuring":
+            self.phase = "draining"
+
+    def measure(self, transport: Transport, pool: Sequence[object]) -> None:
+        c = self.config
+        driver = LoadDriver(transport.send, pool, self.rec.record, self.cancel)
+        rng = np.random.default_rng(c.seed)
+        if c.warmup:
+            self.set_phase("warmup")
+            t = time.perf_counter()
+            self.drive(driver, transport, rng, c.warmup, None, True)
+            self.timings["warmup_s"] = time.perf_counter() - t
+        self.set_phase("measuring")
+        start = self.timings["measure_start_ns"] = now_ns()
+        cpu0 = time.process_time()  # this process's CPU while measuring (HTTP: the client's)
+        until = start + int(c.duration_s * 1e9) if c.duration_s else None
+        self.drive(driver, transport, rng, c.requests, until, False)
+        self.timings["measure_end_ns"] = now_ns()
+        self.timings["measure_cpu_s"] = time.process_time() - cpu0
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
+            cancel: threading.Event | None = None, on_rows: RowsCallback | None = None,
+            progress_interval_s: float = 0.5, force: bool = False,
+            who: str = "a run") -> RunResult:
+    """Run ``config`` (validated here) and return its RunResult. Never raises for a failure
+    inside the run: that becomes status ``failed`` with the message (and the traceback),
+    keeping what was measured.
+
+    The run first takes the machine's run lock (``latency.run.lock``), waiting behind any
+    other run on this machine; ``force`` runs at once and both runs then carry a warning.
+    ``who`` names this run to the runs that wait behind it.
+    """
+    config = validated(config)
+    cancel = cancel or threading.Event()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    device = resolve_device(config.device)
+    run = _Run(config, cancel, on_rows, progress_interval_s)
+    if oversubscribed(config.replicas, config.threads):
+        run.warnings.append(
+            f"oversubscribed: {config.replicas} replicas × {config.threads} threads "
+            f"= {config.replicas * config.threads} > {usable_cores()} cores; "
+            "replicas will steal cores from each other and timings inflate")
+    env = environment.collect(device, config.dtype, config.threads, config.replicas)
+    status, failure, trace = "completed", None, None
+    lock = MachineLock(f"{who}: {config.model}", force=force)
+    backend = backend_for(config)
+    run.start_reporting()
+    try:
+        run.set_phase("waiting")
+
+        def waiting(holder: Holder | None) -> None:
+            run.waiting_for = holder.describe() if holder else "another run"
+
+        if not lock.acquire(cancel, on_wait=waiting):
+            status = "stopped"
+            run.warnings.append("stopped while waiting for another run to free the machine")
+        else:
+            if lock.waited_s > 0.5:
+                run.timings["waited_for_machine_s"] = lock.waited_s
+            run.set_phase("loading")
+            transport = backend.start(run.timings, env, on_phase=run.set_phase)
+            pool = list(inputs) if inputs is not None else backend.inputs()
+            if not pool:
+                raise ValueError("no inputs to send")
+            stopper = threading.Thread(target=_abandon_on_cancel, daemon=True, name="stopper",
+                                       args=(cancel, backend, run))
+            stopper.start()
+            run.measure(transport, pool)
+            if cancel.is_set():
+                status = "stopped"
+                run.timings["cancelled_requests"] = run.rec.cancelled
+                if run.rec.cancelled:
+                    run.warnings.append(
+                        f"stopped: {run.rec.cancelled} requests still waiting were dropped "
+                        "unserved, so this run's tail under-states its queueing")
+    except Exception as exc:  # keep what was measured; say what broke, in one line
+        status, failure, trace = "failed", _one_line(exc), traceback.format_exc()
+        run.timings.setdefault("measure_end_ns", now_ns())
+    finally:
+        run.set_phase("finishing")
+        backend.close(run.timings, run.warnings)
+        if lock.acquired:
+            run.warnings += lock.release()
+        run.stop_reporting()
+    log, errors = run.rec.final()
+    return RunResult(config=config.to_dict(), environment=env, status=status, log=log,
+                     errors=errors, timings=run.timings, warnings=run.warnings,
+                     failure=failure, traceback=trace)
+
+
+def _abandon_on_cancel(cancel: threading.Event, backend: Any, run: _Run) -> None:
+    """On Stop, drop what has not started at once (the run ends now, not after its backlog)."""
+    while not cancel.wait(0.1):
+        if run.phase == "finishing":
+            return
+    if run.phase != "finishing":
+        backend.abandon()

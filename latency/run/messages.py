@@ -1,0 +1,53 @@
+"""What the run process says to its parent, as small values (pickled over a pipe).
+
+    Phase("loading")                          the run moved on
+    Rows(rows, errors, progress)              requests finished since the last message
+    Done(Final(...))                          the end: status, environment, timings, ...
+
+``Final`` is also what the parent records for a run that never reached its process (cancelled
+while queued, could not be spawned, died): one shape for every ending, with the child's
+traceback when it failed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+
+
+@dataclass(frozen=True)
+class Rows:
+    rows: bytes  # RECORD_DTYPE rows, raw
+    errors: dict[int, str]
+    progress: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Final:
+    """Everything about a finished run except its request rows (those came as ``Rows``)."""
+
+    config: dict[str, Any]
+    status: str
+    environment: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    failure: str | None = None
+    traceback: str | None = None
+
+    @classmethod
+    def ended(cls, config: dict[str, Any], status: str, failure: str | None = None,
+              traceback: str | None = None) -> Final:
+        """A run that ended without measuring anything (stopped in line, failed to start)."""
+        return cls(config=config, status=status, failure=failure, traceback=traceback)
+
+
+@dataclass(frozen=True)
+class Done:
+    final: Final
+
+
+Message = Phase | Rows | Done

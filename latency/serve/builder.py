@@ -1,0 +1,62 @@
+"""The one server builder: a RunConfig in, a started server out — for an in-process run, for
+the HTTP server of a run and for ``python -m latency serve`` alike.
+
+One place, so that the paths cannot disagree about what they serve: the pipeline built on the
+configured device and dtype with its model-args, the levers and pre/post variants applied (and
+their report kept), intra-op threads set, then the preprocess pool, batch queue and replicas.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from latency.core.config import RunConfig
+from latency.core.optimization import OptimizationReport
+from latency.host.devices import DTYPES, resolve_device
+from latency.pipelines.contract import Pipeline
+from latency.pipelines.levers import prepare
+from latency.pipelines.registry import build_pipeline
+from latency.serve.server import Server
+
+
+@dataclass
+class BuiltServer:
+    """A started server, its pipeline, what the levers did and how long building took."""
+
+    pipeline: Pipeline
+    server: Server
+    optimization: OptimizationReport | None = None
+    #: ``model_load_s``, and ``optimize_s`` when levers or variants were applied
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def changes_pipeline(config: RunConfig) -> bool:
+    """Whether the config asks for levers or naive pre/post (anything ``prepare`` applies)."""
+    return bool(config.optimize) or config.pre != "fast" or config.post != "fast"
+
+
+def build_server(config: RunConfig, on_phase: Callable[[str], None] | None = None
+                 ) -> BuiltServer:
+    """Build and start the server a validated ``config`` describes. ``on_phase("optimising")``
+    is called before the levers are applied (they may take seconds: compilation, calibration).
+    """
+    torch.set_num_threads(config.threads)
+    t = time.perf_counter()
+    pipeline = build_pipeline(config.model, resolve_device(config.device),
+                              DTYPES[config.dtype], config.model_args)
+    timings = {"model_load_s": time.perf_counter() - t}
+    report = None
+    if changes_pipeline(config):
+        if on_phase is not None:
+            on_phase("optimising")
+        t = time.perf_counter()
+        report = prepare(pipeline, config.optimize, config.pre, config.post, config.batch_size)
+        timings["optimize_s"] = time.perf_counter() - t  # levers + accuracy check
+    server = Server(pipeline, replicas=config.replicas, threads=config.threads,
+                    max_batch=config.batch_size, max_delay_ms=config.max_batch_delay_ms,
+                    preprocess_workers=config.preprocess_workers)
+    server.start()
+    return BuiltServer(pipeline, server, report, timings)

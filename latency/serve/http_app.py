@@ -1,0 +1,207 @@
+"""The HTTP app: the same ``Server`` (preprocess pool, batch queue, replicas) behind the Open
+Inference Protocol, on Starlette + uvicorn.
+
+Why Starlette and not FastAPI: the infer route reads the body itself (to stop at the size limit
+before buffering it) and writes its own ``Server-Timing``; FastAPI's request models would add
+pydantic validation per request and give nothing this route uses. uvicorn runs with uvloop and
+httptools when installed (both in requirements.txt): the fastest standard ASGI stack in Python.
+
+Routes (KServe v2 / OIP):
+
+    GET  /v2/health/live, /v2/health/ready      liveness / readiness
+    GET  /v2                                    server metadata
+    GET  /v2/models/{name}[/ready]              model metadata / readiness (404 if unknown)
+    POST /v2/models/{name}/infer                OIP JSON, or the raw input as
+                                                application/octet-stream (see ``oip``)
+    GET  /metrics                               Prometheus counters of responses by status
+
+What the server's own clock covers (``Server-Timing``): from the moment the decoded request is
+handed to the serving machinery to the moment its response object is ready — queue,
+preprocess, forward, postprocess. Reading the socket, parsing HTTP and the OIP envelope,
+base64, encoding the reply and writing it are transport work: the client sees them as
+``network`` (client-observed minus server-observed time).
+
+Safety: binds 127.0.0.1 unless told otherwise; a body over the limit gets 413 (checked against
+Content-Length before reading, and while streaming); malformed JSON or a wrong tensor shape
+400 with the reason; an unknown model 404. Every refusal is counted and the server goes on.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from latency.core.records import Request
+from latency.core.timing import now_ns
+from latency.serve.oip import (
+    JSON_TYPE,
+    ProtocolError,
+    decode_request,
+    encode_response,
+    error_body,
+    format_server_timing,
+)
+
+#: exception types that mean the *input* was bad (400), not the server (500).
+_CLIENT_FAULTS = ("ValueError", "TypeError", "KeyError", "UnicodeDecodeError",
+                  "JSONDecodeError", "IndexError")
+METRIC = "latency_lab_http_responses_total"
+
+
+@dataclass
+class ServerStats:
+    """Responses by status code; touched only on the event-loop thread."""
+
+    by_status: dict[int, int] = field(default_factory=dict)
+
+    def count(self, status: int) -> None:
+        self.by_status[status] = self.by_status.get(status, 0) + 1
+
+    def prometheus(self) -> str:
+        lines = [f"# HELP {METRIC} HTTP responses of the Latency Lab server, by status code",
+                 f"# TYPE {METRIC} counter"]
+        lines += [f'{METRIC}{{code="{code}"}} {n}' for code, n in sorted(self.by_status.items())]
+        return "\n".join(lines) + "\n"
+
+
+def parse_metrics(text: str) -> dict[int, int]:
+    """Status code → count from our ``/metrics`` text (other metrics are ignored)."""
+    out: dict[int, int] = {}
+    for line in text.splitlines():
+        if line.startswith(METRIC + "{"):
+            try:
+                labels, value = line[len(METRIC):].rsplit(None, 1)
+                code = int(labels.split('"')[1])
+                out[code] = out.get(code, 0) + int(float(value))
+            except (ValueError, IndexError):
+                continue
+    return out
+
+
+def error_status(message: str) -> int:
+    """400 when a preprocess error says the input was bad, else 500."""
+    if message.startswith("preprocess: ") and message[12:].split(":")[0] in _CLIENT_FAULTS:
+        return 400
+    return 500
+
+
+def server_timing_ns(r: Request) -> dict[str, int]:
+    """The server's own durations of one request (its three waits summed as ``queue``)."""
+    return {"queue": (r.t_pre_start - r.t_sent) + (r.t_fwd_start - r.t_pre_end)
+            + (r.t_post_start - r.t_fwd_end),
+            "preprocess": r.t_pre_end - r.t_pre_start,
+            "forward": r.t_fwd_end - r.t_fwd_start,
+            "postprocess": r.t_post_end - r.t_post_start}
+
+
+def create_app(server: Any, model: str, max_body_bytes: int,
+               stats: ServerStats | None = None) -> Any:
+    """The Starlette app serving ``server`` (a started ``latency.serve.server.Server``) as
+    ``model``."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request as HttpRequest
+    from starlette.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.routing import Route
+
+    stats = stats if stats is not None else ServerStats()
+    submit = server.submit
+
+    def refuse(status: int, message: str) -> Response:
+        stats.count(status)
+        return Response(error_body(message), status, media_type=JSON_TYPE)
+
+    def unknown(name: str) -> Response:
+        return refuse(404, f"unknown model {name!r}; this server serves {model!r}")
+
+    async def read_body(request: HttpRequest) -> bytes:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > max_body_bytes:
+            raise ProtocolError(413, f"body of {int(length)} bytes is over the "
+                                     f"{max_body_bytes}-byte limit")
+        chunks, n = [], 0
+        async for chunk in request.stream():
+            n += len(chunk)
+            if n > max_body_bytes:
+                raise ProtocolError(413, f"body is over the {max_body_bytes}-byte limit")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def infer(request: HttpRequest) -> Response:
+        name = request.path_params["name"]
+        if name != model:
+            return unknown(name)
+        try:
+            body = await read_body(request)
+            raw, rid = decode_request(body, request.headers.get("content-type", JSON_TYPE))
+        except ProtocolError as exc:
+            return refuse(exc.status, str(exc))
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def settle(_: Any) -> None:
+            if not done.done():
+                done.set_result(None)
+
+        r = Request(raw, 0, False, lambda req: loop.call_soon_threadsafe(settle, req),
+                    now_ns())
+        r.t_sent = r.t_intended
+        submit(r)
+        await done
+        if r.cancelled:
+            return refuse(503, "the server is shutting down")
+        headers = {"Server-Timing": format_server_timing(server_timing_ns(r)),
+                   "Latency-Lab-Batch": f"{r.batch_id};{r.batch_size};{r.replica}"}
+        if r.error is not None:
+            status = error_status(r.error)
+            stats.count(status)
+            return Response(error_body(r.error), status, headers, media_type=JSON_TYPE)
+        stats.count(200)
+        return Response(encode_response(model, r.response, rid), 200, headers,
+                        media_type=JSON_TYPE)
+
+    async def ready(request: HttpRequest) -> Response:
+        stats.count(200)
+        return JSONResponse({"ready": True})
+
+    async def server_meta(request: HttpRequest) -> Response:
+        stats.count(200)
+        return JSONResponse({"name": "latency-lab", "version": "1", "extensions": []})
+
+    async def model_meta(request: HttpRequest) -> Response:
+        name = request.path_params["name"]
+        if name != model:
+            return unknown(name)
+        stats.count(200)
+        return JSONResponse({
+            "name": model, "versions": ["1"], "platform": "pytorch",
+            "inputs": [{"name": "input", "datatype": "BYTES", "shape": [1]}],
+            "outputs": [{"name": "output", "datatype": "BYTES", "shape": [1]}],
+            "parameters": {"batch_size": server.batches.max_batch,
+                           "replicas": len(server._replicas)}})
+
+    async def model_ready(request: HttpRequest) -> Response:
+        name = request.path_params["name"]
+        if name != model:
+            return unknown(name)
+        stats.count(200)
+        return JSONResponse({"name": model, "ready": True})
+
+    async def metrics(request: HttpRequest) -> Response:
+        return PlainTextResponse(stats.prometheus())
+
+    async def not_found(request: HttpRequest, exc: Exception) -> Response:
+        code = getattr(exc, "status_code", 404)
+        return refuse(code, f"no route {request.method} {request.url.path}")
+
+    routes = [
+        Route("/v2/health/live", ready), Route("/v2/health/ready", ready),
+        Route("/v2", server_meta),
+        Route("/v2/models/{name}", model_meta),
+        Route("/v2/models/{name}/ready", model_ready),
+        Route("/v2/models/{name}/infer", infer, methods=["POST"]),
+        Route("/v2/models/{name}/versions/{version}/infer", infer, methods=["POST"]),
+        Route("/metrics", metrics),
+    ]
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    app.state.stats = stats
+    return app

@@ -1,0 +1,209 @@
+"""The server side: preprocess workers, the batch queue and the model replicas.
+
+Data flow inside one server (ARCHITECTURE §2):
+
+    inbox ─▶ preprocess workers (P threads) ─▶ BatchQueue ─▶ replicas (R threads) ─▶ reply
+
+- Preprocess runs per request on a small worker pool, as a web server's request handlers would.
+- ``BatchQueue`` applies the Triton / Ray Serve rule: a free replica takes a batch as soon as
+  ``max_batch`` requests wait, or when ``max_delay`` has passed since the *oldest* one arrived.
+- Each replica runs forward on the whole batch (every request is charged the batch's forward
+  time: that is what it waited for), then post-processes the batch's requests one by one and
+  replies to each as soon as its own response is ready.
+
+Every stage that raises fails only the requests it was working on; the server goes on.
+"""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections import deque
+
+import torch
+
+from latency.core.records import Request
+from latency.core.timing import now_ns
+from latency.host.devices import synchronize
+from latency.pipelines.contract import Pipeline
+
+_STOP = object()
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class BatchQueue:
+    """A FIFO that hands out batches of up to ``max_batch`` after at most ``max_delay_ns``."""
+
+    def __init__(self, max_batch: int, max_delay_ns: int) -> None:
+        self.max_batch = max_batch
+        self.max_delay_ns = max_delay_ns
+        self._items: deque[Request] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def put(self, r: Request) -> None:
+        with self._cond:
+            self._items.append(r)
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def drain(self) -> list[Request]:
+        """Remove and return everything waiting (used when a run is stopped)."""
+        with self._cond:
+            items = list(self._items)
+            self._items.clear()
+            return items
+
+    def take(self) -> list[Request] | None:
+        """Block until a batch is due; None once closed and empty."""
+        with self._cond:
+            while not self._items:
+                if self._closed:
+                    return None
+                self._cond.wait()
+            if self.max_batch > 1 and self.max_delay_ns > 0:
+                deadline = self._items[0].t_pre_end + self.max_delay_ns
+                while len(self._items) < self.max_batch and not self._closed:
+                    left = deadline - now_ns()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left / 1e9)
+                    if not self._items:  # another replica took them meanwhile
+                        return [] if not self._closed else None
+            n = min(self.max_batch, len(self._items))
+            batch = [self._items.popleft() for _ in range(n)]
+            if self._items:
+                self._cond.notify()  # more waiting: wake another free replica
+            return batch
+
+
+class Server:
+    """An in-process model server: preprocess pool, batch queue, replicas."""
+
+    def __init__(self, pipeline: Pipeline, *, replicas: int, threads: int, max_batch: int,
+                 max_delay_ms: float, preprocess_workers: int) -> None:
+        self.pipeline = pipeline
+        self.device = pipeline.device
+        self.threads = threads
+        self.inbox: queue.SimpleQueue[Request | object] = queue.SimpleQueue()
+        self.batches = BatchQueue(max_batch, int(max_delay_ms * 1e6))
+        self._batch_ids = itertools.count()
+        self._workers = [threading.Thread(target=self._preprocess_loop, name=f"pre-{i}",
+                                          daemon=True) for i in range(preprocess_workers)]
+        self._replicas = [threading.Thread(target=self._replica_loop, args=(i,),
+                                           name=f"replica-{i}", daemon=True)
+                          for i in range(replicas)]
+
+    def start(self) -> None:
+        for t in self._workers + self._replicas:
+            t.start()
+
+    def stop(self) -> None:
+        for _ in self._workers:
+            self.inbox.put(_STOP)
+        for t in self._workers:
+            t.join(timeout=5)
+        self.batches.close()
+        for t in self._replicas:
+            t.join(timeout=5)
+
+    def abandon_waiting(self) -> int:
+        """On Stop: answer every request not yet started as cancelled (left out of the
+        results) so a stopped run ends now, not after its whole backlog has been served."""
+        dropped: list[Request] = []
+        while True:
+            try:
+                r = self.inbox.get_nowait()
+            except queue.Empty:
+                break
+            if r is _STOP:
+                self.inbox.put(r)
+                break
+            dropped.append(r)  # type: ignore[arg-type]
+        dropped += self.batches.drain()
+        for r in dropped:
+            r.cancelled = True
+            r.reply(r)
+        return len(dropped)
+
+    # ---- ingress + preprocess ------------------------------------------------------------
+    def submit(self, r: Request) -> None:
+        """Deliver a request (the in-process transport's only call)."""
+        self.inbox.put(r)
+
+    def _preprocess_loop(self) -> None:
+        torch.set_num_threads(1)  # preprocessing must not fight the replicas for cores
+        pipeline, batches = self.pipeline, self.batches
+        while True:
+            idle_since = now_ns()
+            r = self.inbox.get()
+            t_get = now_ns()
+            if r is _STOP:
+                return
+            # If this worker was already waiting when the request was sent, the gap is the
+            # hand-off (network). If it was busy, the request sat in the inbox: delivery was
+            # instant and the wait for a free worker is queueing.
+            r.t_received = t_get if idle_since <= r.t_sent else r.t_sent
+            r.t_pre_start = now_ns()
+            try:
+                with torch.inference_mode():
+                    r.item = pipeline.preprocess(r.raw)
+            except Exception as exc:  # one bad request fails alone
+                r.t_pre_end = now_ns()
+                r.error = f"preprocess: {_error_text(exc)}"
+                r.fill_missing_server()
+                r.reply(r)
+                continue
+            r.t_pre_end = now_ns()
+            batches.put(r)
+
+    # ---- replicas --------------------------------------------------------------------------
+    def _replica_loop(self, replica: int) -> None:
+        torch.set_num_threads(self.threads)  # per calling thread: each replica its own team
+        pipeline, device = self.pipeline, self.device
+        while True:
+            batch = self.batches.take()
+            if batch is None:
+                return
+            if not batch:
+                continue
+            batch_id = next(self._batch_ids)
+            n = len(batch)
+            items = [r.item for r in batch]
+            for r in batch:
+                r.batch_id, r.batch_size, r.replica = batch_id, n, replica
+            t0 = now_ns()
+            try:
+                with torch.inference_mode():
+                    out = pipeline.forward(pipeline.collate(items))
+                    synchronize(device)
+                t1 = now_ns()
+                outputs = pipeline.split(out, n)
+            except Exception as exc:  # the whole batch failed together
+                t1 = now_ns()
+                msg = f"forward: {_error_text(exc)}"
+                for r in batch:
+                    r.t_fwd_start, r.t_fwd_end = t0, t1
+                    r.error = msg
+                    r.fill_missing_server()
+                    r.reply(r)
+                continue
+            for r, o in zip(batch, outputs):
+                r.t_fwd_start, r.t_fwd_end = t0, t1
+                r.item = None  # free the input tensor early
+                r.t_post_start = now_ns()
+                try:
+                    r.response = pipeline.postprocess(o)
+                except Exception as exc:
+                    r.error = f"postprocess: {_error_text(exc)}"
+                r.t_post_end = now_ns()
+                r.reply(r)
+

@@ -1,0 +1,115 @@
+"""Where a simulation's service times come from: parametric distributions, or resampled from a
+recorded run (every component per request, the forward pass per batch size, the replica's
+turnaround between batches).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from latency.core.records import STATUS_OK, component_ns
+
+DISTS = ("constant", "exponential", "lognormal")
+
+
+def measured_turnaround_ms(rows: np.ndarray) -> float:
+    """Mean gap a replica leaves between finishing a batch and starting the next one, over
+    the batches that were already waiting (so the gap is bookkeeping, not idleness); 0 when
+    no batch ever waited. The mean, not the median: a queue feels every stolen millisecond,
+    and on a busy machine the gaps have a long tail (the thread waits for a core)."""
+    ok = rows[rows["status"] == STATUS_OK]
+    if len(ok) < 2:
+        return 0.0
+    # per batch: its start, its end (last postprocess) and when its first member was ready
+    ids, inverse = np.unique(ok["batch_id"], return_inverse=True)
+    if len(ids) < 2:
+        return 0.0
+    start = np.full(len(ids), np.iinfo(np.int64).max)
+    ready = start.copy()
+    end = np.full(len(ids), np.iinfo(np.int64).min)
+    np.minimum.at(start, inverse, ok["t_fwd_start"])
+    np.minimum.at(ready, inverse, ok["t_pre_end"])
+    np.maximum.at(end, inverse, ok["t_post_end"])
+    replica = np.zeros(len(ids), dtype=np.int64)
+    replica[inverse] = ok["replica"]
+    order = np.lexsort((start, replica))  # by replica, then in time
+    start, end, ready, replica = start[order], end[order], ready[order], replica[order]
+    same = replica[1:] == replica[:-1]
+    waited = same & (ready[1:] <= end[:-1])
+    if not waited.any():
+        return 0.0
+    return float(np.mean((start[1:] - end[:-1])[waited])) / 1e6
+
+
+@dataclass
+class ServiceModel:
+    """Where service times come from. Parametric: ``forward_ms`` per batch (plus
+    ``forward_per_item_ms`` per extra request), ``preprocess_ms`` and ``postprocess_ms`` per
+    request, all drawn from ``dist`` (lognormal spread ``cv``). Recorded: ``samples`` of each
+    component per request and ``forward_by_batch`` {batch size: forward times} from a run."""
+
+    forward_ms: float = 5.0
+    forward_per_item_ms: float = 0.0
+    #: the serving machinery's own fixed costs, for predicting a real server: ``network_ms``
+    #: per request (both directions together) and ``turnaround_ms`` per batch (the replica's
+    #: bookkeeping between batches). Zero by default (an ideal server); the in-process engine
+    #: measures about 0.1 ms and 0.05 ms (bench/bench_engine_overhead.py).
+    network_ms: float = 0.0
+    turnaround_ms: float = 0.0
+    #: the load generator's own gap between intended and actual send (``overhead``) per request
+    lag_ms: float = 0.0
+    preprocess_ms: float = 0.0
+    postprocess_ms: float = 0.0
+    dist: str = "exponential"
+    cv: float = 1.0
+    samples: dict[str, np.ndarray] = field(default_factory=dict)
+    forward_by_batch: dict[int, np.ndarray] = field(default_factory=dict)
+    #: replay: the forward time of the k-th batch is ``forward_trace_ms[k]`` (cycled) — the
+    #: measured sequence of a run, to check the simulation's mechanics free of sampling luck
+    forward_trace_ms: np.ndarray | None = None
+
+    @classmethod
+    def from_rows(cls, rows: np.ndarray) -> ServiceModel:
+        """Resample a recorded run: per-request components and per-batch-size forward times."""
+        ok = rows[(rows["status"] == STATUS_OK) & ~rows["warmup"]]
+        if len(ok) == 0:
+            raise ValueError("the recorded run has no successful measured requests")
+        comps = component_ns(ok)
+        first = np.unique(ok["batch_id"], return_index=True)[1]
+        sizes = ok["batch_size"][first]
+        fwd = comps["forward"][first] / 1e6
+        keep = ("preprocess", "postprocess", "network", "overhead")
+        return cls(samples={k: comps[k] / 1e6 for k in keep},
+                   forward_by_batch={int(s): fwd[sizes == s] for s in np.unique(sizes)},
+                   turnaround_ms=measured_turnaround_ms(rows))
+
+    def mean_service_ms(self, batch: int = 1) -> float:
+        """Mean replica busy time for a batch of ``batch`` (forward + its postprocessing)."""
+        if self.forward_by_batch:
+            fwd = float(np.mean(self._forward_pool(batch)))
+            post = float(np.mean(self.samples["postprocess"])) * batch
+            return fwd + post + self.turnaround_ms
+        return (self.forward_ms + self.forward_per_item_ms * (batch - 1)
+                + self.postprocess_ms * batch + self.turnaround_ms)
+
+    def mean_preprocess_ms(self) -> float:
+        if self.samples:
+            return float(np.mean(self.samples["preprocess"]))
+        return self.preprocess_ms
+
+    def _forward_pool(self, batch: int) -> np.ndarray:
+        if batch in self.forward_by_batch:
+            return self.forward_by_batch[batch]
+        nearest = min(self.forward_by_batch, key=lambda s: abs(s - batch))
+        return self.forward_by_batch[nearest] * batch / nearest  # scaled, clearly an estimate
+
+    def draw(self, rng: np.random.Generator, mean: float, n: int) -> np.ndarray:
+        if mean <= 0:
+            return np.zeros(n)
+        if self.dist == "constant":
+            return np.full(n, mean)
+        if self.dist == "exponential":
+            return rng.exponential(mean, n)
+        sigma = np.sqrt(np.log(1 + self.cv ** 2))
+        return rng.lognormal(np.log(mean) - sigma ** 2 / 2, sigma, n)

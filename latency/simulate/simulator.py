@@ -1,0 +1,289 @@
+"""Discrete-event simulation of the serving system the engine runs.
+
+The same server as ``latency.serve.server``: requests arrive (Poisson, constant, bursty on/off, or
+the arrival times of a recorded run), wait FIFO for one of the preprocess workers (or none, when
+the pool is left unlimited), wait in one FIFO batch queue, and a free replica takes up to
+``batch_size`` of them as soon as that many wait or ``max_batch_delay_ms`` has passed since the
+oldest one arrived; it runs the batch's forward pass, then post-processes the batch's requests
+one by one. Service times come from a ``ServiceModel``: parametric (constant, exponential,
+lognormal with a mean and a spread) or resampled from a recorded run.
+
+One replica without batching is the Lindley recursion, vectorised (a running maximum); c
+replicas or batching loop once per *batch* over plain floats with a heap of replica free times.
+Arrival times, service draws and the expansion of batches back to requests are vectorised with
+numpy. Results are request rows in the engine's own record format (simulated nanosecond
+stamps), so every statistic, summary and chart of a measured run applies unchanged — and every
+output is labelled ``simulated``. What it leaves out: the CPU cores the stages share (a real
+server short of cores slows every stage at once) and the interpreter lock.
+"""
+from __future__ import annotations
+
+import bisect
+import heapq
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from latency.analysis.findings import Finding
+from latency.analysis.summary import Summary, summarize_rows
+from latency.core.records import RECORD_DTYPE
+from latency.simulate.queueing import UnstableQueue
+from latency.simulate.service import DISTS, ServiceModel
+
+__all__ = ["ARRIVALS", "DISTS", "ServiceModel", "SimConfig", "simulate", "summarize_simulation",
+           "utilisation"]
+
+ARRIVALS = ("poisson", "constant", "bursty", "recorded")
+
+
+@dataclass
+class SimConfig:
+    rate: float  # requests per second
+    replicas: int = 1
+    batch_size: int = 1
+    max_batch_delay_ms: float = 0.0
+    arrival: str = "poisson"
+    requests: int = 100_000
+    seed: int = 0
+    warmup_fraction: float = 0.1  # the transient from an empty system, dropped
+    burst_on_s: float = 1.0  # bursty arrivals: on at 2× rate for this long, then off as long
+    allow_unstable: bool = True
+    #: the server's preprocess worker pool: requests wait FIFO for one of this many workers
+    #: (the engine's ``preprocess_workers``); None = unlimited (preprocessing never queues)
+    preprocess_workers: int | None = None
+    #: ``arrival="recorded"``: arrival times (ms from the start) of a recorded run, replayed
+    #: (cycled with the run's length as the period when more requests are asked for)
+    arrival_times_ms: np.ndarray | None = None
+
+
+def arrivals_ms(config: SimConfig, rng: np.random.Generator) -> np.ndarray:
+    n, gap = config.requests, 1000.0 / config.rate
+    if config.arrival == "constant":
+        return np.arange(1, n + 1) * gap
+    if config.arrival == "poisson":
+        return np.cumsum(rng.exponential(gap, n))
+    if config.arrival == "recorded":
+        t = np.sort(np.asarray(config.arrival_times_ms, dtype=float))
+        if not len(t):
+            raise ValueError("recorded arrivals: the run has no requests")
+        t = t - t[0] + gap  # start one mean gap in, like the other arrival kinds
+        span = t[-1] - t[0]
+        period = span + span / max(len(t) - 1, 1)  # the next cycle starts one mean gap on
+        k = np.arange(n)
+        return t[k % len(t)] + (k // len(t)) * period
+    if config.arrival == "bursty":  # Poisson at twice the rate, switched on and off
+        t = np.cumsum(rng.exponential(gap / 2, n))
+        period = config.burst_on_s * 1000
+        return t + (t // period) * period  # every "on" period is followed by an equal gap
+    raise ValueError(f"arrival must be one of {', '.join(ARRIVALS)}")
+
+
+def utilisation(config: SimConfig, service: ServiceModel) -> float:
+    """Offered load on the busiest stage — the replicas at full batches, or the preprocess
+    workers when they are counted; ≥ 1 means the queue grows without bound."""
+    per_request = service.mean_service_ms(config.batch_size) / config.batch_size
+    rho = config.rate * per_request / 1000 / config.replicas
+    if config.preprocess_workers:
+        rho = max(rho, config.rate * service.mean_preprocess_ms() / 1000
+                  / config.preprocess_workers)
+    return rho
+
+
+def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
+    """Simulated request rows (the engine's record format, stamps in ns), warm-up labelled."""
+    if not config.allow_unstable and utilisation(config, service) >= 1:
+        raise UnstableQueue(f"utilisation {utilisation(config, service):.2f} ≥ 1")
+    rng = np.random.default_rng(config.seed)
+    n = config.requests
+    arrive = arrivals_ms(config, rng)
+    if service.samples:
+        pre = rng.choice(service.samples["preprocess"], n)
+        post = rng.choice(service.samples["postprocess"], n)
+        net = rng.choice(service.samples["network"], n)
+        lag = (rng.choice(service.samples["overhead"], n) if "overhead" in service.samples
+               else np.zeros(n))
+    else:
+        pre = service.draw(rng, service.preprocess_ms, n)
+        post = service.draw(rng, service.postprocess_ms, n)
+        net = np.full(n, service.network_ms)
+        lag = np.full(n, service.lag_ms)
+    sent = arrive + lag
+    received = sent + net / 2
+    pre_start = (received if not config.preprocess_workers else
+                 _fifo_starts(received, pre, config.preprocess_workers))
+    ready = pre_start + pre  # preprocessed; ready to be batched
+    order = np.argsort(ready, kind="stable")
+    ready_list = ready[order].tolist()  # plain floats: the loop below is scalar work
+    post_sorted = post[order]
+    post_total = np.concatenate(([0.0], np.cumsum(post_sorted))).tolist()
+    if service.forward_trace_ms is not None:
+        fwd_draws = np.resize(np.asarray(service.forward_trace_ms, dtype=float), n).tolist()
+    elif service.forward_by_batch:
+        fwd_draws = rng.random(n).tolist()
+    else:
+        fwd_draws = service.draw(rng, service.forward_ms, n).tolist()
+    if config.replicas == 1 and config.batch_size == 1:
+        starts, t_start, t_fwd, reps = _one_server(ready[order], post_sorted, fwd_draws, service)
+    else:
+        starts, t_start, t_fwd, reps = _batches(config, service, ready_list, post_total,
+                                                fwd_draws)
+    # Expand per-batch results to requests (vectorised).
+    first_idx = starts
+    sizes = np.diff(np.append(first_idx, n))
+    per_req_batch = np.repeat(np.arange(len(first_idx)), sizes)
+    start_s = np.repeat(t_start, sizes)
+    end_s = start_s + np.repeat(t_fwd, sizes)
+    cum = np.asarray(post_total)
+    before = cum[:-1] - cum[first_idx][per_req_batch]  # postprocessing of earlier batch-mates
+    fwd_start, fwd_end, post_start = (np.empty(n) for _ in range(3))
+    fwd_start[order], fwd_end[order], post_start[order] = start_s, end_s, end_s + before
+    batch_id = np.empty(n, dtype=np.int32)
+    batch_size = np.empty(n, dtype=np.int16)
+    replica = np.empty(n, dtype=np.int16)
+    batch_id[order] = per_req_batch
+    batch_size[order] = np.repeat(sizes, sizes)
+    replica[order] = np.repeat(reps, sizes)
+    rows = np.zeros(n, dtype=RECORD_DTYPE)
+    ns = lambda ms: np.round(ms * 1e6).astype(np.int64)  # noqa: E731
+    post_end = post_start + post
+    rows["t_intended"], rows["t_sent"] = ns(arrive), ns(sent)
+    rows["t_received"], rows["t_pre_start"] = ns(received), ns(pre_start)
+    rows["t_pre_end"] = ns(ready)
+    rows["t_fwd_start"], rows["t_fwd_end"] = ns(fwd_start), ns(fwd_end)
+    rows["t_post_start"], rows["t_post_end"] = ns(post_start), ns(post_end)
+    rows["t_done"] = ns(post_end + net / 2)
+    rows["batch_id"], rows["batch_size"], rows["replica"] = batch_id, batch_size, replica
+    rows["warmup"] = np.arange(n) < int(n * config.warmup_fraction)
+    return rows
+
+
+def _fifo_starts(arrive: np.ndarray, service: np.ndarray, servers: int) -> np.ndarray:
+    """When each job starts at a FIFO pool of ``servers`` identical workers (jobs in arrival
+    order). One worker: the Lindley recursion, vectorised; more: a heap of free times."""
+    order = np.argsort(arrive, kind="stable")
+    a, x = arrive[order], service[order]
+    if servers == 1:
+        c = np.cumsum(x)
+        end = c + np.maximum.accumulate(a - (c - x))
+        start_sorted = end - x
+    else:
+        free = [0.0] * servers
+        out = []
+        for t, d in zip(a.tolist(), x.tolist()):
+            f = heapq.heappop(free)
+            st = t if t > f else f
+            out.append(st)
+            heapq.heappush(free, st + d)
+        start_sorted = np.asarray(out)
+    start = np.empty_like(start_sorted)
+    start[order] = start_sorted
+    return start
+
+
+def _one_server(ready: np.ndarray, post: np.ndarray, fwd_draws: list[float],
+                service: ServiceModel) -> tuple[np.ndarray, ...]:
+    """One replica, no batching: the Lindley recursion, vectorised. Request k ends at
+    end_k = max(ready_k, end_{k−1}) + s_k, whose closed form is
+    end_k = C_k + max_{j ≤ k}(ready_j − C_{j−1}) with C the running sum of service times."""
+    n = len(ready)
+    if service.forward_by_batch and service.forward_trace_ms is None:
+        pool = service._forward_pool(1)
+        fwd = pool[(np.asarray(fwd_draws) * len(pool)).astype(np.int64)]
+    else:
+        fwd = np.asarray(fwd_draws, dtype=float)
+    busy = fwd + post + service.turnaround_ms  # the replica's time per request
+    c = np.cumsum(busy)
+    end = c + np.maximum.accumulate(ready - (c - busy))
+    return np.arange(n), end - busy, fwd, np.zeros(n, dtype=np.int64)
+
+
+def _batches(config: SimConfig, service: ServiceModel, ready_list: list[float],
+             post_total: list[float], fwd_draws: list[float]) -> tuple[np.ndarray, ...]:
+    """c replicas and dynamic batching: one pass per batch over a heap of replica free times.
+    Returns per batch: its first request (in ready order), start, forward time, replica."""
+    n = len(ready_list)
+    free = [(0.0, r) for r in range(config.replicas)]
+    heapq.heapify(free)
+    B, D = config.batch_size, config.max_batch_delay_ms
+    turnaround = service.turnaround_ms
+    starts: list[int] = []
+    t_start: list[float] = []
+    t_fwd: list[float] = []
+    reps: list[int] = []
+    i = 0
+    while i < n:
+        t_free, r = heapq.heappop(free)
+        first = ready_list[i]
+        if B == 1:
+            start = t_free if t_free > first else first
+            j = i + 1
+        else:
+            full_at = ready_list[i + B - 1] if i + B - 1 < n else float("inf")
+            due = full_at if full_at < first + D else first + D
+            start = t_free if t_free > due else due
+            j = min(bisect.bisect_right(ready_list, start, i), i + B)
+            j = j if j > i else i + 1
+        size = j - i
+        if service.forward_by_batch and service.forward_trace_ms is None:
+            pool = service._forward_pool(size)
+            fwd = float(pool[int(fwd_draws[len(starts)] * len(pool))])
+        else:
+            fwd = fwd_draws[len(starts)] + service.forward_per_item_ms * (size - 1)
+        starts.append(i)
+        t_start.append(start)
+        t_fwd.append(fwd)
+        reps.append(r)
+        heapq.heappush(free, (start + fwd + post_total[j] - post_total[i] + turnaround, r))
+        i = j
+    return np.asarray(starts), np.asarray(t_start), np.asarray(t_fwd), np.asarray(reps)
+
+
+@dataclass
+class SimSummary:
+    """A simulation's summary: the same ``Summary`` as a measured run (every figure and check
+    applies unchanged), marked simulated, with the utilisation, how an unstable queue grows,
+    and the closed form where one exists."""
+
+    summary: Summary
+    utilisation: float
+    queue_growth: list[tuple[float, int]] | None = None
+    closed_form: dict[str, Any] | None = None
+
+    @property
+    def unstable(self) -> bool:
+        return self.utilisation >= 1
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.summary.to_dict()
+        d["simulated"] = True
+        d["utilisation"] = self.utilisation
+        if self.queue_growth is not None:
+            d["queue_growth"] = self.queue_growth
+        d["closed_form"] = self.closed_form
+        return d
+
+
+def summarize_simulation(config: SimConfig, service: ServiceModel) -> SimSummary:
+    """The same summary as a measured run, marked simulated, with the utilisation."""
+    rows = simulate(config, service)
+    rho = utilisation(config, service)
+    measured = rows[~rows["warmup"]]
+    summary = summarize_rows(rows, {}, measure_start_ns=int(measured["t_intended"][0]),
+                             measure_end_ns=int(measured["t_done"].max()),
+                             config={"rate": config.rate})
+    if rho < 1:
+        return SimSummary(summary, rho)
+    unstable = Finding(f"unstable: utilisation {rho:.2f} ≥ 1 — the queue grows for as long as "
+                       "the simulation runs; no steady state", "unstable")
+    return SimSummary(replace(summary, warnings=[unstable, *summary.warnings]), rho,
+                      queue_growth(rows))
+
+
+def queue_growth(rows: np.ndarray, points: int = 8) -> list[tuple[float, int]]:
+    """Requests in the system (arrived, not yet answered) at ``points`` moments spread over
+    the simulated horizon: how an unstable queue grows, in numbers a person can read."""
+    arrive, done = np.sort(rows["t_intended"]), np.sort(rows["t_done"])
+    t = np.linspace(arrive[0], arrive[-1], points + 1)[1:]
+    inside = np.searchsorted(arrive, t, side="right") - np.searchsorted(done, t, side="right")
+    return [(float((x - arrive[0]) / 1e9), int(q)) for x, q in zip(t, inside)]

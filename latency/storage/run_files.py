@@ -1,0 +1,87 @@
+"""Request records in and out of files, so a run written today can feed a simulation later.
+
+``python -m latency simulate --from-run`` resamples a recorded run's service times. The run may
+come as the JSON that ``run --json`` writes (its ``requests`` table: every record field, stamps
+in integer ns from the first stamp, so nothing is rounded), as the CSV that ``run --csv`` writes
+(stamps in ms with 4 decimals: 100 ns resolution, ample for service times) or as a run id of
+the history store. Every path ends in the engine's own ``RECORD_DTYPE`` rows.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from latency.core.records import (
+    RECORD_DTYPE,
+    STAMP_FIELDS,
+    STATUS_ERROR,
+    STATUS_OK,
+    rows_from_table,
+)
+from latency.storage.store import RunStore, StoreError
+
+
+def rows_from_csv(path: str | Path) -> np.ndarray:
+    """Rows from the per-request CSV of ``run --csv`` (or a history CSV export)."""
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    missing = [f"{s}_ms" for s in STAMP_FIELDS if f"{s}_ms" not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: not a Latency Lab requests CSV (no {missing[0]} column)")
+    rows = np.zeros(len(frame), dtype=RECORD_DTYPE)
+    for s in STAMP_FIELDS:
+        rows[s] = np.round(frame[f"{s}_ms"].to_numpy(dtype=float) * 1e6).astype(np.int64)
+    for name in ("batch_id", "batch_size", "replica", "client"):
+        if name in frame.columns:
+            rows[name] = frame[name].to_numpy()
+    rows["warmup"] = frame["warmup"].astype(bool).to_numpy() if "warmup" in frame else False
+    if "status" in frame.columns:
+        rows["status"] = np.where(frame["status"].astype(str) == "ok", STATUS_OK, STATUS_ERROR)
+    return rows
+
+
+def load_run_rows(source: str, db: str | None = None) -> np.ndarray:
+    """Request rows from a run JSON, a requests CSV or a history run id (ValueError if none)."""
+    return load_run(source, db)[0]
+
+
+def load_run(source: str, db: str | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Request rows and the run's config ({} for a CSV, which has none) from a run JSON, a
+    requests CSV or a history run id; ValueError with a one-line reason otherwise."""
+    path = Path(source)
+    if not path.suffix and not path.exists():
+        return _rows_from_history(source, db)
+    if path.suffix.lower() == ".csv":
+        if not path.is_file():
+            raise ValueError(f"no such file: {source}")
+        return rows_from_csv(path), {}
+    if path.suffix.lower() == ".json":
+        if not path.is_file():
+            raise ValueError(f"no such file: {source}")
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{source}: not valid JSON ({exc})") from None
+        table = data.get("requests") if isinstance(data, dict) else None
+        if not isinstance(table, dict) or "columns" not in table:
+            raise ValueError(f"{source} has no per-request records: write the run with "
+                             "`python -m latency run ... --json FILE` (or --csv FILE)")
+        config = data.get("config")
+        return rows_from_table(table), config if isinstance(config, dict) else {}
+    return _rows_from_history(source, db)
+
+
+def _rows_from_history(ref: str, db: str | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    if Path(ref).suffix:
+        raise ValueError(f"{ref}: give a .json or .csv file, or a history run id")
+    try:
+        run = RunStore(db).load(ref)
+    except StoreError as exc:
+        raise ValueError(f"{ref}: not a file nor a run in the history ({exc})") from None
+    if run.result is None or not len(run.result.log):
+        raise ValueError(f"history run {ref} has no request records")
+    return run.result.log, dict(run.config or {})

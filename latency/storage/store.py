@@ -1,0 +1,518 @@
+"""Run history: every finished run in one SQLite file, for the CLI, the dashboard and CI.
+
+Where: ``$LATENCY_LAB_DB`` if set (or ``--db`` on the command line), else
+``~/.latency_lab/runs.sqlite``. Per user rather than per project directory: the dashboard and
+``python -m latency run`` started from any directory then share one history, which is what
+comparing "yesterday's run from the CLI" with "this run from the dashboard" needs.
+
+What a run keeps: the config, the environment, the summary, timings, warnings, error messages,
+and every request row. Rows are the engine's own fixed-size numpy records (``RECORD_DTYPE``),
+zlib-compressed in chunks of ``CHUNK_ROWS`` rows: one table row per chunk keeps each BLOB far
+below SQLite's 1 GB limit however long the run, and a compact array saves and loads in tens of
+milliseconds where a table of 100,000 SQL rows takes seconds (see BENCHMARKS.md). The columns a
+listing needs (model, load, n, p50, p99, throughput) are denormalised into ``runs`` so the
+history lists without touching a BLOB, and the quantile curve and component make-up the
+Compare page draws are stored too (aggregates, ~8 kB), so comparing runs loads no rows.
+
+Why it survives a kill: one transaction per run (``BEGIN IMMEDIATE`` … ``COMMIT``) in
+write-ahead-log mode. A process killed mid-write leaves uncommitted frames in the WAL, which
+SQLite ignores on the next open: the run is either entirely there or not at all, and every
+earlier run is untouched. WAL also lets the dashboard read while a CLI run writes (readers see
+the last committed state and never block the writer). ``synchronous=NORMAL``: durable against
+a killed process; after a power cut the last committed run may be lost, never corrupted.
+WAL needs a local file system (not NFS).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import time
+import uuid
+import zlib
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from latency.analysis.result import RunResult
+from latency.analysis.snapshot import build_snapshot
+from latency.analysis.summary import Summary
+from latency.core.describe import load_description, setup_description
+from latency.core.errors import ConfigError
+from latency.core.records import RECORD_DTYPE, component_ns, measured_and_ok
+
+__all__ = ["RunInfo", "RunStore", "StoreError", "StoredRun", "load_description",
+           "setup_description"]
+
+DB_ENV = "LATENCY_LAB_DB"
+DEFAULT_DB = Path.home() / ".latency_lab" / "runs.sqlite"
+#: rows per BLOB: 65,536 rows of ~100 bytes = 6-7 MB raw, a few MB compressed.
+CHUNK_ROWS = 65_536
+#: zlib level 1: about 3× smaller than raw rows for a fraction of the save time (BENCHMARKS.md).
+ZLIB_LEVEL = 1
+SCHEMA_VERSION = 2
+#: statements that bring a database from version k-1 to k (key k); a new file gets _SCHEMA.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: ("ALTER TABLE runs ADD COLUMN setup TEXT NOT NULL DEFAULT ''",),
+}
+#: how long a writer waits for another writer (a CLI run and the dashboard saving at once).
+BUSY_TIMEOUT_MS = 30_000
+ID_LENGTH = 6
+STATUSES = ("completed", "stopped", "failed")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    name TEXT,
+    created_at REAL NOT NULL,
+    status TEXT NOT NULL,
+    source TEXT NOT NULL,
+    origin_id TEXT,
+    model TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    load TEXT NOT NULL,
+    setup TEXT NOT NULL,
+    device TEXT,
+    n INTEGER NOT NULL,
+    errors INTEGER NOT NULL,
+    p50_ms REAL,
+    p99_ms REAL,
+    throughput_rps REAL,
+    config TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    timings TEXT NOT NULL,
+    warnings TEXT NOT NULL,
+    failure TEXT,
+    error_messages TEXT NOT NULL,
+    makeup TEXT NOT NULL,
+    spectrum BLOB,
+    n_rows INTEGER NOT NULL,
+    record_dtype TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
+CREATE TABLE IF NOT EXISTS request_chunks (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    chunk INTEGER NOT NULL,
+    n_rows INTEGER NOT NULL,
+    codec TEXT NOT NULL,
+    rows BLOB NOT NULL,
+    PRIMARY KEY (run_id, chunk)
+) WITHOUT ROWID;
+"""
+
+
+class StoreError(ConfigError):
+    """The history cannot be used (unreadable file, unknown or ambiguous run id): one line."""
+
+
+def default_path() -> Path:
+    """``$LATENCY_LAB_DB`` if set, else ``~/.latency_lab/runs.sqlite``."""
+    env = os.environ.get(DB_ENV)
+    return Path(env).expanduser() if env else DEFAULT_DB
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One line of the history: what a listing shows, without the request rows."""
+
+    id: str
+    name: str | None
+    created_at: float
+    status: str
+    source: str
+    model: str
+    mode: str
+    load: str
+    setup: str
+    device: str | None
+    n: int
+    errors: int
+    p50_ms: float | None
+    p99_ms: float | None
+    throughput_rps: float | None
+    origin_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        """What to call the run in a legend: its name, else model, load and setup."""
+        return self.name or " · ".join(p for p in (self.model, self.load, self.setup) if p)
+
+    @property
+    def when(self) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created_at))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "label": self.label, "when": self.when,
+                "created_at": self.created_at, "status": self.status, "source": self.source,
+                "model": self.model, "mode": self.mode, "load": self.load, "setup": self.setup,
+                "device": self.device, "n": self.n, "errors": self.errors,
+                "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
+                "throughput_rps": self.throughput_rps, "origin_id": self.origin_id}
+
+
+@dataclass
+class StoredRun:
+    """A run read back: its listing info, its aggregates and (loaded on request) its result."""
+
+    info: RunInfo
+    summary: Summary
+    config: dict[str, Any]
+    environment: dict[str, Any]
+    makeup_ms: dict[str, dict[str, float]]
+    #: (percentile p in 0..1, total latency ms at p): dense in the tail, up to 1 − 1/n
+    spectrum: tuple[np.ndarray, np.ndarray] | None
+    result: RunResult | None = field(default=None, repr=False)
+
+
+class RunStore:
+    """The run history in one SQLite file. Thread- and process-safe: a connection per call.
+
+        store = RunStore()                 # $LATENCY_LAB_DB or ~/.latency_lab/runs.sqlite
+        run_id = store.save(result)        # one transaction; returns a short id like 'a3f9c1'
+        store.list(model="image-cnn")      # -> [RunInfo], newest first
+        store.load("a3f").result           # prefix of an id, or 'latest', 'latest~1'
+    """
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        """``path`` None: the default, ``$LATENCY_LAB_DB`` or ~/.latency_lab/runs.sqlite,
+        read at each use (so a long-lived store follows the environment it runs in)."""
+        self._path = Path(path).expanduser() if path is not None else None
+        self._ready_for: Path | None = None
+
+    @property
+    def path(self) -> Path:
+        return self._path if self._path is not None else default_path()
+
+    @property
+    def _ready(self) -> bool:
+        return self._ready_for == self.path
+
+    # ---- connections --------------------------------------------------------------------
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        path = self.path
+        try:
+            if not self._ready:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000,
+                                   isolation_level=None)  # we say BEGIN/COMMIT ourselves
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the run history {path}: {exc}") from None
+        with closing(conn):
+            try:
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA foreign_keys=ON")
+                if not self._ready:
+                    self._init(conn)
+                conn.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"cannot use the run history {path}: {exc}") from None
+            yield conn
+
+    def _init(self, conn: sqlite3.Connection) -> None:
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":  # e.g. a file system without shared memory
+            conn.execute("PRAGMA journal_mode=DELETE")  # rollback journal: still atomic
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} was written by a newer Latency Lab "
+                             f"(schema {version} > {SCHEMA_VERSION})")
+        if version < SCHEMA_VERSION:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]  # under the lock
+                if version == 0:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                else:
+                    for k in range(version + 1, SCHEMA_VERSION + 1):
+                        for statement in _MIGRATIONS.get(k, ()):
+                            conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        self._ready_for = self.path
+
+    def check_writable(self) -> None:
+        """Open (creating if needed) the history now, so a bad path fails before a run."""
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+
+    # ---- writing ------------------------------------------------------------------------
+    def save(self, result: RunResult, name: str | None = None, source: str = "cli",
+             origin_id: str | None = None) -> str:
+        """Save a finished run in one transaction; returns its new short id."""
+        summary = result.summary
+        snap = build_snapshot("", 0, result.status, "done", result.config, result.log,
+                              result.errors, {},
+                              measure_start_ns=result.timings.get("measure_start_ns"),
+                              measure_end_ns=result.timings.get("measure_end_ns"))
+        cfg = result.config
+        spectrum = spectrum_of(result.log)
+        rows = np.ascontiguousarray(result.log, dtype=RECORD_DTYPE)
+        chunks = [(i, rows[s: s + CHUNK_ROWS]) for i, s in
+                  enumerate(range(0, len(rows), CHUNK_ROWS))]
+        blobs = [(i, len(c), "zlib", zlib.compress(c.tobytes(), ZLIB_LEVEL)) for i, c in chunks]
+        values = {
+            "name": name, "created_at": time.time(), "status": result.status,
+            "source": source, "origin_id": origin_id, "model": str(cfg.get("model", "?")),
+            "mode": "open" if cfg.get("rate") is not None else "closed",
+            "load": load_description(cfg), "setup": setup_description(cfg),
+            "device": cfg.get("device"),
+            "n": summary.requests, "errors": summary.errors,
+            "p50_ms": summary.latency_ms.p50, "p99_ms": summary.latency_ms.p99,
+            "throughput_rps": summary.throughput_rps,
+            "config": _dumps(cfg), "environment": _dumps(result.environment),
+            "summary": _dumps(summary.to_dict()), "timings": _dumps(result.timings),
+            "warnings": _dumps(result.warnings), "failure": result.failure,
+            "error_messages": _dumps({str(k): v for k, v in result.errors.items()}),
+            "makeup": _dumps(snap.makeup_ms), "spectrum": spectrum,
+            "n_rows": len(rows), "record_dtype": _dumps(RECORD_DTYPE.descr),
+        }
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                run_id = self._new_id(conn)
+                cols = ["id", *values]
+                conn.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES "
+                             f"({', '.join('?' * len(cols))})", [run_id, *values.values()])
+                conn.executemany("INSERT INTO request_chunks VALUES (?, ?, ?, ?, ?)",
+                                 [(run_id, *b) for b in blobs])
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return run_id
+
+    @staticmethod
+    def _new_id(conn: sqlite3.Connection) -> str:
+        for length in (ID_LENGTH, ID_LENGTH, ID_LENGTH + 2, 32):
+            candidate = uuid.uuid4().hex[:length]
+            if not conn.execute("SELECT 1 FROM runs WHERE id = ?", (candidate,)).fetchone():
+                return candidate
+        raise StoreError("could not find a free run id")  # pragma: no cover - 2^128
+
+    def rename(self, ref: str, name: str) -> RunInfo:
+        name = name.strip()
+        if not name:
+            raise StoreError("a run's name cannot be empty")
+        with self._connect() as conn:
+            run_id = self._resolve(conn, ref)
+            conn.execute("UPDATE runs SET name = ? WHERE id = ?", (name, run_id))
+            return self._info(conn, run_id)
+
+    def delete(self, ref: str) -> RunInfo:
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                run_id = self._resolve(conn, ref)
+                info = self._info(conn, run_id)
+                conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))  # chunks cascade
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return info
+
+    # ---- reading ------------------------------------------------------------------------
+    def list(self, limit: int | None = None, model: str | None = None,
+             status: str | None = None, text: str | None = None) -> list[RunInfo]:
+        """Runs newest first; ``model``/``status`` match exactly, ``text`` is a case-blind
+        substring of the id, name, model, load or device."""
+        where, args = [], []
+        if model:
+            where.append("model = ?")
+            args.append(model)
+        if status:
+            where.append("status = ?")
+            args.append(status)
+        if text:
+            where.append("(instr(lower(id || ' ' || coalesce(name, '') || ' ' || model || ' ' "
+                         "|| load || ' ' || setup || ' ' || coalesce(device, '')), ?) > 0)")
+            args.append(text.lower())
+        sql = f"SELECT {_INFO_COLS} FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, rowid DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with self._connect() as conn:
+            return [_info_from_row(r) for r in conn.execute(sql, args)]
+
+    def models(self) -> list[str]:
+        with self._connect() as conn:
+            return [r[0] for r in conn.execute("SELECT DISTINCT model FROM runs ORDER BY model")]
+
+    def resolve(self, ref: str) -> str:
+        """The full id of ``ref``: an id, a unique prefix of one, ``latest`` or ``latest~N``."""
+        with self._connect() as conn:
+            return self._resolve(conn, ref)
+
+    def info(self, ref: str) -> RunInfo:
+        with self._connect() as conn:
+            return self._info(conn, self._resolve(conn, ref))
+
+    def load(self, ref: str, rows: bool = True) -> StoredRun:
+        """A stored run; ``rows=False`` reads only its aggregates (fast, for comparing)."""
+        with self._connect() as conn:
+            conn.execute("BEGIN")  # one consistent read, even while somebody writes
+            try:
+                run_id = self._resolve(conn, ref)
+                info = self._info(conn, run_id)
+                (cfg, env, summary, timings, warnings, failure, errs, makeup, spectrum,
+                 n_rows, descr) = conn.execute(
+                    "SELECT config, environment, summary, timings, warnings, failure, "
+                    "error_messages, makeup, spectrum, n_rows, record_dtype FROM runs "
+                    "WHERE id = ?", (run_id,)).fetchone()
+                chunks = (conn.execute("SELECT n_rows, codec, rows FROM request_chunks WHERE "
+                                       "run_id = ? ORDER BY chunk", (run_id,)).fetchall()
+                          if rows else None)
+            finally:
+                conn.execute("COMMIT")
+        stored = StoredRun(info=info, summary=Summary.from_dict(json.loads(summary)),
+                           config=json.loads(cfg),
+                           environment=json.loads(env), makeup_ms=json.loads(makeup),
+                           spectrum=_spectrum_from_blob(spectrum))
+        if chunks is not None:
+            log = _decode_rows(chunks, n_rows, descr, run_id)
+            stored.result = RunResult(
+                config=stored.config, environment=stored.environment, status=info.status,
+                log=log, errors={int(k): v for k, v in json.loads(errs).items()},
+                timings=json.loads(timings), warnings=json.loads(warnings), failure=failure)
+            stored.result.__dict__["summary"] = stored.summary  # as it was when measured
+        return stored
+
+    def count(self) -> int:
+        with self._connect() as conn:
+            return int(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
+
+    def integrity_check(self) -> str:
+        """SQLite's own check of the file: 'ok' when consistent."""
+        with self._connect() as conn:
+            return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+    # ---- internals ----------------------------------------------------------------------
+    def _resolve(self, conn: sqlite3.Connection, ref: str) -> str:
+        ref = (ref or "").strip()
+        m = re.fullmatch(r"(?:latest|last)(?:~(\d+))?", ref)
+        if m:
+            back = int(m.group(1) or 0)
+            row = conn.execute("SELECT id FROM runs ORDER BY created_at DESC, rowid DESC "
+                               "LIMIT 1 OFFSET ?", (back,)).fetchone()
+            if row is None:
+                total = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+                raise StoreError(f"no run {ref!r}: the history ({self.path}) holds {total} "
+                                 f"run{'s' if total != 1 else ''}")
+            return str(row[0])
+        if not re.fullmatch(r"[0-9a-fA-F]{1,32}", ref):
+            raise StoreError(f"no run {ref!r} (ids look like a3f9c1; see `python -m latency "
+                             "history`)")
+        ref = ref.lower()
+        hits = [r[0] for r in conn.execute(
+            "SELECT id FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
+            (ref, ref + "g"))]
+        if not hits:
+            raise StoreError(f"no run {ref!r} in {self.path} (see `python -m latency history`)")
+        if ref in hits:
+            return ref
+        if len(hits) > 1:
+            raise StoreError(f"run id {ref!r} is ambiguous: " + ", ".join(hits[:5])
+                             + (" …" if len(hits) > 5 else ""))
+        return str(hits[0])
+
+    @staticmethod
+    def _info(conn: sqlite3.Connection, run_id: str) -> RunInfo:
+        row = conn.execute(f"SELECT {_INFO_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no run {run_id!r}")
+        return _info_from_row(row)
+
+
+_INFO_COLS = ("id, name, created_at, status, source, model, mode, load, setup, device, n, "
+              "errors, p50_ms, p99_ms, throughput_rps, origin_id")
+
+
+#: the spectrum's grid: every 1 % up to p90, then 50 points a decade of 1/(1−p) — as dense at
+#: p99.9 as at p50, which is what a percentile plot on the 1/(1−p) axis draws.
+SPECTRUM_BODY = np.linspace(0.0, 0.9, 91)
+SPECTRUM_POINTS_PER_DECADE = 50
+
+
+def spectrum_of(log: np.ndarray) -> bytes | None:
+    """Total latency (ms) of the successful measured requests at percentiles up to
+    1 − 1/n: past that a percentile would be the maximum repeated, not a measurement."""
+    _, ok = measured_and_ok(log)
+    n = len(ok)
+    if n < 2:
+        return None
+    total = np.sort(component_ns(ok)["total"]) / 1e6
+    top = np.log10(n)
+    tail = 1.0 - 10.0 ** -np.arange(1.0, top, 1.0 / SPECTRUM_POINTS_PER_DECADE)
+    p = np.unique(np.concatenate([SPECTRUM_BODY, tail[tail > 0.9], [1.0 - 1.0 / n]]))
+    ms = np.quantile(total, p)  # numpy's linear rule, as every summary uses
+    return np.stack([p, ms]).astype("<f8").tobytes()
+
+
+def _spectrum_from_blob(blob: bytes | None) -> tuple[np.ndarray, np.ndarray] | None:
+    if blob is None:
+        return None
+    arr = np.frombuffer(blob, dtype="<f8").reshape(2, -1)
+    return arr[0], arr[1]
+
+
+def _info_from_row(row: tuple[Any, ...]) -> RunInfo:
+    return RunInfo(*row)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
+
+
+def _decode_rows(chunks: list[tuple[int, str, bytes]], n_rows: int, descr: str,
+                 run_id: str) -> np.ndarray:
+    stored_dtype = np.dtype([tuple(d) for d in json.loads(descr)])
+    out = np.empty(n_rows, dtype=stored_dtype)
+    pos = 0
+    for n, codec, blob in chunks:
+        raw = zlib.decompress(blob) if codec == "zlib" else bytes(blob)
+        out[pos: pos + n] = np.frombuffer(raw, dtype=stored_dtype, count=n)
+        pos += n
+    if pos != n_rows:
+        raise StoreError(f"run {run_id} has {pos} of its {n_rows} request rows")
+    if stored_dtype == RECORD_DTYPE:
+        return out
+    # an older record layout: copy the fields both share; a field added since takes the value
+    # the engine gives a request that never set it
+    log = np.zeros(n_rows, dtype=RECORD_DTYPE)
+    for name in RECORD_DTYPE.names or ():
+        if name in (stored_dtype.names or ()):
+            log[name] = out[name]
+        elif name in _NEW_FIELD_DEFAULTS:
+            log[name] = _NEW_FIELD_DEFAULTS[name]
+    return log
+
+
+#: fields of ``RECORD_DTYPE`` whose "not set" value is not zero (for rows saved before they
+#: existed): a request is decomposed into server components unless the transport says not.
+_NEW_FIELD_DEFAULTS: dict[str, Any] = {"decomposed": True}

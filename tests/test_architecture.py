@@ -1,0 +1,111 @@
+"""The layout's rule, checked: each folder of ``latency/`` is one stage of the data flow and
+imports only the stages below it (docs/architecture.md), and the value layers import neither
+torch nor Streamlit.
+
+Every import counts — at module level or inside a function, ``import`` or ``from`` — because
+a function-local import is still a dependency; hiding one there is how the circles this test
+replaced had grown.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from latency.layers import LAYERS, TORCH_FREE
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "latency"
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, imported module) for every import in ``path`` that names ``latency...``."""
+    tree = ast.parse(path.read_text(), str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("latency")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "latency":  # from latency import x: x is a stage or a module
+                out += [(node.lineno, f"latency.{a.name}") for a in node.names]
+            elif node.module.startswith("latency."):
+                out.append((node.lineno, node.module))
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            raise AssertionError(f"{path}: relative import at line {node.lineno}; name the "
+                                 "stage (from latency.<stage>... import ...)")
+    return out
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_stage_is_declared():
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(LAYERS), "a folder of latency/ is missing from latency/layers.py"
+    loose = {p.name for p in PACKAGE.glob("*.py")} - {"__init__.py", "__main__.py",
+                                                       "layers.py"}
+    assert not loose, f"modules outside a stage: {sorted(loose)}"
+
+
+def test_stages_import_only_downward():
+    bad = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        if len(rel.parts) < 2:  # latency/__init__.py, __main__.py, layers.py: the top
+            continue
+        here = rel.parts[0]
+        allowed = LAYERS[here] | {here}
+        for line, module in _imports(path):
+            there = _stage(module)
+            if there is not None and there not in allowed and there != "layers":
+                bad.append(f"latency/{rel}:{line} ({here}) imports {module} ({there})")
+    assert not bad, "imports against the layer rule:\n" + "\n".join(bad)
+
+
+def test_layers_form_no_circle():
+    seen: dict[str, int] = {}
+
+    def depth(stage: str, path: tuple[str, ...] = ()) -> int:
+        assert stage not in path, f"circle: {' → '.join(path + (stage,))}"
+        if stage not in seen:
+            seen[stage] = 1 + max((depth(s, path + (stage,)) for s in LAYERS[stage]),
+                                  default=-1)
+        return seen[stage]
+
+    for stage in LAYERS:
+        depth(stage)
+
+
+@pytest.mark.parametrize("modules", [
+    ["latency"],
+    [f"latency.{stage}" for stage in TORCH_FREE],
+    ["latency.analysis.summary", "latency.analysis.snapshot", "latency.simulate.simulator",
+     "latency.storage.store", "latency.figures.plots", "latency.analysis.summary_text"],
+])
+def test_value_layers_import_neither_torch_nor_streamlit(modules):
+    code = ("import importlib, json, sys\n"
+            f"for m in {modules!r}: importlib.import_module(m)\n"
+            "print(json.dumps([m for m in ('torch', 'streamlit') if m in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [], f"importing {modules} pulled in {out.stdout.strip()}"
+
+
+def test_engine_needs_no_streamlit():
+    code = ("import importlib, sys\n"
+            "for stage in ('core', 'host', 'pipelines', 'serve', 'load', 'run', 'analysis',"
+            " 'simulate', 'storage', 'figures', 'cli'):\n"
+            "    importlib.import_module('latency.' + stage)\n"
+            "import latency.run.engine, latency.cli.main\n"
+            "print('streamlit' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,93 @@
+"""Files written before the package was reorganised and the summary typed (commit 18890bb:
+``tests/data/compat/make_fixtures.py``) still load, and today's code writes the same shapes.
+
+- the history database of that code opens, lists and loads its runs;
+- each stored summary survives ``Summary.from_dict → to_dict`` key for key, value for value;
+- summarising the stored rows again gives the same numbers as that code did (the text of a
+  verdict or warning may be worded differently; every number and key is the same);
+- a run JSON of that code reloads, and its result writes JSON and CSV whose keys, columns and
+  numbers are those of the file.
+"""
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from latency.analysis.result import RunResult
+from latency.analysis.summary import Summary
+from latency.core.records import rows_from_table
+from latency.storage.run_files import load_run
+from latency.storage.store import RunStore
+
+DATA = Path(__file__).parent / "data" / "compat"
+TEXT_KEYS = {"verdict", "warnings"}
+
+
+@pytest.fixture()
+def old_store(tmp_path):
+    db = tmp_path / "history.sqlite"
+    shutil.copy(DATA / "history_v2.sqlite", db)  # a copy: opening may checkpoint the WAL
+    return RunStore(db)
+
+
+def _numbers_equal(a, b, path=""):
+    """Same keys and same numbers, recursively; strings compared only outside TEXT_KEYS."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), f"{path}: keys {list(a)} != {list(b)}"
+        for k in a:
+            if k not in TEXT_KEYS:
+                _numbers_equal(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _numbers_equal(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def test_the_old_history_lists_and_loads(old_store):
+    runs = old_store.list()
+    assert sorted(r.name for r in runs) == ["compat closed", "compat open_http"]
+    assert old_store.integrity_check() == "ok"
+    for info in runs:
+        run = old_store.load(info.id)
+        assert run.result is not None and len(run.result.log) == run.info.n + (
+            run.summary.warmup_requests)
+        assert run.summary.requests == info.n and run.summary.latency_ms.p99 == info.p99_ms
+
+
+def test_stored_summaries_round_trip_and_recompute_to_the_same_numbers(old_store):
+    import sqlite3
+
+    with sqlite3.connect(old_store.path) as conn:
+        stored = dict(conn.execute("SELECT name, summary FROM runs"))
+    for info in old_store.list():
+        raw = json.loads(stored[info.name])
+        assert Summary.from_dict(raw).to_dict() == raw  # byte for byte, text included
+        result = old_store.load(info.id).result
+        again = RunResult(config=result.config, environment=result.environment,
+                          status=result.status, log=result.log, errors=result.errors,
+                          timings=result.timings, warnings=result.warnings)
+        _numbers_equal(raw, again.summary.to_dict())
+
+
+@pytest.mark.parametrize("name", ["closed", "open_http"])
+def test_an_old_run_json_and_csv_are_written_again_alike(name):
+    old = json.loads((DATA / f"run_{name}.json").read_text())
+    rows, config = load_run(str(DATA / f"run_{name}.json"))
+    assert config == old["config"]
+    errors = {int(k): v for k, v in old["requests"]["errors"].items()}
+    result = RunResult(config=old["config"], environment=old["environment"],
+                       status=old["status"], log=rows, errors=errors, timings=old["timings"])
+    new = json.loads(result.json_text(requests=True))
+    assert list(new) == list(old)
+    _numbers_equal(old["summary"], new["summary"], "summary")
+    assert new["series"] == old["series"] and new["requests"] == old["requests"]
+    assert rows_from_table(new["requests"]).tobytes() == rows.tobytes()
+    old_csv = pd.read_csv(DATA / f"run_{name}.csv")
+    new_csv = pd.read_csv(io.BytesIO(result.csv_bytes()))
+    assert list(new_csv.columns) == list(old_csv.columns)
+    pd.testing.assert_frame_equal(new_csv, old_csv)

@@ -1,0 +1,100 @@
+"""The Compare Runs page's data: the run history, cached where it is immutable.
+
+A stored run's aggregates and export files never change once saved (only its name can), so
+they are cached per (database, id); the list of runs is read fresh on every rerun (a few
+milliseconds: it touches no request rows), so renames, deletes and runs just finished show at
+once. Export files are built when their download button is clicked, not on every rerun.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from latency.core import fmt
+from latency.storage.export import export_bytes
+from latency.storage.store import RunInfo, RunStore, StoredRun
+
+#: a Chrome trace of more requests than this is slow to open in a viewer: the download keeps
+#: the first ones (the CLI's `history export --format trace` has no cap).
+TRACE_MAX_REQUESTS = 20_000
+EXPORTS: tuple[tuple[str, str], ...] = (
+    ("csv", "Requests (CSV)"), ("parquet", "Requests (Parquet)"), ("json", "Result (JSON)"),
+    ("trace", "Chrome trace (Perfetto)"))
+
+
+def history_state(mgr: Any, handle: Any) -> tuple[Any, ...] | None:
+    """What the Live Profiler watches to know it must redraw: the run shown, whether it is
+    done, and whether it has been saved (the save follows the end by a moment)."""
+    if handle is None:
+        return None
+    rid = handle.run_id
+    return rid, handle.done(), mgr.saved_id(rid) or mgr.save_error(rid)
+
+
+def history_note(mgr: Any, handle: Any) -> None:
+    """Under a finished run: its id in the history, or why it could not be saved."""
+    if not handle.done():
+        return
+    saved, error = mgr.saved_id(handle.run_id), mgr.save_error(handle.run_id)
+    if saved:
+        st.caption(f"Saved in the run history as `{saved}`: compare it with other runs on "
+                   f"**Compare Runs**, or `python -m latency history show {saved}`.")
+    elif error:
+        st.warning(f"This run was not saved to the run history ({error}). Its results stay "
+                   "here while the server runs: download them to keep them.")
+
+
+def store() -> RunStore:
+    """The history this server writes: ``$LATENCY_LAB_DB`` or ``~/.latency_lab/runs.sqlite``."""
+    return RunStore()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def aggregates(db: str, run_id: str) -> StoredRun:
+    """A run's summary, quantile curve and make-up (no request rows)."""
+    return RunStore(db).load(run_id, rows=False)
+
+
+@st.cache_data(max_entries=4, show_spinner="Building the file…")
+def export_file(db: str, run_id: str, file_format: str) -> bytes:
+    run = RunStore(db).load(run_id)
+    return export_bytes(run, file_format,
+                        TRACE_MAX_REQUESTS if file_format == "trace" else None)
+
+
+def runs_frame(infos: list[RunInfo], letter_of: dict[str, str]) -> pd.DataFrame:
+    """The table of runs as a person scans it: newest first, the compared ones lettered."""
+    return pd.DataFrame([{
+        "as": letter_of.get(i.id, ""), "id": i.id, "name": i.name or "", "when": i.when,
+        "model": i.model, "load": i.load, "setup": i.setup, "status": i.status, "requests": i.n,
+        "errors": i.errors, "p50 (ms)": _r(i.p50_ms), "p99 (ms)": _r(i.p99_ms),
+        "req/s": None if i.throughput_rps is None else round(i.throughput_rps, 1),
+        "from": i.source} for i in infos])
+
+
+def _r(v: float | None) -> float | None:
+
+    return fmt.round_ms(v)
+
+
+def option_label(info: RunInfo) -> str:
+    return f"{info.id} · {info.label} · {info.when[5:16]}"
+
+
+def style_diff(rows: list[dict[str, Any]]) -> Any:
+    """The diff table with Δ% coloured: red where a later run is slower, green where faster
+    (only beyond ±5 %, so noise stays uncoloured)."""
+    df = pd.DataFrame(rows)
+    pct_cols = [c for c in df.columns if c.startswith("Δ%")]
+
+    def colour(v: Any) -> str:
+        if v is None or pd.isna(v) or abs(v) < 5:
+            return ""
+        return "color: #B22222; font-weight: 600" if v > 0 else "color: #1B7F3B; font-weight: 600"
+
+    cells = {c: (lambda v: fmt.change(v / 100)) for c in pct_cols}
+    cells.update({c: fmt.signed_ms for c in df.columns if c.startswith("Δ ")})
+    cells.update({c: fmt.ms for c in df.columns if c.endswith("(ms)") and not c.startswith("Δ")})
+    return df.style.map(colour, subset=pct_cols).format(cells, na_rep=fmt.DASH)

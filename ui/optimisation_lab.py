@@ -1,0 +1,244 @@
+"""The Optimisation Lab's widgets and result panels (Streamlit); figures come from
+``latency.figures.lab_plots``, numbers from ``latency.analysis.ab`` and ``latency.simulate.whatif``.
+
+An A/B is a group of ordinary runs queued together with the shared run manager (see
+``latency.run.ab.submit_ab``); this module follows the group's blocks and, once all are done,
+merges them — once per group, shared by every viewer (``st.cache_resource``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from latency.analysis.ab import ABResult, merge
+from latency.core import fmt
+from latency.core.config import RunConfig
+from latency.core.optimization import LEVERS, VARIANTS
+from latency.figures import lab_plots as labplots
+from latency.run import lesson
+from latency.run.ab import ABPlan, variant_config
+from latency.simulate import whatif
+from ui.shared import run_manager
+
+REAL_MODELS = ("image-cnn", "text-transformer", "tabular-mlp")
+SAME = "= A"
+LEVER_HELP = "\n".join(f"- **{k}**: {v}" for k, v in LEVERS.items())
+
+#: widget key → lesson preset value (step 1: quantise the beginner's server).
+LESSON_PRESET: dict[str, Any] = {
+    "lab_model": lesson.LESSON_SETTINGS["model"], "lab_pre": "naive", "lab_post": "naive",
+    "lab_batch": lesson.LESSON_SETTINGS["batch_size"],
+    "lab_delay": lesson.LESSON_SETTINGS["max_batch_delay_ms"],
+    "lab_replicas": 1, "lab_threads": 1,
+    "lab_workers": lesson.LESSON_SETTINGS["preprocess_workers"],
+    "lab_concurrency": lesson.LESSON_SETTINGS["concurrency"], "lab_block_s": 2.0,
+    "lab_pairs": 2, "lab_b_levers": ["int8"], "lab_b_pre": SAME, "lab_b_post": SAME,
+    "lab_b_workers": SAME, "lab_b_replicas": SAME, "lab_b_batch": SAME,
+}
+#: step 2: keep int8, fix what the bars point at.
+HELP_PRESET: dict[str, Any] = {"lab_b_levers": ["int8"], "lab_b_pre": "fast",
+                               "lab_b_post": "fast", "lab_b_workers": 4}
+
+
+def load_preset(values: dict[str, Any], step: str) -> None:
+    """Button callback: set the controls (before they render) and the lesson step."""
+    for k, v in values.items():
+        st.session_state[k] = v
+    st.session_state["lesson_step"] = step
+    st.session_state.pop("lesson_answer", None)
+
+
+def start_step(values: dict[str, Any], step: str) -> None:
+    """Button callback of a lesson step: load its preset and queue its A/B on the next run."""
+    load_preset(values, step)
+    st.session_state["lab_submit"] = True
+
+
+def controls() -> ABPlan:
+    """Sidebar: the baseline (A) and what the B arm changes. Returns the (unvalidated) plan."""
+    sb = st.sidebar
+    sb.header("Baseline (A)")
+    model = sb.selectbox("Pipeline", REAL_MODELS, key="lab_model",
+                         help="A real sample pipeline (levers need a real torch model).")
+    c1, c2 = sb.columns(2)
+    pre = c1.selectbox("Preprocess", VARIANTS, key="lab_pre",
+                       help="fast: vectorised. naive: the beginner's version (Python loops, "
+                            "needless conversions) — same answers, slower.")
+    post = c2.selectbox("Postprocess", VARIANTS, key="lab_post",
+                        help="fast: top-k of a softmax. naive: every class's score in Python, "
+                             "serialised to JSON and parsed back.")
+    batch = sb.slider("Max batch size", 1, 32, 1, key="lab_batch",
+                      help="A replica takes up to this many waiting requests at once.")
+    delay = sb.slider("Max batch delay (ms)", 0.0, 50.0, 0.0, 1.0, key="lab_delay",
+                      help="How long a replica waits for a batch to fill.")
+    c3, c4, c5 = sb.columns(3)
+    replicas = c3.number_input("Replicas", 1, 8, 1, key="lab_replicas",
+                               help="Model workers pulling from the same queue.")
+    threads = c4.number_input("Threads", 1, 8, 1, key="lab_threads",
+                              help="Intra-op threads per replica.")
+    workers = c5.number_input("Pre workers", 1, 16, 4, key="lab_workers",
+                              help="Server threads that preprocess requests.")
+    conc = sb.slider("Concurrency (clients)", 1, 64, 8, key="lab_concurrency",
+                     help="Closed loop: requests in flight at once. More clients than the "
+                          "server can serve at once = a queue (load near saturation).")
+    c6, c7 = sb.columns(2)
+    block_s = c6.number_input("Block length (s)", 0.5, 30.0, 2.0, 0.5, key="lab_block_s",
+                              help="Measured seconds of each block (after a short warm-up).")
+    pairs = c7.number_input("Block pairs", 1, 6, 2, key="lab_pairs",
+                            help="Blocks run A B, B A, A B…: drift of the machine hits both "
+                                 "arms alike.")
+    sb.header("Variant (B) changes")
+    levers = sb.multiselect("Levers", list(LEVERS), key="lab_b_levers",
+                            help="Applied in B's run process; each is checked against the "
+                                 "baseline's answers.\n\n" + LEVER_HELP)
+    d1, d2 = sb.columns(2)
+    b_pre = d1.selectbox("B preprocess", (SAME, *VARIANTS), key="lab_b_pre",
+                         help="Change B's preprocessing variant.")
+    b_post = d2.selectbox("B postprocess", (SAME, *VARIANTS), key="lab_b_post",
+                          help="Change B's postprocessing variant.")
+    d3, d4, d5 = sb.columns(3)
+    b_workers = d3.selectbox("B pre workers", (SAME, 1, 2, 4, 8), key="lab_b_workers",
+                             help="Change B's preprocess worker threads.")
+    b_replicas = d4.selectbox("B replicas", (SAME, 1, 2, 3, 4), key="lab_b_replicas",
+                              help="Change B's number of replicas.")
+    b_batch = d5.selectbox("B batch", (SAME, 1, 2, 4, 8, 16, 32), key="lab_b_batch",
+                           help="Change B's max batch size.")
+    base = RunConfig(model=model, pre=pre, post=post, batch_size=int(batch),
+                     max_batch_delay_ms=float(delay), replicas=int(replicas),
+                     threads=int(threads), preprocess_workers=int(workers),
+                     concurrency=int(conc), duration_s=float(block_s), warmup=8)
+    pick = lambda v: None if v == SAME else v  # noqa: E731
+    variant = variant_config(base, optimize=list(levers), pre=pick(b_pre), post=pick(b_post),
+                             preprocess_workers=pick(b_workers), replicas=pick(b_replicas),
+                             batch_size=pick(b_batch))
+    return ABPlan(base, variant, int(pairs))
+
+
+def group_progress(blocks: list[tuple[str, str]]) -> tuple[int, str]:
+    """(blocks finished, a line about the one in flight or waiting)."""
+    mgr = run_manager()
+    done = 0
+    line = ""
+    for i, (arm, rid) in enumerate(blocks):
+        h = mgr.get(rid)
+        if h is None or h.done():
+            done += 1
+            continue
+        if not line:
+            pos = mgr.position(rid)
+            line = (f"block {i + 1} of {len(blocks)} (arm {arm}) " +
+                    ("running" if pos == 0 else f"waiting, number {pos} in line"))
+    return done, line
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def merged(run_ids: tuple[str, ...], arms: tuple[str, ...], pairs: int) -> ABResult | str:
+    """The finished group merged (once per group, shared by every viewer), or why not."""
+    mgr = run_manager()
+    results = [(arm, mgr.get(rid).result()) for arm, rid in zip(arms, run_ids)]  # type: ignore[union-attr]
+    failed = [r.failure for _, r in results if r.status == "failed"]
+    plan = ABPlan(RunConfig.from_dict(results[0][1].config),
+                  RunConfig.from_dict(results[1][1].config), pairs)
+    try:
+        return merge(plan, [(a, r) for a, r in results if r.status != "failed"])
+    except ValueError as exc:
+        return f"{exc}" + (f" (a block failed: {failed[0]})" if failed else "")
+
+
+def headline_panel(ab: ABResult) -> None:
+    h = ab.headline
+    st.subheader(f"Headline: {h.text}")
+    m = st.columns(5)
+    m[0].metric("forward pass, served", fmt.change(h.forward_change),
+                help="Median forward time per batch in the runs, B against A, at equal batch "
+                     "sizes. Includes waits for the Python interpreter under load.")
+    m[4].metric("forward pass, alone",
+                fmt.change(h.forward_alone_change),
+                help="B's model against the baseline model on one batch, timed call by call "
+                     "side by side in B's run process before its load.")
+    m[1].metric("end-to-end p50", fmt.duration(ab.b.latency_ms.p50),
+                fmt.change(h.p50_change), delta_color="inverse")
+    m[2].metric("end-to-end p99", fmt.duration(ab.b.latency_ms.p99),
+                fmt.change(h.p99_change), delta_color="inverse")
+    m[3].metric("forward's share of A", fmt.share(h.forward_share),
+                help="Amdahl's law: the most the total can change is this share times the "
+                     "forward pass's own change.")
+    st.info(f"**Why (Amdahl):** {h.explanation}")
+    st.caption(f"A = {ab.a.label}: {ab.a.requests} requests in {ab.a.blocks} block(s), "
+               f"{ab.a.throughput_rps:.0f} req/s · B = {ab.b.label}: {ab.b.requests} requests "
+               f"in {ab.b.blocks} block(s), {ab.b.throughput_rps:.0f} req/s · order "
+               f"{' '.join(ab.order)} · all measured on this machine just now.")
+
+
+def charts_panel(ab: ABResult) -> None:
+    left, right = st.columns(2)
+    with left:
+        st.caption("Where the time goes, A and B side by side (mean, and the requests around "
+                   "p50 and p99).")
+        st.plotly_chart(labplots.ab_bars_figure(ab.a.makeup_ms, ab.b.makeup_ms,
+                                                ("A", "B")), key="ab_bars")
+    with right:
+        st.caption("Latency by percentile, both arms (each further nine gets equal width).")
+        st.plotly_chart(labplots.ab_spectrum_figure(
+            ab.a.quantiles_ms, ab.b.quantiles_ms, (f"A: {ab.a.label}", f"B: {ab.b.label}")),
+            key="ab_spectrum")
+
+
+def accuracy_panel(ab: ABResult) -> None:
+    st.markdown("**Effect on the answers** — latency is never shown without accuracy: each "
+                "arm's answers against the unoptimised baseline's on the same held-out inputs.")
+    st.dataframe(labplots.accuracy_rows([ab.a, ab.b]), hide_index=True,
+                 column_config={"top-1 agreement": st.column_config.NumberColumn(format="percent"),
+                                "max |Δ prob|": st.column_config.NumberColumn(format="%.4f")})
+    for arm in (ab.a, ab.b):
+        for lv in (arm.optimization or {}).get("levers", []):
+            if lv.get("warnings") or lv.get("notes"):
+                with st.expander(f"{arm.arm}: {lv['name']} — notes and library warnings"):
+                    for n in lv.get("notes", []):
+                        st.markdown(f"- {n}")
+                    for w in lv.get("warnings", []):
+                        st.markdown(f"- warning recorded: `{w}`")
+
+
+def whatif_panel(ab: ABResult) -> None:
+    st.subheader("What if…")
+    c1, c2, c3 = st.columns(3)
+    arm = c1.radio("Measured arm", ["A", "B"], horizontal=True, key="wi_arm",
+                   help="Whose measured requests to rescale.")
+    stats = ab.a if arm == "A" else ab.b
+    comp = c2.selectbox("component", whatif.WHATIF_COMPONENTS, index=3, key="wi_comp",
+                        help="The component to make faster.")
+    faster = c3.slider("became faster by (%)", 0, 95, 40, 5, key="wi_pct",
+                       help="0% = as measured; 100% would remove it entirely.") / 100
+    flat = whatif.decomposition_whatif(stats.rows, comp, faster)
+    st.markdown(f"**From the measured decomposition:** {flat.sentence()}.")
+    sim = None
+    if comp in whatif.SERVICE_COMPONENTS:
+        default = max(round(stats.throughput_rps * 0.8, 1), 0.1)
+        rate = st.number_input("Simulated arrival rate (req/s)", 0.1, 100000.0, default,
+                               key=f"wi_rate_{arm}",
+                               help="Open-loop Poisson arrivals in the simulator; the default "
+                                    "is 80% of this arm's measured throughput.")
+        cfg = stats.config
+        try:
+            sim = whatif.load_whatif(stats.rows, comp, faster, float(rate),
+                                     replicas=int(cfg["replicas"]),
+                                     batch_size=int(cfg["batch_size"]),
+                                     max_batch_delay_ms=float(cfg["max_batch_delay_ms"]),
+                                     preprocess_workers=int(cfg.get("preprocess_workers") or 4))
+            u0, u1 = sim.utilisation or (0, 0)
+            st.markdown(f"**Under load (simulated, utilisation of the busiest stage {u0:.0%} → "
+                        f"{u1:.0%}):** {sim.sentence()}.")
+            st.caption("The simulator resamples this arm's measured service times through the "
+                       "same preprocess workers, batch queue and replicas; the queue is its "
+                       "output, so it responds to the faster service. It does not model the "
+                       "CPU cores the stages share, so on a machine short of cores the real "
+                       "gain can differ.")
+        except ValueError as exc:
+            st.error(f"Cannot simulate: {exc}")
+    else:
+        st.caption("Queueing is an outcome of the service times, not a service time: the "
+                   "simulator cannot make it faster directly — make a stage faster instead.")
+    st.plotly_chart(labplots.whatif_figure(
+        flat.before, flat.after, (sim.before, sim.after) if sim else None), key="wi_fig")
