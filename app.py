@@ -2,16 +2,18 @@
 
 A frame only: page navigation and the sidebar parts every page shares. Pages live in
 ``views/`` — not ``pages/``, which Streamlit would also read as old-style pages and, on a
-first visit to a deep link, run without this frame. Figures come from ``latency.figures.plots``;
-runs
-go through the shared run manager.
+first visit to a deep link, run without this frame. Figures come from
+``latency.figures.plots``; runs go through the shared run manager. Pipelines of your own are
+named when the server starts (``streamlit run app.py -- --pipeline file.py:Name``), never sent
+from a browser.
 """
 import streamlit as st
 
-from ui.shared import instructor_box, run_manager, session_id, yield_cpu_to_runs
+from ui.shared import instructor_box, run_manager, session_id, startup_pipelines, yield_cpu_to_runs
 
 st.set_page_config(page_title="Latency Lab", page_icon=":material/timer:", layout="wide")
 
+startup_pipelines()  # `streamlit run app.py -- --pipeline file.py:Name` (README)
 run_manager()  # start the server-wide manager (and its thread) before lowering priority
 yield_cpu_to_runs()
 session_id()

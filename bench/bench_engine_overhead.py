@@ -11,7 +11,7 @@ rate the engine sustains: closed loop at growing concurrency, and open loop at g
 from __future__ import annotations
 
 from latency.core.config import RunConfig
-from latency.run.engine import execute
+from latency.execution.engine import execute
 
 NOOP = {"preprocess_ms": 0, "forward_ms": 0, "postprocess_ms": 0}
 

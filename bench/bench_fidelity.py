@@ -25,7 +25,7 @@ import torch.utils.benchmark as tb
 from common import REAL_MODELS, pipeline_and_batch
 
 from latency.core.config import RunConfig
-from latency.run.engine import execute
+from latency.execution.engine import execute
 
 
 def engine_forward(model: str, batch: int, threads: int) -> tuple[float, float, int]:

@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 
 from latency.core.config import RunConfig
-from latency.run.engine import execute
-from latency.run.validate import validated
+from latency.execution.engine import execute
+from latency.execution.validate import validated
 from latency.serve.oip import encode_request
 
 ROOT = Path(__file__).resolve().parents[1]

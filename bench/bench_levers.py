@@ -22,8 +22,8 @@ import torch
 from common import REAL_MODELS, pipeline_and_batch
 
 from latency.core.config import RunConfig
+from latency.execution.ab import ABPlan, run_ab, variant_config
 from latency.pipelines import levers as optimize
-from latency.run.ab import ABPlan, run_ab, variant_config
 
 
 def applicable(model: str) -> list[str]:

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from latency.core.config import RunConfig
-from latency.run import manager as manager_mod
-from latency.run.manager import RunManager
+from latency.execution import manager as manager_mod
+from latency.execution.manager import RunManager
 
 
 def rss_mb() -> float:

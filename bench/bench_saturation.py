@@ -17,7 +17,7 @@ import torch
 from common import REAL_MODELS, pipeline_and_batch
 
 from latency.core.config import RunConfig
-from latency.run.engine import execute
+from latency.execution.engine import execute
 
 BATCH = 8
 

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from latency.simulate.simulator import ServiceModel, SimConfig, simulate
+from latency.simulation.simulator import ServiceModel, SimConfig, simulate
 
 CASES = {
     "1 replica, batch 1, exponential": (SimConfig(rate=70, requests=100_000),

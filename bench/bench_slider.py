@@ -18,8 +18,8 @@ import numpy as np
 
 from latency.analysis.snapshot import build_snapshot
 from latency.figures import plots
-from latency.simulate.capacity import hockey_stick
-from latency.simulate.simulator import ServiceModel, SimConfig, simulate, utilisation
+from latency.simulation.capacity import hockey_stick
+from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
 
 SIM_REQUESTS = 40_000  # as ui/load_simulator.py
 CURVES: dict = {}  # the page caches the hockey stick apart from the rate (ui/simulator.curve)

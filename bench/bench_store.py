@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from latency.core.config import RunConfig
-from latency.run.engine import execute
+from latency.execution.engine import execute
 from latency.storage import store as store_mod
 from latency.storage.store import RunStore
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from latency.core.config import RunConfig
 from latency.core.records import component_ns, measured_and_ok
-from latency.run.process import run
-from latency.simulate.simulator import ServiceModel, SimConfig, simulate, utilisation
+from latency.execution.process import run
+from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
 
 
 def totals_ms(log: np.ndarray) -> np.ndarray:

@@ -6,6 +6,7 @@ torch nor Streamlit (the simulator, the store and the reports work without them)
     from latency import RunConfig, run
     result = run(RunConfig(model="image-cnn", concurrency=4, duration_s=10))
     result            # prints the summary, as the CLI does
+    latency.profile(MyPipeline, inputs=[...], concurrency=8, requests=2000)   # your own
 
 The package is laid out by stage of the data flow (docs/architecture.md); each stage imports
 only the stages below it (``latency.layers``).
@@ -22,23 +23,29 @@ _EXPORTS = {
     "RunResult": "latency.analysis.result",
     "Summary": "latency.analysis.summary",
     "LatencyStats": "latency.analysis.stats",
-    "RunHandle": "latency.run.process",
-    "run": "latency.run.process",
-    "start_run": "latency.run.process",
-    "execute": "latency.run.engine",
+    "RunHandle": "latency.execution.process",
+    "run": "latency.execution.process",
+    "start_run": "latency.execution.process",
+    "execute": "latency.execution.engine",
+    "Pipeline": "latency.pipelines.contract",
+    "ModelArg": "latency.pipelines.contract",
+    "profile": "latency.api",
+    "simulate": "latency.api",
 }
 
-__all__ = ["ConfigError", "LatencyStats", "RunConfig", "RunHandle", "RunResult", "Summary",
-           "execute", "run", "start_run"]
+__all__ = ["ConfigError", "LatencyStats", "ModelArg", "Pipeline", "RunConfig", "RunHandle",
+           "RunResult", "Summary", "execute", "profile", "run", "simulate", "start_run"]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from latency.analysis.result import RunResult
     from latency.analysis.stats import LatencyStats
     from latency.analysis.summary import Summary
+    from latency.api import profile, simulate
     from latency.core.config import RunConfig
     from latency.core.errors import ConfigError
-    from latency.run.engine import execute
-    from latency.run.process import RunHandle, run, start_run
+    from latency.execution.engine import execute
+    from latency.execution.process import RunHandle, run, start_run
+    from latency.pipelines.contract import ModelArg, Pipeline
 
 
 def __getattr__(name: str) -> Any:

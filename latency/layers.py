@@ -21,17 +21,17 @@ LAYERS: dict[str, set[str]] = {
     # what was measured, as values: statistics, summaries, snapshots, results, comparisons
     "analysis": {"core"},
     # the serving system without a model: queueing theory, simulation, capacity, what-if
-    "simulate": {"core", "analysis"},
+    "simulation": {"core", "analysis"},
     # the run history and files
     "storage": {"core", "analysis"},
     # figures for people (Plotly)
-    "figures": {"core", "analysis", "simulate", "storage"},
+    "figures": {"core", "analysis", "simulation", "storage"},
     # one run from start to end, and plans of several
-    "run": {"core", "host", "pipelines", "serve", "load", "analysis", "storage"},
+    "execution": {"core", "host", "pipelines", "serve", "load", "analysis", "storage"},
     # the command line, on top
-    "cli": {"core", "host", "pipelines", "serve", "load", "analysis", "simulate", "storage",
-            "figures", "run"},
+    "cli": {"core", "host", "pipelines", "serve", "load", "analysis", "simulation", "storage",
+            "figures", "execution"},
 }
 
 #: stages usable without torch or Streamlit (``import latency.<stage>`` pulls in neither).
-TORCH_FREE: tuple[str, ...] = ("core", "analysis", "simulate", "storage", "figures")
+TORCH_FREE: tuple[str, ...] = ("core", "analysis", "simulation", "storage", "figures")

@@ -102,3 +102,32 @@ def test_a_shared_link_sets_the_controls_and_they_survive_a_page_switch():
     at.switch_page("views/live_profiler.py").run()
     assert at.sidebar.slider(key="batch").value == 8
     assert not at.exception
+
+
+def test_a_pipeline_named_at_startup_is_listed_and_runs(monkeypatch):
+    """`streamlit run app.py -- --pipeline examples/...:SentimentPipeline`: the dashboard
+    offers it with the samples (the browser never sends code) and a run completes."""
+    from ui.controls import pipeline_infos
+    from ui.shared import startup_pipelines
+
+    spec = f"{Path(APP).parent / 'examples' / 'sentiment_pipeline.py'}:SentimentPipeline"
+    monkeypatch.delenv("LATENCY_LAB_PIPELINES", raising=False)
+    assert startup_pipelines(["--pipeline", spec]) == [spec]
+    pipeline_infos.clear()
+    try:
+        at = app()
+        at.switch_page("views/live_profiler.py").run()
+        box = at.sidebar.selectbox(key="model")
+        assert "sentiment" in box.options and "image-cnn" in box.options
+        box.set_value("sentiment").run()
+        assert any("startup" in c.value for c in at.sidebar.caption)
+        at.sidebar.slider(key="duration").set_value(2)
+        next(b for b in at.button if b.label == "Start").click().run()
+        assert not at.exception and not at.error
+        done = lambda at: any("completed" in m.value and "sentiment" in m.value  # noqa: E731
+                              for m in at.markdown)
+        rerun_until(at, done)
+        assert done(at), [m.value for m in at.markdown][:5]
+        assert not at.exception
+    finally:
+        pipeline_infos.clear()

@@ -49,7 +49,7 @@ def test_every_stage_is_declared():
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders == set(LAYERS), "a folder of latency/ is missing from latency/layers.py"
     loose = {p.name for p in PACKAGE.glob("*.py")} - {"__init__.py", "__main__.py",
-                                                       "layers.py"}
+                                                       "layers.py", "api.py"}
     assert not loose, f"modules outside a stage: {sorted(loose)}"
 
 
@@ -57,7 +57,7 @@ def test_stages_import_only_downward():
     bad = []
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE)
-        if len(rel.parts) < 2:  # latency/__init__.py, __main__.py, layers.py: the top
+        if len(rel.parts) < 2:  # latency/__init__.py, __main__.py, layers.py, api.py: the top
             continue
         here = rel.parts[0]
         allowed = LAYERS[here] | {here}
@@ -85,7 +85,7 @@ def test_layers_form_no_circle():
 @pytest.mark.parametrize("modules", [
     ["latency"],
     [f"latency.{stage}" for stage in TORCH_FREE],
-    ["latency.analysis.summary", "latency.analysis.snapshot", "latency.simulate.simulator",
+    ["latency.analysis.summary", "latency.analysis.snapshot", "latency.simulation.simulator",
      "latency.storage.store", "latency.figures.plots", "latency.analysis.summary_text"],
 ])
 def test_value_layers_import_neither_torch_nor_streamlit(modules):
@@ -100,10 +100,10 @@ def test_value_layers_import_neither_torch_nor_streamlit(modules):
 
 def test_engine_needs_no_streamlit():
     code = ("import importlib, sys\n"
-            "for stage in ('core', 'host', 'pipelines', 'serve', 'load', 'run', 'analysis',"
-            " 'simulate', 'storage', 'figures', 'cli'):\n"
+            "for stage in ('core', 'host', 'pipelines', 'serve', 'load', 'execution', 'analysis',"
+            " 'simulation', 'storage', 'figures', 'cli'):\n"
             "    importlib.import_module('latency.' + stage)\n"
-            "import latency.run.engine, latency.cli.main\n"
+            "import latency.execution.engine, latency.cli.main\n"
             "print('streamlit' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=120)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from latency.core.config import RunConfig
-from latency.run.engine import execute
+from latency.execution.engine import execute
 from latency.storage.store import RunStore
 from tests.browser import CHROMIUM, ROOT, chromium_page, streamlit_server, wait_idle
 

@@ -9,8 +9,8 @@ from streamlit.testing.v1 import AppTest
 from latency.analysis.summary import Summary
 from latency.core.config import RunConfig
 from latency.core.records import COMPONENTS
+from latency.execution.engine import execute
 from latency.figures.compare_plots import diff_table, runs_bars_figure, runs_spectrum_figure
-from latency.run.engine import execute
 from latency.storage.store import RunStore
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

@@ -159,3 +159,18 @@ def test_show_rename_export_delete(history, tmp_path):
         src.backup(dst)
     assert cli("history", "delete", slow, db=copy).returncode == 0
     assert [r["id"] for r in json.loads(cli("history", "--json", db=copy).stdout)] == [fast]
+
+
+def test_compare_takes_a_committed_baseline_file(history, tmp_path):
+    db, (fast, slow) = history
+    baseline = tmp_path / "baseline.json"
+    assert cli("history", "show", fast, "--json", db=db).returncode == 0
+    baseline.write_text(cli("history", "show", fast, "--json", db=db).stdout)
+    out = cli("compare", str(baseline), slow, "--fail-if-p99-worse", "10", db=db)
+    assert out.returncode == 1 and "REGRESSION: B p99" in out.stdout
+    assert "baseline.json" in out.stdout
+    same = cli("compare", str(baseline), fast, "--fail-if-p99-worse", "10", db=db)
+    assert same.returncode == 0, same.stdout
+    bad = tmp_path / "not-a-run.json"
+    bad.write_text('{"hello": 1}')
+    one_line_error(cli("compare", str(bad), fast, db=db), "not a Latency Lab run JSON")

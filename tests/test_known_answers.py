@@ -5,7 +5,7 @@ import pytest
 
 from latency.core.config import RunConfig
 from latency.core.records import COMPONENTS, component_ns
-from latency.run.engine import execute
+from latency.execution.engine import execute
 
 
 def synthetic(**kw):
@@ -157,7 +157,7 @@ def test_overload_is_named_and_stop_drops_the_backlog_at_once():
 
 
 def test_open_loop_on_two_replicas_matches_mmc_queueing():
-    from latency.simulate import queueing
+    from latency.simulation import queueing
 
     rate = 300.0  # two replicas, exponential 4 ms service: rho ≈ 0.6
     r = execute(synthetic(preprocess_ms=0, forward_ms=4, postprocess_ms=0, dist="exponential",

@@ -10,9 +10,9 @@ from torch import nn
 from latency.cli.main import main
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
+from latency.execution.validate import validated
 from latency.pipelines import levers as optimize
 from latency.pipelines.registry import build_pipeline, parse_model_args
-from latency.run.validate import validated
 
 REAL = ("image-cnn", "text-transformer", "tabular-mlp")
 

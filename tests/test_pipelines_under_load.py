@@ -3,8 +3,8 @@ input fails alone."""
 import pytest
 
 from latency.core.config import RunConfig
+from latency.execution.engine import execute
 from latency.pipelines.registry import build_pipeline, list_pipelines
-from latency.run.engine import execute
 
 
 @pytest.mark.parametrize("model", ["image-cnn", "text-transformer", "tabular-mlp"])
@@ -36,5 +36,5 @@ def test_a_truncated_jpeg_fails_alone_and_the_run_goes_on():
 
 def test_registry_lists_every_pipeline_with_a_description():
     names = {i.name: i for i in list_pipelines()}
-    assert set(names) == {"image-cnn", "text-transformer", "tabular-mlp", "synthetic"}
+    assert set(names) == {"image-cnn", "text-transformer", "tabular-mlp", "synthetic", "model-file"}
     assert all(len(i.description) > 20 for i in names.values())

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from latency.simulate import queueing as q
+from latency.simulation import queueing as q
 
 
 def test_mm1_textbook():

@@ -7,8 +7,8 @@ import threading
 import time
 
 from latency.core.config import RunConfig
-from latency.run.engine import execute
-from latency.run.lock import MachineLock
+from latency.execution.engine import execute
+from latency.execution.lock import MachineLock
 
 
 def _cli_run(tmp_path, *extra):

@@ -6,8 +6,8 @@ import pytest
 
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
-from latency.run.manager import PermissionDenied, RunManager
-from latency.run.process import run, start_run
+from latency.execution.manager import PermissionDenied, RunManager
+from latency.execution.process import run, start_run
 
 
 def test_run_in_a_spawned_process_streams_snapshots_and_can_be_cancelled():
@@ -81,7 +81,7 @@ def test_a_failure_in_the_run_process_carries_its_traceback():
 
 
 def test_the_manager_forgets_finished_runs_beyond_its_keep_limit(monkeypatch):
-    from latency.run import manager as manager_mod
+    from latency.execution import manager as manager_mod
 
     monkeypatch.setattr(manager_mod, "KEEP_FINISHED", 2)
     m = RunManager(store=None)

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from latency.simulate import queueing as q
-from latency.simulate.simulator import (
+from latency.simulation import queueing as q
+from latency.simulation.simulator import (
     ServiceModel,
     SimConfig,
     arrivals_ms,
@@ -54,7 +54,7 @@ def test_unstable_is_said_plainly_without_nan():
 
 def test_service_times_resampled_from_a_recorded_run():
     from latency.core.config import RunConfig
-    from latency.run.engine import execute
+    from latency.execution.engine import execute
 
     run = execute(RunConfig(model="synthetic", model_args={"preprocess_ms": 1, "forward_ms": 4,
                                                             "postprocess_ms": 0.5},
@@ -105,7 +105,7 @@ def test_the_preprocess_pool_queues_like_mmc(workers):
     m = rows[~rows["warmup"]]
     wait = (m["t_pre_start"] - m["t_received"]).mean() / 1e6
     assert wait == pytest.approx(q.mmc(rate / 1000, 8, workers).wait_mean, rel=0.1)
-    from latency.simulate.simulator import utilisation
+    from latency.simulation.simulator import utilisation
     assert utilisation(cfg, svc) == pytest.approx(0.8)
     unlimited = simulate(SimConfig(rate=rate, requests=20_000), svc)
     assert (unlimited["t_pre_start"] == unlimited["t_received"]).all()

@@ -82,7 +82,7 @@ def test_bursty_arrivals_queue_more_than_poisson():
 
 def test_service_times_from_a_saved_history_run(tmp_path):
     from latency.core.config import RunConfig
-    from latency.run.process import run
+    from latency.execution.process import run
     from latency.storage.store import RunStore
 
     result = run(RunConfig(model="synthetic", model_args={"forward_ms": 4, "preprocess_ms": 0,

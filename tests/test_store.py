@@ -20,7 +20,7 @@ from latency.analysis.compare import diff_rows, format_diff, p99_gate, setup_dif
 from latency.analysis.summary import Summary
 from latency.core.config import RunConfig
 from latency.core.records import COMPONENTS, component_ns
-from latency.run.engine import execute
+from latency.execution.engine import execute
 from latency.storage.export import export_bytes
 from latency.storage.store import RunStore, StoreError
 from latency.storage.trace import SEGMENTS, chrome_trace
@@ -227,7 +227,7 @@ def test_readers_see_whole_runs_while_a_writer_saves(tmp_path, runs):
 
 
 def test_the_manager_saves_each_finished_run_and_survives_a_failing_store(tmp_path):
-    from latency.run.manager import RunManager
+    from latency.execution.manager import RunManager
 
     store = RunStore(tmp_path / "h.sqlite")
     mgr = RunManager(store=store)

@@ -6,7 +6,7 @@ Two checks, both on the synthetic pipeline with exponential forward times and Po
   reproduce the run's percentiles — this tests the simulated server's mechanics (FIFO queue,
   replica hand-offs) free of sampling luck, so the tolerance is tight;
 - *prediction*: a simulation that knows only the forward-time distribution (its mean and the
-  fixed hand-off costs calibrated on this machine, see ``latency.simulate.calibration``) must
+  fixed hand-off costs calibrated on this machine, see ``latency.simulation.calibration``) must
   predict the
   measured p50 within 10 % and p99 within 20 % at ρ = 0.5 and ρ = 0.8. A queue's p99 converges
   slowly (at ρ = 0.8 a run of 6,000 requests scatters ±22 % around its true p99), so these runs
@@ -18,9 +18,9 @@ import pytest
 
 from latency.core.config import RunConfig
 from latency.core.records import component_ns, measured_and_ok
-from latency.run.process import run
-from latency.simulate.calibration import calibrated, forward_trace_ms, recorded_arrivals
-from latency.simulate.simulator import ServiceModel, SimConfig, simulate
+from latency.execution.process import run
+from latency.simulation.calibration import calibrated, forward_trace_ms, recorded_arrivals
+from latency.simulation.simulator import ServiceModel, SimConfig, simulate
 
 
 def measure(tau_ms: float, rho: float, duration_s: float, seed: int = 3):

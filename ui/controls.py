@@ -18,16 +18,34 @@ from latency.pipelines.registry import list_pipelines
 KEEP: dict[str, Any] = {"bind": "query-params", "persist_state": "session"}
 
 
+@st.cache_resource(ttl=60, show_spinner=False)
+def pipeline_infos() -> dict[str, Any]:
+    """The pipelines this server can run — samples, installed entry points and the ones named
+    when the server started (never code from a browser) — looked up once a minute."""
+    return {i.name: i for i in list_pipelines() if i.name != "model-file"}
+
+
 def profiler_controls() -> tuple[RunConfig, float]:
     """Render the sidebar controls; return the configuration they describe and the SLO (ms)."""
-    infos = {i.name: i for i in list_pipelines()}
+    infos = pipeline_infos()
     sb = st.sidebar
     sb.header("Run settings")
     model = sb.selectbox("Pipeline", list(infos), index=list(infos).index("synthetic"),
                          key="model", help="The real pipeline to serve: raw input → "
-                         "preprocess → model → postprocess → response.", **KEEP)
-    sb.caption(infos[model].description)
+                         "preprocess → model → postprocess → response. Your own pipelines "
+                         "appear here when the server starts with them (see the README: "
+                         "`streamlit run app.py -- --pipeline file.py:Name`) or are "
+                         "installed as entry points.", **KEEP)
+    info = infos[model]
+    sb.caption(info.description + ("" if info.origin == "sample" else f" · {info.origin}"))
     model_args: dict[str, Any] = {}
+    if model != "synthetic" and info.model_args:
+        with sb.expander("Model arguments"):
+            for arg in info.model_args:
+                value = st.text_input(arg.name, str(arg.default), key=f"arg_{model}_{arg.name}",
+                                      help=arg.help or None)
+                if value != str(arg.default):
+                    model_args[arg.name] = value
     if model == "synthetic":
         c1, c2, c3 = sb.columns(3)
         model_args["preprocess_ms"] = c1.number_input(

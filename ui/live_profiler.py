@@ -10,7 +10,7 @@ import streamlit as st
 from latency.analysis.transport_summary import TransportSummary
 from latency.core import fmt
 from latency.core.config import RunConfig
-from latency.run.process import RunHandle
+from latency.execution.process import RunHandle
 from ui.explain import COMPONENTS_TABLE, MISTAKES
 from ui.shared import downloads, figures, run_manager
 

@@ -1,6 +1,6 @@
 """The Load Simulator's computations, cached per setting (instant when a slider returns to a
-value it had) and shared by every session. The work itself is in ``latency.simulate`` and
-``latency.simulate.capacity``; this module only caches it."""
+value it had) and shared by every session. The work itself is in ``latency.simulation`` and
+``latency.simulation.capacity``; this module only caches it."""
 from __future__ import annotations
 
 import math
@@ -13,9 +13,9 @@ from latency.analysis.snapshot import build_snapshot
 from latency.analysis.stats import LatencyStats
 from latency.core import fmt
 from latency.core.config import RunConfig
-from latency.simulate.calibration import calibrated, recorded_arrivals
-from latency.simulate.capacity import hockey_stick, max_rate_for_slo, min_replicas_for_slo
-from latency.simulate.simulator import ServiceModel, SimConfig, simulate, utilisation
+from latency.simulation.calibration import calibrated, recorded_arrivals
+from latency.simulation.capacity import hockey_stick, max_rate_for_slo, min_replicas_for_slo
+from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
 from ui.shared import run_manager
 
 SIM_REQUESTS = 40_000

@@ -1,8 +1,9 @@
 """The Optimisation Lab's widgets and result panels (Streamlit); figures come from
-``latency.figures.lab_plots``, numbers from ``latency.analysis.ab`` and ``latency.simulate.whatif``.
+``latency.figures.lab_plots``, numbers from ``latency.analysis.ab`` and
+``latency.simulation.whatif``.
 
 An A/B is a group of ordinary runs queued together with the shared run manager (see
-``latency.run.ab.submit_ab``); this module follows the group's blocks and, once all are done,
+``latency.execution.ab.submit_ab``); this module follows the group's blocks and, once all are done,
 merges them — once per group, shared by every viewer (``st.cache_resource``).
 """
 from __future__ import annotations
@@ -15,10 +16,10 @@ from latency.analysis.ab import ABResult, merge
 from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.core.optimization import LEVERS, VARIANTS
+from latency.execution import lesson
+from latency.execution.ab import ABPlan, variant_config
 from latency.figures import lab_plots as labplots
-from latency.run import lesson
-from latency.run.ab import ABPlan, variant_config
-from latency.simulate import whatif
+from latency.simulation import whatif
 from ui.shared import run_manager
 
 REAL_MODELS = ("image-cnn", "text-transformer", "tabular-mlp")

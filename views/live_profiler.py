@@ -2,8 +2,8 @@
 import streamlit as st
 
 from latency.core.errors import ConfigError
+from latency.execution.manager import PermissionDenied
 from latency.host.cores import usable_cores
-from latency.run.manager import PermissionDenied
 from ui import live_profiler as live
 from ui.compare_runs import history_note, history_state
 from ui.controls import profiler_controls

@@ -4,7 +4,7 @@ import streamlit as st
 
 from latency.core import fmt
 from latency.core.errors import ConfigError
-from latency.run.ab import submit_ab
+from latency.execution.ab import submit_ab
 from ui import optimisation_lab as lab
 from ui.shared import run_manager, session_id, yield_cpu_to_runs
 

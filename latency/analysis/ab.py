@@ -1,6 +1,6 @@
 """A/B runs, analysed: each arm's blocks pooled, and the headline comparing the arms.
 
-The plan and the running of its blocks are ``latency.run.ab``.
+The plan and the running of its blocks are ``latency.execution.ab``.
 
 Why interleaved: a shared machine drifts (other jobs start, the CPU heats, caches change), and
 two runs made one after the other charge that drift to whichever ran second. An A/B here is a
@@ -234,7 +234,7 @@ class ABResult:
 
 def merge(plan: Any, blocks: Sequence[tuple[str, RunResult]]) -> ABResult:
     """Pool finished blocks per arm and compare them. ``plan``: the A/B plan
-    (``latency.run.ab.ABPlan``) or its ``to_dict()``."""
+    (``latency.execution.ab.ABPlan``) or its ``to_dict()``."""
     a = arm_stats("A", [r for arm, r in blocks if arm == "A"])
     b = arm_stats("B", [r for arm, r in blocks if arm == "B"])
     changed = [f"{name} {b.config[key]}" for key, name in SETTING_NAMES.items()

@@ -140,3 +140,46 @@ def ci_overlap(a: Summary, b: Summary) -> bool | None:
     if not ca or not cb:
         return None
     return ca[0] <= cb[1] and cb[0] <= ca[1]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Runs side by side (the first is the baseline A): what ``RunResult.compare`` returns.
+    Prints the headline of each run against A, what differs in their setup, and the
+    component diff table — the same text as ``python -m latency compare``."""
+
+    labels: tuple[str, ...]
+    summaries: tuple[Summary, ...]
+    configs: tuple[dict[str, Any], ...]
+    environments: tuple[dict[str, Any], ...]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return diff_rows(self.summaries)
+
+    def gate(self, max_worse_pct: float) -> list[GateResult]:
+        """The p99 gate of every later run against A."""
+        return [p99_gate(self.summaries[0], s, max_worse_pct, self.labels[0], x)
+                for x, s in zip(self.labels[1:], self.summaries[1:])]
+
+    def __repr__(self) -> str:
+        a = self.labels[0]
+        lines = []
+        for i, x in enumerate(self.labels[1:], start=1):
+            lines.append(headline(self.summaries[0], self.summaries[i], a, x))
+            diffs = setup_differences(self.configs[0], self.configs[i], self.environments[0],
+                                      self.environments[i])
+            if diffs:
+                lines.append(f"setup {a} → {x}: " + "; ".join(diffs))
+        lines += ["", format_diff(self.labels, self.summaries),
+                  f"(ms; Δ and Δ% against {a}; negative is faster)"]
+        return "\n".join(lines)
+
+
+def compare_results(*results: Any) -> Comparison:
+    """Runs (anything with ``summary``, ``config``, ``environment``) as a Comparison."""
+    if len(results) < 2:
+        raise ValueError("compare needs at least two runs (the first is the baseline)")
+    labels = tuple(chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(results)))
+    return Comparison(labels, tuple(r.summary for r in results),
+                      tuple(r.config for r in results),
+                      tuple(r.environment for r in results))

@@ -30,6 +30,8 @@ from latency.core.records import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from latency.analysis.compare import Comparison
+
 @dataclass(repr=False)
 class RunResult:
     config: dict[str, Any]
@@ -49,6 +51,13 @@ class RunResult:
 
     def __repr__(self) -> str:  # a value that prints what the CLI prints
         return format_summary(self)
+
+    def compare(self, *others: RunResult) -> Comparison:
+        """This run (A) against ``others``: headlines, setup differences and the component
+        diff table (``repr`` prints them, as ``python -m latency compare`` does)."""
+        from latency.analysis.compare import compare_results
+
+        return compare_results(self, *others)
 
     def measured(self) -> np.ndarray:
         """Rows of the measured phase (warm-up excluded), successful or not."""

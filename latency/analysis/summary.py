@@ -181,7 +181,8 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
         transport=transport,
         error_messages=dict(sorted(error_counts.items(), key=lambda kv: -kv[1])[:10]),
         offered_rps=rate, overloaded=overloaded, warnings=w,
-        verdict=verdict(int(len(ok)), n_err, means, overloaded, rate, throughput, config))
+        verdict=verdict(int(len(ok)), n_err, means, overloaded, rate, throughput, config,
+                        split_unavailable=transport.decomposition == "client-only"))
 
 
 def summarize(result: Any) -> Summary:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from latency.analysis.stats import LatencyStats
 from latency.analysis.transport_summary import TransportSummary
 from latency.core import fmt
+from latency.core.describe import model_label
 from latency.core.optimization import OptimizationReport
 from latency.core.records import COMPONENTS
 
@@ -82,7 +83,7 @@ def describe_config(c: dict[str, Any]) -> str:
     loop, 4 client(s)'."""
     load = (f"open loop {c.get('arrival', 'poisson')} {c['rate']:g} req/s"
             if c.get("rate") is not None else f"closed loop, {c.get('concurrency')} client(s)")
-    return (f"{c.get('model')} on {c.get('device')} ({c.get('dtype')}), batch ≤ "
+    return (f"{model_label(c)} on {c.get('device')} ({c.get('dtype')}), batch ≤ "
             f"{c.get('batch_size')} / {c.get('max_batch_delay_ms') or 0:g} ms, "
             f"{c.get('replicas')} replica(s) × {c.get('threads')} thread(s), {load}")
 

@@ -27,10 +27,16 @@ ADVICE = {
 }
 
 
+#: the header a server sends so that its time is split into components (durations in ms).
+SERVER_TIMING_EXAMPLE = ("Server-Timing: queue;dur=0.4, preprocess;dur=1.2, forward;dur=3.1, "
+                         "postprocess;dur=0.2")
+
+
 def verdict(successful: int, errors: int, component_means: dict[str, float | None],
             overloaded: bool, offered_rps: float | None, throughput_rps: float,
-            config: dict[str, Any]) -> Verdict:
-    """One sentence: the dominant component's share of the mean, and what to try."""
+            config: dict[str, Any], split_unavailable: bool = False) -> Verdict:
+    """One sentence: the dominant component's share of the mean, and what to try.
+    ``split_unavailable``: the target sent no Server-Timing, so its time is all "network"."""
     if not successful:
         if errors:
             return Verdict("no successful requests: nothing to decompose (see the errors "
@@ -42,6 +48,13 @@ def verdict(successful: int, errors: int, component_means: dict[str, float | Non
         return Verdict("requests took no measurable time")
     top = max(means, key=means.get)  # type: ignore[arg-type]
     share = means[top] / total
+    if split_unavailable and top == "network":
+        return Verdict(
+            f"the split is unavailable: the target sends no Server-Timing header, so its "
+            f"time cannot be told from the network's — 'network' ({fmt.share(share)} of the "
+            f"mean {fmt.duration(total)}) is the whole client-observed time, server included. "
+            f"To decompose it the server must send, per response, {SERVER_TIMING_EXAMPLE} "
+            "(durations in ms; see docs/your-server.md)", None, None)
     ranked = sorted(means, key=means.get, reverse=True)  # type: ignore[arg-type]
     second = ranked[1]
     leads = "dominates" if share >= 0.5 else "is the largest share"

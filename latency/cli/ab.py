@@ -15,6 +15,7 @@ import json
 import sys
 from typing import Any
 
+from latency.cli.args import NO_DEFAULT
 from latency.core import fmt
 from latency.core.errors import ConfigError
 from latency.core.records import COMPONENTS
@@ -24,6 +25,10 @@ def add_parser(sub: Any, formatter: Any) -> None:
     ab = sub.add_parser("ab", help="interleaved A/B: baseline vs baseline + levers",
                         formatter_class=formatter)
     ab.add_argument("--model", default="image-cnn", help="pipeline name (see `models`)")
+    ab.add_argument("--pipeline", metavar="SPEC",
+                    help="your own pipeline: module.path:Name or file.py:Name" + NO_DEFAULT)
+    ab.add_argument("--inputs", metavar="PATH",
+                    help="your own raw inputs (a directory, .jsonl or text file)" + NO_DEFAULT)
     ab.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE")
     ab.add_argument("--device", default="cpu")
     ab.add_argument("--dtype", default="float32")
@@ -55,9 +60,10 @@ def add_parser(sub: Any, formatter: Any) -> None:
 
 def plan_from_args(a: argparse.Namespace) -> Any:
     from latency.core.config import RunConfig
-    from latency.run.ab import ABPlan, variant_config
+    from latency.execution.ab import ABPlan, variant_config
 
-    base = RunConfig(model=a.model, model_args=list(a.model_arg), device=a.device,  # type: ignore[arg-type]
+    base = RunConfig(model=a.model, pipeline=a.pipeline, inputs=a.inputs,
+                     model_args=list(a.model_arg), device=a.device,  # type: ignore[arg-type]
                      dtype=a.dtype, batch_size=a.batch_size,
                      max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
                      threads=a.threads, preprocess_workers=a.preprocess_workers,
@@ -101,7 +107,7 @@ def format_ab(result: Any) -> str:
 
 
 def cmd_ab(a: argparse.Namespace) -> int:
-    from latency.run.ab import run_ab
+    from latency.execution.ab import run_ab
 
     plan = plan_from_args(a)  # ConfigError → one line, exit 2
     if a.json:

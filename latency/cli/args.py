@@ -25,3 +25,6 @@ def number(text: str) -> float:
 
 
 FORMATTER = argparse.ArgumentDefaultsHelpFormatter
+#: ends a help text whose default says nothing ("None"): an empty format field, which also
+#: stops ArgumentDefaultsHelpFormatter from appending "(default: None)".
+NO_DEFAULT = "%(default).0s"

@@ -6,7 +6,7 @@ the command line, and the p99 regression gate for CI.
     python -m latency history rename ID NAME
     python -m latency history delete ID
     python -m latency history export ID --format csv|parquet|json|trace --out FILE
-    python -m latency compare A B [C …] [--fail-if-p99-worse PCT] [--json]
+    python -m latency compare A B [C …] [--fail-if-p99-worse PCT] [--json]   # ids or run.json files
 
 An ID is a run's short id, any unique prefix of it, ``latest`` or ``latest~N`` (N runs before
 the latest). Every command takes ``--db PATH`` (default ``$LATENCY_LAB_DB`` or
@@ -21,14 +21,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from latency.cli.args import NO_DEFAULT
 from latency.core import fmt
 from latency.core.errors import ConfigError
 
 EXIT_OK, EXIT_REGRESSION = 0, 1
 DEFAULT_LIMIT = 20
-#: ends a help text whose default says nothing ("None"): an empty format field, which also
-#: stops ArgumentDefaultsHelpFormatter from appending "(default: None)".
-NO_DEFAULT = "%(default).0s"
 
 
 def add_db_flag(parser: argparse.ArgumentParser, inherited: bool = False) -> None:
@@ -81,8 +79,9 @@ def add_parsers(sub: Any, fmt: Any) -> None:
                        formatter_class=fmt,
                        description="Mean/p50/p99 of the total and each component of every run, "
                                    "and each run's difference from the first (A).")
-    c.add_argument("ids", nargs="+", metavar="ID", help="two or more runs; the first is the "
-                                                        "baseline")
+    c.add_argument("ids", nargs="+", metavar="ID", help="two or more runs — history ids, or run "
+                                                        "JSON files (`run --json`); the first "
+                                                        "is the baseline")
     c.add_argument("--fail-if-p99-worse", type=float, metavar="PCT",
                    help="exit 1 when a later run's p99 is more than PCT %% above A's"
                         + NO_DEFAULT)
@@ -165,6 +164,18 @@ def format_history(runs: list[Any]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def _load_for_compare(store: Any, ref: str) -> Any:
+    """A history id (or prefix, latest~N), or a run JSON file (a committed baseline)."""
+    if ref.lower().endswith(".json") and Path(ref).is_file():
+        from latency.storage.run_files import stored_run_from_json
+
+        try:
+            return stored_run_from_json(ref)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return store.load(ref, rows=False)
+
+
 def cmd_compare(a: argparse.Namespace) -> int:
     from latency.analysis.compare import diff_rows, format_diff, p99_gate, setup_differences
 
@@ -174,7 +185,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     if pct is not None and not (math.isfinite(pct) and pct >= 0):
         raise ConfigError("--fail-if-p99-worse must be a percentage >= 0")
     store = _store(a)
-    runs = [store.load(ref, rows=False) for ref in a.ids]
+    runs = [_load_for_compare(store, ref) for ref in a.ids]
     letters = [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(runs))]
     summaries = [r.summary for r in runs]
     gates = []

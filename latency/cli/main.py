@@ -1,7 +1,8 @@
 """``python -m latency`` (console script ``latency``): the command line's entry point.
 
 Each sub-command lives in its own module (``run``, ``simulate``, ``transport`` for ``serve``,
-``ab``, ``history`` for ``history`` and ``compare``); they import the engine only when they
+``ab``, ``history`` for ``history`` and ``compare``, ``pipelines`` for ``models``,
+``new-pipeline`` and ``export``); they import the engine only when they
 run, so ``--help`` and ``models`` stay fast and Ctrl-C at any moment ends with one line.
 Bad input never shows a traceback: one line on stderr and exit code 2, before anything runs.
 """
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 
 from latency.cli import ab as ab_cli
 from latency.cli import history as history_cli
+from latency.cli import pipelines as pipelines_cli
 from latency.cli import run as run_cli
 from latency.cli import simulate as simulate_cli
 from latency.cli import transport as cli_transport
@@ -27,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m latency", formatter_class=FORMATTER,
                description="Latency Lab: where does the time of one prediction request go?")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
-    sub.add_parser("models", help="list the sample pipelines")
+    pipelines_cli.add_parsers(sub, FORMATTER)
     cli_transport.add_serve_parser(sub, FORMATTER)
     run_cli.add_parser(sub)
     simulate_cli.add_parser(sub)
@@ -36,20 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cmd_models() -> int:
-    from latency.pipelines.registry import list_pipelines
-
-    infos = list_pipelines()
-    width = max(len(i.name) for i in infos)
-    for info in infos:
-        print(f"{info.name:<{width}}  {info.description}")
-        for arg in info.model_args:
-            print(f"{'':<{width}}    --model-arg {arg.name}={arg.default}  ({arg.help})")
-    return EXIT_OK
-
-
 COMMANDS = {
-    "models": lambda a: _cmd_models(),
+    "models": pipelines_cli.cmd_models,
+    "new-pipeline": pipelines_cli.cmd_new_pipeline,
+    "export": pipelines_cli.cmd_export,
     "run": run_cli.cmd_run,
     "simulate": simulate_cli.cmd_simulate,
     "serve": cli_transport.cmd_serve,

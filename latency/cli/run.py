@@ -15,7 +15,7 @@ from typing import Any
 
 from latency.cli import history as history_cli
 from latency.cli import transport as cli_transport
-from latency.cli.args import EXIT_FAILED, EXIT_OK, FORMATTER, number
+from latency.cli.args import EXIT_FAILED, EXIT_OK, FORMATTER, NO_DEFAULT, number
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
 
@@ -37,8 +37,18 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--optimize", default="", metavar="LEVERS",
                    help="comma-separated levers: int8, compile, channels_last, bf16, "
                         "prune_unstructured, prune_structured")
-    r.add_argument("--pre", default="fast", help="preprocessing variant: fast or naive")
-    r.add_argument("--post", default="fast", help="postprocessing variant: fast or naive")
+    r.add_argument("--pre", default="fast",
+                   help="preprocessing variant: fast or naive; with --model-file its stock "
+                        "preprocessing: image, text or tensor")
+    r.add_argument("--post", default="fast",
+                   help="postprocessing variant: fast or naive; with --model-file: topk, "
+                        "argmax or raw")
+    r.add_argument("--inputs", metavar="PATH",
+                   help="your own raw inputs: a directory (one per file, as bytes), a .jsonl "
+                        "file (one JSON value a line) or a text file (one a line)"
+                        + NO_DEFAULT)
+    r.add_argument("--input-order", default="in-order", choices=("in-order", "shuffle"),
+                   help="send --inputs in file order, or shuffled (seeded by --seed)")
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--csv", metavar="PATH", help="write one row per request as CSV")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -52,26 +62,20 @@ def add_parser(sub: Any) -> None:
 
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     """The RunConfig the flags describe (not yet validated)."""
-    return RunConfig(model=a.model, model_args=list(a.model_arg), device=a.device,  # type: ignore[arg-type]
+    return RunConfig(**cli_transport.pipeline_kwargs(a), device=a.device,
                      dtype=a.dtype, batch_size=a.batch_size,
                      max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
                      threads=a.threads, preprocess_workers=a.preprocess_workers,
                      concurrency=a.concurrency, rate=a.rate, arrival=a.arrival or "poisson",
                      requests=a.requests, duration_s=a.duration, warmup=a.warmup, seed=a.seed,
-                     optimize=a.optimize, pre=a.pre, post=a.post,
+                     optimize=a.optimize, inputs=a.inputs, input_order=a.input_order,
                      **cli_transport.config_kwargs(a))
-
-
-def _transport_kwargs(a: argparse.Namespace) -> dict[str, Any]:
-    from latency.cli.transport import config_kwargs
-
-    return config_kwargs(a)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
     from latency.analysis.summary_text import format_summary, optimization_lines
-    from latency.run.engine import execute
-    from latency.run.validate import validated
+    from latency.execution.engine import execute
+    from latency.execution.validate import validated
 
     if a.arrival is not None and a.rate is None:
         raise ConfigError("--arrival applies to open loop only: give --rate too")
@@ -110,7 +114,7 @@ def cmd_run(a: argparse.Namespace) -> int:
                       "(one run at a time keeps both runs' timings clean; --no-wait runs "
                       "now, and both results say they overlapped)", file=sys.stderr)
             return
-        if a.quiet or time.monotonic() - last[0] < 1.0:
+        if a.quiet or time.monotonic() - last[0] < 1.0 or progress["phase"] == "finishing":
             return
         last[0] = time.monotonic()
         measured = max(progress["done"] - config.warmup, 0)

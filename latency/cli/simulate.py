@@ -48,8 +48,8 @@ def add_parser(sub: Any) -> None:
 def cmd_simulate(a: argparse.Namespace) -> int:
     from latency.analysis.summary_text import format_table
     from latency.core.config import MAX_BATCH, MAX_REQUESTS, positive_int
-    from latency.simulate import queueing
-    from latency.simulate.simulator import (
+    from latency.simulation import queueing
+    from latency.simulation.simulator import (
         ARRIVALS,
         DISTS,
         ServiceModel,
@@ -78,7 +78,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
                          if a.rate is None else "--arrival recorded needs --from-run RUN")
     times = None
     if a.from_run is not None:
-        from latency.simulate.calibration import recorded_arrivals
+        from latency.simulation.calibration import recorded_arrivals
         from latency.storage.run_files import load_run
 
         try:

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from latency.cli.args import number
+from latency.cli.args import NO_DEFAULT, number
 from latency.core.config import DEFAULT_MAX_BODY_MB, PAYLOADS, TRANSPORTS, RunConfig
 from latency.core.errors import ConfigError
 
@@ -32,6 +32,18 @@ def add_run_flags(r: argparse.ArgumentParser) -> None:
     g.add_argument("--bodies", metavar="FILE",
                    help="JSON-lines file of OIP request bodies to send as they are (instead "
                         "of the sample pipeline's inputs)")
+    g.add_argument("--target-protocol", default="oip", choices=("oip", "http"),
+                   help="oip: an Open Inference Protocol v2 server; http: any URL (your own "
+                        "POST /predict server): bodies from --bodies or --inputs, success = a "
+                        "2xx status, decomposed when it sends Server-Timing")
+    g.add_argument("--method", default="POST", help="http targets: the request method")
+    g.add_argument("--content-type", default="application/json",
+                   help="http targets: the bodies' Content-Type")
+    g.add_argument("--health-url", metavar="URL",
+                   help="http targets: GET this first; a 2xx means ready" + NO_DEFAULT)
+    g.add_argument("--body-template", metavar="TEXT",
+                   help="http targets: each body is this text with {input} replaced by the "
+                        "input as JSON, e.g. '{\"text\": {input}}'" + NO_DEFAULT)
     g.add_argument("--net-rtt-ms", type=number, default=0.0,
                    help="EMULATED WAN: round-trip time added (half each way)")
     g.add_argument("--net-jitter-ms", type=number, default=0.0,
@@ -51,13 +63,29 @@ def config_kwargs(a: argparse.Namespace) -> dict[str, Any]:
                           "--transport in-process")
     return {"transport": a.transport or ("http" if a.target else "in-process"),
             "payload": a.payload, "target": a.target, "bodies": a.bodies,
+            "target_protocol": a.target_protocol, "http_method": a.method,
+            "content_type": a.content_type, "health_url": a.health_url,
+            "body_template": a.body_template,
             "net_rtt_ms": a.net_rtt_ms, "net_jitter_ms": a.net_jitter_ms,
             "net_bandwidth_mbps": a.net_bandwidth_mbps, "max_body_mb": a.max_body_mb}
 
 
 def add_server_flags(p: argparse.ArgumentParser) -> None:
     """What the served pipeline is and how it is served: shared by ``run`` and ``serve``."""
-    p.add_argument("--model", default="synthetic", help="pipeline name (see `models`)")
+    p.add_argument("--model", default="synthetic",
+                   help="pipeline name (see `models`): a sample, an installed entry point or "
+                        "a startup pipeline")
+    p.add_argument("--pipeline", metavar="SPEC",
+                   help="your own pipeline: module.path:Name or path/to/file.py:Name (a "
+                        "latency.Pipeline subclass or a factory returning one)"
+                        + NO_DEFAULT)
+    p.add_argument("--model-file", metavar="FILE",
+                   help="a model file, no Python class needed: .onnx (ONNX Runtime) or .pt2 "
+                        "(torch.export); --pre image|text|tensor, --post topk|argmax|raw"
+                        + NO_DEFAULT)
+    p.add_argument("--trust-model-file", action="store_true",
+                   help="allow loading a .pt2 (it unpickles Python objects, which can run "
+                        "code): only for files from a source you trust")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="pipeline argument, repeatable (e.g. forward_ms=8)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
@@ -69,6 +97,29 @@ def add_server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per replica")
     p.add_argument("--preprocess-workers", type=int, default=4,
                    help="server threads that preprocess requests")
+
+
+def pipeline_kwargs(a: argparse.Namespace) -> dict[str, Any]:
+    """RunConfig fields naming the pipeline: ``--model``, ``--pipeline``, ``--model-file``
+    (whose ``--pre``/``--post`` choose its stock stages), ``--model-arg``."""
+    pairs = list(a.model_arg)
+    out: dict[str, Any] = {"model": a.model, "pipeline": a.pipeline}
+    stages = {"pre": getattr(a, "pre", "fast"), "post": getattr(a, "post", "fast")}
+    if a.model_file is not None:
+        if a.pipeline is not None:
+            raise ConfigError("choose one: --pipeline SPEC or --model-file FILE")
+        out["model"] = "model-file"
+        pairs.append(f"file={a.model_file}")
+        for stage, value in stages.items():
+            if value not in ("fast", "naive"):  # a stock stage of the model file
+                pairs.append(f"{stage}={value}")
+                stages[stage] = "fast"
+        if a.trust_model_file:
+            pairs.append("trust=true")
+    elif a.trust_model_file:
+        raise ConfigError("--trust-model-file applies to --model-file FILE.pt2")
+    out["model_args"] = pairs
+    return {**out, **stages} if hasattr(a, "pre") else out
 
 
 def add_serve_parser(sub: Any, fmt: Any) -> None:
@@ -85,12 +136,12 @@ def add_serve_parser(sub: Any, fmt: Any) -> None:
 
 def cmd_serve(a: argparse.Namespace) -> int:
     """Serve until Ctrl-C; exit 0 after a clean stop."""
-    from latency.run.validate import validated
+    from latency.execution.validate import validated
     from latency.serve.http_server import serve
 
     if not 0 <= a.port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535 (got {a.port})")
-    config = validated(RunConfig(model=a.model, model_args=list(a.model_arg), device=a.device,  # type: ignore[arg-type]
+    config = validated(RunConfig(**pipeline_kwargs(a), device=a.device,
                        dtype=a.dtype, batch_size=a.batch_size,
                        max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
                        threads=a.threads, preprocess_workers=a.preprocess_workers,

@@ -3,7 +3,7 @@
 ``RunConfig.checked()`` checks what a value can know about itself — ranges, choices, which
 settings exclude each other — and resolves defaults, importing nothing above ``core``. What
 needs the rest of the system (does the pipeline exist, are its model-args valid, does this
-machine have the device, can the levers apply) is ``latency.run.validate``, which calls
+machine have the device, can the levers apply) is ``latency.execution.validate``, which calls
 ``checked()`` first. Validation happens in the caller's process, before a run process is
 spawned, so bad input costs nothing and fails with one line (``ConfigError``).
 """
@@ -29,6 +29,9 @@ MAX_BODY_MB = 4096.0
 DEFAULT_MAX_BODY_MB = 32.0
 ARRIVALS = ("poisson", "constant")
 TRANSPORTS = ("in-process", "http")
+INPUT_ORDERS = ("in-order", "shuffle")
+TARGET_PROTOCOLS = ("oip", "http")
+HTTP_METHODS = ("POST", "PUT", "GET")
 #: how an HTTP request carries its input: OIP v2 JSON, or the raw bytes as the body.
 PAYLOADS = ("json", "raw")
 
@@ -41,6 +44,9 @@ class RunConfig:
 
     model: str = "synthetic"
     model_args: dict[str, Any] = field(default_factory=dict)
+    #: your own pipeline: "module.path:Name" or "/abs/path/file.py:Name" (``model`` is then
+    #: its name); None for a pipeline known by name (samples, entry points, startup)
+    pipeline: str | None = None
     device: str = "cpu"
     dtype: str = "float32"
     batch_size: int = 1
@@ -56,11 +62,23 @@ class RunConfig:
     warmup: int = 20
     seed: int = 0
     input_pool: int = 64
+    #: your own inputs: a directory (one raw input per file, as bytes), a JSON-lines file (one
+    #: JSON value per line) or a text file (one input per line); None: the pipeline's
+    #: ``sample_inputs(input_pool, seed)``
+    inputs: str | None = None
+    input_order: str = "in-order"  # in-order | shuffle (seeded by ``seed``)
     # ---- transport: in-process, or real HTTP to our server or a target
     transport: str = "in-process"  # in-process | http
     payload: str = "json"  # json (OIP v2 JSON) | raw (the input's bytes as the body)
     target: str | None = None  # profile this OIP v2 endpoint instead of starting a server
     bodies: str | None = None  # JSON-lines file of request bodies to send as they are
+    #: how ``target`` is spoken to: oip (Open Inference Protocol v2) or http (any URL: the
+    #: bodies are sent to it as they are, success is a 2xx status)
+    target_protocol: str = "oip"
+    http_method: str = "POST"
+    content_type: str = "application/json"
+    health_url: str | None = None  # http targets: GET this before the run (2xx = ready)
+    body_template: str | None = None  # http targets: '{"text": {input}}' ({input}: as JSON)
     net_rtt_ms: float = 0.0  # EMULATED WAN (latency.load.wan)
     net_jitter_ms: float = 0.0
     net_bandwidth_mbps: float | None = None
@@ -83,8 +101,9 @@ class RunConfig:
 
     @property
     def remote_model(self) -> bool:
-        """A remote target sent prebuilt bodies: nothing of ours is built or checked."""
-        return self.target is not None and self.bodies is not None
+        """A remote target given its own bodies or inputs: nothing of ours is built."""
+        return self.target is not None and (self.bodies is not None or (
+            self.target_protocol == "http" and self.inputs is not None))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -109,6 +128,8 @@ class RunConfig:
             raise ConfigError(f"--max-batch-delay-ms must be between 0 and {MAX_DELAY_MS:g}")
         if c.warmup < 0:
             raise ConfigError("--warmup must be >= 0")
+        if c.input_order not in INPUT_ORDERS:
+            raise ConfigError(f"--input-order must be one of: {', '.join(INPUT_ORDERS)}")
         if c.concurrency is not None and c.rate is not None:
             raise ConfigError("choose one load: --concurrency (closed loop) or --rate (open loop)")
         if c.rate is not None:
@@ -165,6 +186,27 @@ class RunConfig:
         if self.bodies is not None and self.transport != "http":
             raise ConfigError("--bodies are HTTP request bodies: add --transport http or "
                               "--target URL")
+        if self.target_protocol not in TARGET_PROTOCOLS:
+            raise ConfigError(f"--target-protocol must be one of: {', '.join(TARGET_PROTOCOLS)}")
+        if self.target_protocol == "http":
+            if self.target is None:
+                raise ConfigError("--target-protocol http speaks to a --target URL")
+            self.http_method = str(self.http_method).upper()
+            if self.http_method not in HTTP_METHODS:
+                raise ConfigError(f"--method must be one of: {', '.join(HTTP_METHODS)}")
+            if self.bodies is None and self.inputs is None:
+                raise ConfigError("a plain HTTP target needs its request bodies: --bodies FILE "
+                                  "(one body a line) or --inputs FILE|DIR (each input as "
+                                  "JSON, or filled into --body-template)")
+            if self.body_template is not None and "{input}" not in self.body_template:
+                raise ConfigError("--body-template must contain {input} (where the input goes)")
+            if self.health_url is not None:
+                hp = urlsplit(self.health_url)
+                if hp.scheme not in ("http", "https") or not hp.hostname:
+                    raise ConfigError(f"--health-url must be an http(s) URL, got "
+                                      f"{self.health_url!r}")
+        elif self.body_template is not None or self.health_url is not None:
+            raise ConfigError("--body-template and --health-url are for --target-protocol http")
 
 
 def positive_int(flag: str, value: Any, limit: int) -> None:

@@ -3,6 +3,7 @@ history, the Compare page and the CLI call a run the same thing.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -14,11 +15,20 @@ def load_description(config: dict[str, Any]) -> str:
     return f"closed {n} client{'s' if n != 1 else ''}"
 
 
+def model_label(config: dict[str, Any]) -> str:
+    """The pipeline as a person calls it: its name, and a model file's file name."""
+    model = str(config.get("model", "?"))
+    file = (config.get("model_args") or {}).get("file") if model == "model-file" else None
+    return f"{model} {Path(file).name}" if file else model
+
+
 def setup_description(config: dict[str, Any]) -> str:
     """The settings that differ from a plain run, shortly: 'batch ≤ 8 / 5 ms · 2 replicas ·
     int8 · naive pre · http' ('' for defaults). Two runs of one model under one load are told
     apart by this in a legend."""
     parts = []
+    if config.get("model") == "model-file" and (config.get("model_args") or {}).get("file"):
+        parts.append(Path(config["model_args"]["file"]).name)
     if (config.get("batch_size") or 1) > 1:
         parts.append(f"batch ≤ {config['batch_size']} / {config.get('max_batch_delay_ms') or 0:g}"
                      " ms")

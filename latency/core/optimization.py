@@ -114,8 +114,9 @@ class OptimizationReport:
                        f"{fmt.ms(self.first_call_ms)} ms, "
                        f"steady {fmt.ms(self.steady_ms)} ms{base}")
         if self.agreement is not None:
+            diff = ("n/a" if self.max_abs_diff is None else f"{self.max_abs_diff:.4f}")
             out.append(f"answers vs baseline on {self.inputs} held-out inputs: top-1 agreement "
-                       f"{self.agreement:.1%}, max |Δ probability| {self.max_abs_diff:.4f}; "
+                       f"{self.agreement:.1%}, max |Δ probability| {diff}; "
                        f"parameters {self.params_before:,} → {self.params_after:,}")
         return out
 

@@ -11,9 +11,10 @@ from latency.core.errors import ConfigError
 MAX_BODIES = 1_000_000
 
 
-def load_bodies(path: str) -> list[bytes]:
-    """The request bodies of a JSON-lines file: one JSON document (an OIP infer request) a
-    line, blank lines skipped. ConfigError names the first bad line."""
+def load_bodies(path: str, require_json: bool = True) -> list[bytes]:
+    """The request bodies of a file, one a line, blank lines skipped: JSON documents (an OIP
+    infer request each) unless ``require_json`` is False (a plain HTTP target's bodies, sent
+    as they are). ConfigError names the first bad line."""
     try:
         text = Path(path).read_bytes()
     except OSError as exc:
@@ -22,10 +23,11 @@ def load_bodies(path: str) -> list[bytes]:
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"--bodies {path} line {i} is not JSON: {exc}") from None
+        if require_json:
+            try:
+                json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"--bodies {path} line {i} is not JSON: {exc}") from None
         bodies.append(line.strip())
         if len(bodies) > MAX_BODIES:
             raise ConfigError(f"--bodies {path} has more than {MAX_BODIES} lines")

@@ -94,8 +94,9 @@ class _Connection(asyncio.Protocol):
 class Pool:
     """Up to ``size`` keep-alive connections to one origin; callers beyond wait for one."""
 
-    def __init__(self, url: str, size: int, timeout_s: float) -> None:
+    def __init__(self, url: str, size: int, timeout_s: float, method: str = "POST") -> None:
         parts = urlsplit(url)
+        self.method = method.upper()
         self.host = parts.hostname or "127.0.0.1"
         self.tls = parts.scheme == "https"
         self.port = parts.port or (443 if self.tls else 80)
@@ -111,7 +112,7 @@ class Pool:
         self._ssl = ssl.create_default_context() if self.tls else None
 
     def head(self, content_type: str, length: int) -> bytes:
-        return (f"POST {self.path} HTTP/1.1\r\nHost: {self.host_header}\r\n"
+        return (f"{self.method} {self.path} HTTP/1.1\r\nHost: {self.host_header}\r\n"
                 f"Content-Type: {content_type}\r\nContent-Length: {length}\r\n\r\n").encode()
 
     async def _acquire(self) -> _Connection:
@@ -155,7 +156,8 @@ class Pool:
 
     async def post(self, body: bytes, content_type: str
                    ) -> tuple[int, dict[bytes, bytes], bytes]:
-        """(status, kept headers, body) of one POST; HttpError/TimeoutError on failure."""
+        """(status, kept headers, body) of one request (``method``, POST unless told);
+        HttpError/TimeoutError on failure."""
         conn = await self._acquire()
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self.timeout_s, conn._fail,

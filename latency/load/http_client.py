@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -74,9 +75,17 @@ class HttpTransport:
 
     def __init__(self, base_url: str, model: str, *, payload: str = "json",
                  wan: WanProfile | None = None, connections: int = 64, seed: int = 0,
-                 prebuilt_bodies: bool = False) -> None:
-        self.url = f"{base_url.rstrip('/')}/v2/models/{model}/infer"
+                 prebuilt_bodies: bool = False, endpoint: str | None = None,
+                 method: str = "POST", content_type: str = JSON_TYPE,
+                 body_template: str | None = None) -> None:
+        """``endpoint``: a plain HTTP target (any URL and method) instead of OIP's infer route;
+        its bodies are the raw inputs as JSON, ``body_template`` with ``{input}`` replaced by
+        that JSON, or prebuilt (``--bodies``)."""
+        self.generic = endpoint is not None
+        self.url = endpoint or f"{base_url.rstrip('/')}/v2/models/{model}/infer"
         self.payload = payload
+        self.content_type = content_type
+        self.template = body_template
         self.prebuilt = prebuilt_bodies  # raw inputs already are request bodies (--bodies)
         self.wan = wan if wan is not None and wan.active else None
         self.up = Link(self.wan, seed) if self.wan else None
@@ -87,7 +96,7 @@ class HttpTransport:
         self._thread = threading.Thread(target=self._loop.run_forever, name="http-client",
                                         daemon=True)
         self._thread.start()
-        self._pool = Pool(self.url, connections, REQUEST_TIMEOUT_S)
+        self._pool = Pool(self.url, connections, REQUEST_TIMEOUT_S, method)
 
     def send(self, r: Request) -> None:
         self._loop.call_soon_threadsafe(self._start, r)
@@ -99,7 +108,9 @@ class HttpTransport:
 
     def _encode(self, raw: Any) -> tuple[bytes, str]:
         if self.prebuilt:
-            return raw, JSON_TYPE
+            return raw, self.content_type if self.generic else JSON_TYPE
+        if self.generic:
+            return generic_body(raw, self.template), self.content_type
         return encode_request(raw, self.payload)
 
     async def _exchange(self, r: Request) -> None:
@@ -120,8 +131,10 @@ class HttpTransport:
                 timing = headers[b"server-timing"].decode("latin-1")
             if b"latency-lab-batch" in headers:
                 batch = headers[b"latency-lab-batch"].decode("latin-1")
-            if status != 200:
-                r.error = f"HTTP {status}: {error_message(data)}"
+            if not 200 <= status < 300 or (status != 200 and not self.generic):
+                reason = (data[:200].decode("utf-8", "replace").strip() if self.generic
+                          else error_message(data))
+                r.error = f"HTTP {status}: {reason}"
         except Exception as exc:  # noqa: BLE001 - a failed exchange fails this request alone
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             r.error = f"transport: {type(exc).__name__}" + (f": {text}" if text else "")
@@ -189,6 +202,17 @@ class HttpTransport:
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+
+
+def generic_body(raw: Any, template: str | None = None) -> bytes:
+    """A plain HTTP target's request body: the raw input as JSON (bytes are sent as they
+    are), or ``template`` with ``{input}`` replaced by that JSON."""
+    if isinstance(raw, (bytes, bytearray)) and template is None:
+        return bytes(raw)
+    if isinstance(raw, (bytes, bytearray)):
+        raw = raw.decode("utf-8", "replace")
+    text = json.dumps(raw)
+    return (template.replace("{input}", text) if template else text).encode()
 
 
 def lay_out(r: Request, server_timing: str | None, batch: str | None, up_ns: int) -> None:

@@ -15,6 +15,7 @@ latency. Library warnings raised while applying a lever are recorded in the repo
 from __future__ import annotations
 
 import copy
+import json
 import statistics
 import time
 import warnings
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from latency.core.errors import PipelineError
 from latency.core.optimization import (
     LEVERS,
     VARIANTS,
@@ -34,7 +36,7 @@ from latency.core.optimization import (
 )
 from latency.host import environment
 from latency.host.devices import synchronize
-from latency.pipelines.registry import pipeline_class
+from latency.pipelines.registry import PipelineSource
 
 __all__ = ["LEVERS", "VARIANTS", "LeverError", "OptimizationReport", "check", "parse_levers",
            "prepare"]
@@ -71,25 +73,36 @@ def bf16_unsupported_reason(device: str, flags: set[str] | None = None) -> str |
             "/proc/cpuinfo), so bfloat16 would be emulated and slower than float32")
 
 
-def check(model: str, levers: Sequence[str], device: str, dtype: str, pre: str,
+def check(src: PipelineSource, levers: Sequence[str], device: str, dtype: str, pre: str,
           post: str) -> None:
     """Raise LeverError (one line) unless every lever and variant applies to this run."""
-    cls = pipeline_class(model)
+    model = src.name
     for flag, value in (("--pre", pre), ("--post", post)):
         if value not in VARIANTS:
             raise LeverError(f"{flag} must be one of: {', '.join(VARIANTS)} (got {value!r})")
+    if not levers and pre == "fast" and post == "fast":
+        return
+    cls = src.cls
+    if cls is None:
+        raise LeverError(f"{model} is a factory: levers and naive variants need the Pipeline "
+                         "class itself (--pipeline module:Class), whose attributes say what "
+                         "applies")
     if pre == "naive" and not hasattr(cls, "preprocess_naive"):
-        raise LeverError(f"{model} has no naive preprocessing variant (the real sample "
-                         "pipelines image-cnn, text-transformer and tabular-mlp do)")
+        raise LeverError(f"{model} has no naive preprocessing variant (a pipeline offers one "
+                         "as preprocess_naive; image-cnn, text-transformer and tabular-mlp do)")
     if post == "naive" and not hasattr(cls, "postprocess_naive"):
-        raise LeverError(f"{model} has no naive postprocessing variant (the real sample "
-                         "pipelines image-cnn, text-transformer and tabular-mlp do)")
+        raise LeverError(f"{model} has no naive postprocessing variant (a pipeline offers one "
+                         "as postprocess_naive; image-cnn, text-transformer and tabular-mlp "
+                         "do)")
     if not levers:
         return
     kind = getattr(cls, "model_kind", None)
     if kind is None:
-        raise LeverError(f"{model} has no torch model to optimise; levers apply to the real "
-                         "sample pipelines (image-cnn, text-transformer, tabular-mlp)")
+        why = getattr(cls, "no_levers_reason", None) or (
+            f"{model} has no torch model to optimise: levers change the torch module in "
+            "self.model of a pipeline that sets model_kind (see docs/your-pipeline.md); the "
+            "real sample pipelines image-cnn, text-transformer and tabular-mlp do")
+        raise LeverError(why)
     # a conflict between the levers asked for comes before whether this machine can run them
     if "int8" in levers and "bf16" in levers:
         raise LeverError("int8 and bf16 both change the arithmetic; choose one")
@@ -384,12 +397,29 @@ def _params(model: nn.Module) -> int:
                                   "scale", "zero_point")))
 
 
+def answer(response: Any) -> Any:
+    """What two responses must agree on: the label, when the response has one; else the
+    whole response (as canonical JSON)."""
+    if isinstance(response, dict) and "label" in response:
+        return response["label"]
+    return json.dumps(response, sort_keys=True, default=str)
+
+
+def _max_diff(a: Any, b: Any) -> float | None:
+    """Largest difference of any class probability between two outputs (None when the
+    outputs are not single tensors of scores)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+        return None
+    return float((_scores(a) - _scores(b)).abs().max())
+
+
 def _scores(output: Any) -> torch.Tensor:
     return torch.softmax(output.detach().float().cpu(), dim=-1)
 
 
 def prepare(pipeline: Any, levers: Sequence[str], pre: str, post: str, batch_size: int = 1,
-            check_inputs: int = CHECK_INPUTS) -> OptimizationReport | None:
+            check_inputs: int = CHECK_INPUTS, raws: list[Any] | None = None
+            ) -> OptimizationReport | None:
     """Apply the variants and levers to a freshly built ``pipeline`` (in place) and measure
     their effect on its answers. None when nothing is to change (the baseline itself)."""
     if not levers and pre == "fast" and post == "fast":
@@ -401,7 +431,8 @@ def prepare(pipeline: Any, levers: Sequence[str], pre: str, post: str, batch_siz
     if post == "naive":
         pipeline.postprocess = pipeline.postprocess_naive
     report = OptimizationReport(pre=pre, post=post)
-    raws = pipeline.sample_inputs(check_inputs, CHECK_SEED)
+    if raws is None:  # held-out inputs of the pipeline's own, else the run's --inputs
+        raws = pipeline.sample_inputs(check_inputs, CHECK_SEED)
     base_items = [fast_pre(r) for r in raws]
     chunk = max(1, min(batch_size, 16))
 
@@ -414,7 +445,7 @@ def prepare(pipeline: Any, levers: Sequence[str], pre: str, post: str, batch_siz
         return outs
 
     base_out = forward_all(base_items)
-    base_labels = [fast_post(o)["label"] for o in base_out]
+    base_labels = [answer(fast_post(o)) for o in base_out]
     one = pipeline.collate(base_items[:chunk])  # a batch as the run will send it
 
     def timed_call() -> float:
@@ -433,7 +464,11 @@ def prepare(pipeline: Any, levers: Sequence[str], pre: str, post: str, batch_siz
         baseline_model = copy.deepcopy(model)
 
         def calibration() -> list[Any]:
-            cal = [fast_pre(r) for r in pipeline.sample_inputs(64, CALIBRATION_SEED)]
+            try:
+                cal_raws = pipeline.sample_inputs(64, CALIBRATION_SEED)
+            except PipelineError:  # no generator of its own: calibrate on the run's inputs
+                cal_raws = raws
+            cal = [fast_pre(r) for r in cal_raws]
             return [pipeline.collate(cal[i: i + 16]) for i in range(0, len(cal), 16)]
 
         optimised, report.levers = apply_levers(model, levers, pipeline.device, calibration)
@@ -455,10 +490,10 @@ def prepare(pipeline: Any, levers: Sequence[str], pre: str, post: str, batch_siz
     t = time.perf_counter()
     items = [pipeline.preprocess(r) for r in raws]
     out = forward_all(items)
-    labels = [pipeline.postprocess(o)["label"] for o in out]
+    labels = [answer(pipeline.postprocess(o)) for o in out]
     report.inputs = len(raws)
     report.agreement = sum(a == b for a, b in zip(labels, base_labels)) / len(raws)
-    report.max_abs_diff = max(float((_scores(a) - _scores(b)).abs().max())
-                              for a, b in zip(out, base_out))
+    diffs = [_max_diff(a, b) for a, b in zip(out, base_out)]
+    report.max_abs_diff = None if None in diffs else max(diffs)
     report.check_s = time.perf_counter() - t
     return report

@@ -17,7 +17,8 @@ from latency.core.config import RunConfig
 from latency.core.optimization import OptimizationReport
 from latency.host.devices import DTYPES, resolve_device
 from latency.pipelines.contract import Pipeline
-from latency.pipelines.levers import prepare
+from latency.pipelines.inputs import read_inputs
+from latency.pipelines.levers import CHECK_INPUTS, prepare
 from latency.pipelines.registry import build_pipeline
 from latency.serve.server import Server
 
@@ -38,22 +39,29 @@ def changes_pipeline(config: RunConfig) -> bool:
     return bool(config.optimize) or config.pre != "fast" or config.post != "fast"
 
 
-def build_server(config: RunConfig, on_phase: Callable[[str], None] | None = None
-                 ) -> BuiltServer:
+def build_server(config: RunConfig, on_phase: Callable[[str], None] | None = None,
+                 pipeline: Pipeline | None = None) -> BuiltServer:
     """Build and start the server a validated ``config`` describes. ``on_phase("optimising")``
     is called before the levers are applied (they may take seconds: compilation, calibration).
+    ``pipeline``: one the caller built already (``latency.profile`` of a pipeline object): it
+    is served as it is, on the device it was built for.
     """
     torch.set_num_threads(config.threads)
     t = time.perf_counter()
-    pipeline = build_pipeline(config.model, resolve_device(config.device),
-                              DTYPES[config.dtype], config.model_args)
+    if pipeline is None:
+        pipeline = build_pipeline(config.model, resolve_device(config.device),
+                                  DTYPES[config.dtype], config.model_args,
+                                  spec=config.pipeline)
     timings = {"model_load_s": time.perf_counter() - t}
     report = None
     if changes_pipeline(config):
         if on_phase is not None:
             on_phase("optimising")
         t = time.perf_counter()
-        report = prepare(pipeline, config.optimize, config.pre, config.post, config.batch_size)
+        raws = (read_inputs(config.inputs, config.input_order, config.seed)[:CHECK_INPUTS]
+                if config.inputs else None)  # the answers are checked on the run's inputs
+        report = prepare(pipeline, config.optimize, config.pre, config.post, config.batch_size,
+                         raws=raws)
         timings["optimize_s"] = time.perf_counter() - t  # levers + accuracy check
     server = Server(pipeline, replicas=config.replicas, threads=config.threads,
                     max_batch=config.batch_size, max_delay_ms=config.max_batch_delay_ms,

@@ -89,7 +89,7 @@ class ServerProcess:
     measures the difference.
 
     Why ``subprocess`` and not ``multiprocessing``: the run itself is a daemonic
-    multiprocessing child (``latency.run.process``), and those may not have children. The
+    multiprocessing child (``latency.execution.process``), and those may not have children. The
     server reads its config as JSON on the command line, prints ``ready {...}`` (port, the
     builder's timings, the optimisation report), and stops when its stdin closes — so it also
     stops if the run process dies.

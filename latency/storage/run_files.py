@@ -85,3 +85,32 @@ def _rows_from_history(ref: str, db: str | None = None) -> tuple[np.ndarray, dic
     if run.result is None or not len(run.result.log):
         raise ValueError(f"history run {ref} has no request records")
     return run.result.log, dict(run.config or {})
+
+
+def stored_run_from_json(path: str | Path) -> Any:
+    """A run JSON (``run --json``) as a StoredRun, so ``compare`` and its p99 gate take a
+    baseline file committed to a repository as well as a history id."""
+    from latency.analysis.summary import Summary
+    from latency.core.describe import load_description, setup_description
+    from latency.storage.store import RunInfo, StoredRun
+
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable run JSON ({exc})") from None
+    if not isinstance(data, dict) or "summary" not in data or "config" not in data:
+        raise ValueError(f"{path}: not a Latency Lab run JSON (no summary/config); write one "
+                         "with `python -m latency run ... --json FILE`")
+    summary = Summary.from_dict(data["summary"])
+    cfg = data.get("config") or {}
+    info = RunInfo(id=p.name, name=str(p), created_at=p.stat().st_mtime,
+                   status=str(data.get("status", "completed")), source="file",
+                   model=str(cfg.get("model", "?")),
+                   mode="open" if cfg.get("rate") is not None else "closed",
+                   load=load_description(cfg), setup=setup_description(cfg),
+                   device=cfg.get("device"), n=summary.requests, errors=summary.errors,
+                   p50_ms=summary.latency_ms.p50, p99_ms=summary.latency_ms.p99,
+                   throughput_rps=summary.throughput_rps)
+    return StoredRun(info=info, summary=summary, config=cfg,
+                     environment=data.get("environment") or {}, makeup_ms={}, spectrum=None)

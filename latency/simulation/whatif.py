@@ -8,7 +8,7 @@ Two answers, because they differ exactly where it matters:
   and under load something does: a faster server shortens the queue.
 * **Under load, through the simulator** (``load_whatif``): the measured service times (each
   component per request, forward per batch size) are resampled into the discrete-event model
-  of the server (``latency.simulate``) at a chosen arrival rate, once as measured and once
+  of the server (``latency.simulation``) at a chosen arrival rate, once as measured and once
   with K scaled by (1 − F); queueing is then an outcome, so it responds to the faster service.
   Labelled *simulated*. The preprocess worker pool is simulated with the run's own worker
   count, so on a preprocess-bound server a faster preprocess shortens the wait for a worker.
@@ -92,7 +92,7 @@ def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float, *,
                 seed: int = 0) -> WhatIf:
     """Simulate the server at ``rate`` req/s with the measured service times, as measured and
     with ``component`` scaled by (1 − ``faster``); the queue responds to the change."""
-    from latency.simulate.simulator import ServiceModel, SimConfig, simulate, utilisation
+    from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
 
     _check(component, faster, SERVICE_COMPONENTS)
     if not rate > 0:

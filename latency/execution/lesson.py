@@ -10,7 +10,7 @@ Everything the lesson shows is measured when it runs; this module only says what
 from __future__ import annotations
 
 from latency.core.config import RunConfig
-from latency.run.ab import ABPlan, variant_config
+from latency.execution.ab import ABPlan, variant_config
 
 #: the saturated beginner's server: naive pre/postprocessing on one worker thread, batches
 #: of up to 8 (40 ms to fill: preprocessed requests trickle in, and int8 pays off from batches

@@ -28,8 +28,8 @@ import numpy as np
 from latency.analysis.findings import Finding
 from latency.analysis.summary import Summary, summarize_rows
 from latency.core.records import RECORD_DTYPE
-from latency.simulate.queueing import UnstableQueue
-from latency.simulate.service import DISTS, ServiceModel
+from latency.simulation.queueing import UnstableQueue
+from latency.simulation.service import DISTS, ServiceModel
 
 __all__ = ["ARRIVALS", "DISTS", "ServiceModel", "SimConfig", "simulate", "summarize_simulation",
            "utilisation"]
@@ -253,6 +253,17 @@ class SimSummary:
     @property
     def unstable(self) -> bool:
         return self.utilisation >= 1
+
+    def __repr__(self) -> str:
+        from latency.analysis.summary_text import format_summary_block
+
+        head = (f"SIMULATED (no model ran): {self.summary.offered_rps:g} req/s, utilisation "
+                f"{self.utilisation:.2f}")
+        text = head + "\n" + format_summary_block(self.summary)
+        if self.queue_growth:
+            text += ("\nqueue length over the simulated horizon: "
+                     + "  ".join(f"{t:.1f}s:{q}" for t, q in self.queue_growth))
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         d = self.summary.to_dict()

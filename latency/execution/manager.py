@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from latency.core.config import RunConfig
-from latency.run.process import RunHandle
+from latency.execution.process import RunHandle
 from latency.storage.store import RunStore
 
 log = logging.getLogger(__name__)

@@ -28,8 +28,8 @@ from latency.analysis.result import RunResult
 from latency.analysis.snapshot import Snapshot, build_snapshot
 from latency.core.config import RunConfig
 from latency.core.records import RECORD_DTYPE
-from latency.run.messages import Done, Final, Phase, Rows
-from latency.run.validate import validated
+from latency.execution.messages import Done, Final, Phase, Rows
+from latency.execution.validate import validated
 
 _ctx = mp.get_context("spawn")
 #: how often the run process sends new rows: one snapshot version a second is what the
@@ -42,7 +42,7 @@ def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any
     """Entry point of the run process: execute and stream rows back."""
     import traceback
 
-    from latency.run.engine import execute
+    from latency.execution.engine import execute
 
     stop = threading.Event()
 

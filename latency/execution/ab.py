@@ -19,8 +19,8 @@ from latency.analysis.ab import ABResult, merge
 from latency.analysis.result import RunResult
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
-from latency.run.engine import execute as engine_execute
-from latency.run.validate import validated
+from latency.execution.engine import execute as engine_execute
+from latency.execution.validate import validated
 
 MAX_PAIRS = 20
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from latency.core.records import STATUS_OK, component_ns
-from latency.simulate.service import ServiceModel, measured_turnaround_ms
+from latency.simulation.service import ServiceModel, measured_turnaround_ms
 
 
 def calibrated(service: ServiceModel, rows: np.ndarray) -> ServiceModel:

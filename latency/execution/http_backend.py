@@ -1,7 +1,7 @@
 """The HTTP backend of a run: a server (ours, started in its own process on 127.0.0.1) or a
 remote target, the HTTP client, and the server's response counters.
 
-It keeps the same ``Backend`` protocol as the in-process one (``latency.run.backends``):
+It keeps the same ``Backend`` protocol as the in-process one (``latency.execution.backends``):
 everything else stays the same — the same load generator, request log and summary.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch
 from latency.core.config import RunConfig
 from latency.load.bodies import load_bodies
 from latency.load.http_client import HttpTransport, split_target
+from latency.pipelines.inputs import read_inputs
 from latency.pipelines.registry import build_pipeline
 from latency.serve.http_app import parse_metrics
 from latency.serve.http_server import ServerProcess
@@ -65,9 +66,11 @@ class HttpBackend:
         the CPU in this process only to generate them: the model runs in the server)."""
         c = self.config
         if c.bodies is not None:
-            return list(load_bodies(c.bodies))
-        return build_pipeline(c.model, torch.device("cpu"), torch.float32,
-                              c.model_args).sample_inputs(c.input_pool, c.seed)
+            return list(load_bodies(c.bodies, require_json=c.target_protocol == "oip"))
+        if c.inputs is not None:
+            return read_inputs(c.inputs, c.input_order, c.seed)
+        return build_pipeline(c.model, torch.device("cpu"), torch.float32, c.model_args,
+                              spec=c.pipeline).sample_inputs(c.input_pool, c.seed)
 
     def start(self, timings: dict[str, Any], env: dict[str, Any],
               on_phase: Any = None) -> HttpTransport:
@@ -80,13 +83,18 @@ class HttpBackend:
             timings.update(self.server.ready.get("timings") or {})  # measured in the server
             if self.server.ready.get("optimization") is not None:
                 env["optimization"] = self.server.ready["optimization"]
+        elif c.target_protocol == "http":
+            self.base = c.target
+            self._check_plain_target()
         else:
             self.base, self.model = split_target(c.target, c.model)
             status, body = http_get(f"{self.base}/v2/health/ready", timeout_s=10)
             if status != 200:
                 why = f"HTTP {status}" if status else body.decode("utf-8", "replace")
+                hint = ("; not an Open Inference Protocol server? add --target-protocol http"
+                        if status == 404 else "")
                 raise ConnectionError(f"target {self.base} is not ready "
-                                      f"(GET /v2/health/ready: {why})")
+                                      f"(GET /v2/health/ready: {why}){hint}")
             status, body = http_get(f"{self.base}/v2/models/{self.model}")
             if status == 200:
                 try:
@@ -96,17 +104,45 @@ class HttpBackend:
             elif status == 404:
                 raise LookupError(f"target {self.base} has no model {self.model!r} "
                                   "(GET /v2/models/{name}: 404)")
+        plain = c.target_protocol == "http"
         env["transport"] = {"kind": "http", "url": self.base, "model": self.model,
+                            "protocol": "plain HTTP" if plain else "Open Inference Protocol",
                             "server": "remote target" if c.target else
                             "ours, own process on 127.0.0.1", "payload":
                             "bodies file" if c.bodies else c.payload,
                             "wan": self.wan.to_dict() if self.wan.active else None}
-        self._before = server_counts(self.base)
+        if plain:
+            env["transport"].update(method=c.http_method, content_type=c.content_type)
+        self._before = None if plain else server_counts(self.base)
         connections = (c.concurrency or 1) if c.rate is None else OPEN_LOOP_CONNECTIONS
         self.transport = HttpTransport(self.base, self.model, payload=c.payload, wan=self.wan,
                                        connections=connections, seed=c.seed,
-                                       prebuilt_bodies=c.bodies is not None)
+                                       prebuilt_bodies=c.bodies is not None,
+                                       endpoint=c.target if plain else None,
+                                       method=c.http_method, content_type=c.content_type,
+                                       body_template=c.body_template)
         return self.transport
+
+    def _check_plain_target(self) -> None:
+        """A plain HTTP target: GET its health URL if given (2xx = ready), else make sure
+        something listens at its host and port — one clear line before any request."""
+        c = self.config
+        if c.health_url:
+            status, body = http_get(c.health_url, timeout_s=10)
+            if not 200 <= status < 300:
+                why = f"HTTP {status}" if status else body.decode("utf-8", "replace")
+                raise ConnectionError(f"target {c.health_url} is not ready ({why})")
+            return
+        import socket
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(c.target)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            socket.create_connection((parts.hostname, port), timeout=10).close()
+        except OSError as exc:
+            raise ConnectionError(f"target {c.target} is unreachable ({parts.hostname}:{port}: "
+                                  f"{exc.strerror or exc})") from None
 
     def abandon(self) -> None:
         """On Stop: requests already sent finish on the server (HTTP cannot recall them)."""
@@ -114,7 +150,8 @@ class HttpBackend:
     def close(self, timings: dict[str, Any], warnings: list[str]) -> None:
         """Read the server's counters (what it answered during the run, from every client),
         then close the client and stop our server."""
-        after = server_counts(self.base) if self.base else None
+        plain = self.config.target_protocol == "http"
+        after = server_counts(self.base) if self.base and not plain else None
         if after is not None:
             before = self._before or {}
             delta = {str(k): v - before.get(k, 0) for k, v in sorted(after.items())

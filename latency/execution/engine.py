@@ -1,7 +1,7 @@
 """Execute one profiling run in the current process: wait for the machine, build, warm up, load,
 measure, report.
 
-This is what the spawned run process (``latency.run.process``) and the CLI call, and the
+This is what the spawned run process (``latency.execution.process``) and the CLI call, and the
 in-process API for tests and notebooks. The caller may pass a ``cancel`` event (the run then
 stops issuing requests, lets in-flight ones finish and returns status ``stopped`` with what it
 measured) and an ``on_rows`` callback that receives new request rows while the run is in
@@ -25,14 +25,15 @@ from latency.analysis.result import RunResult
 from latency.core.config import RunConfig
 from latency.core.records import Request, RequestLog
 from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
+from latency.execution.backends import backend_for
+from latency.execution.lock import Holder, MachineLock
+from latency.execution.validate import validated
 from latency.host import environment
 from latency.host.cores import oversubscribed, usable_cores
 from latency.host.devices import resolve_device
 from latency.load.generator import LoadDriver
 from latency.load.transport import Transport
-from latency.run.backends import backend_for
-from latency.run.lock import Holder, MachineLock
-from latency.run.validate import validated
+from latency.pipelines.contract import Pipeline
 
 #: ``on_rows(new_rows, new_errors, progress)``: rows appended since the last call.
 RowsCallback = Callable[[np.ndarray, dict[int, str], dict[str, Any]], None]
@@ -162,16 +163,17 @@ def _one_line(exc: BaseException) -> str:
 def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
             cancel: threading.Event | None = None, on_rows: RowsCallback | None = None,
             progress_interval_s: float = 0.5, force: bool = False,
-            who: str = "a run") -> RunResult:
+            who: str = "a run", pipeline: Pipeline | None = None) -> RunResult:
     """Run ``config`` (validated here) and return its RunResult. Never raises for a failure
     inside the run: that becomes status ``failed`` with the message (and the traceback),
     keeping what was measured.
 
-    The run first takes the machine's run lock (``latency.run.lock``), waiting behind any
+    The run first takes the machine's run lock (``latency.execution.lock``), waiting behind any
     other run on this machine; ``force`` runs at once and both runs then carry a warning.
-    ``who`` names this run to the runs that wait behind it.
+    ``who`` names this run to the runs that wait behind it. ``pipeline``: a pipeline object
+    already built (``latency.profile`` of an object), served as it is.
     """
-    config = validated(config)
+    config = validated(config, pipeline)
     cancel = cancel or threading.Event()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     device = resolve_device(config.device)
@@ -184,7 +186,7 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
     env = environment.collect(device, config.dtype, config.threads, config.replicas)
     status, failure, trace = "completed", None, None
     lock = MachineLock(f"{who}: {config.model}", force=force)
-    backend = backend_for(config)
+    backend = backend_for(config, pipeline)
     run.start_reporting()
     try:
         run.set_phase("waiting")

@@ -14,9 +14,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
+from latency.execution.http_backend import HttpBackend
 from latency.load.inprocess import InProcessTransport
 from latency.load.transport import Transport
-from latency.run.http_backend import HttpBackend
+from latency.pipelines.contract import Pipeline
+from latency.pipelines.inputs import read_inputs
 from latency.serve.builder import BuiltServer, build_server
 
 
@@ -34,22 +37,25 @@ class Backend(Protocol):
 class InProcessBackend:
     """The server (``latency.serve.builder``) in this process, behind a thread hand-off."""
 
-    def __init__(self, config: RunConfig) -> None:
+    def __init__(self, config: RunConfig, pipeline: Pipeline | None = None) -> None:
         self.config = config
+        self.pipeline = pipeline  # a pipeline already built by the caller (latency.profile)
         self.built: BuiltServer | None = None
 
     def start(self, timings: dict[str, Any], env: dict[str, Any],
               on_phase: Callable[[str], None] | None = None) -> Transport:
-        self.built = build_server(self.config, on_phase)
+        self.built = build_server(self.config, on_phase, pipeline=self.pipeline)
         timings.update(self.built.timings)
         if self.built.optimization is not None:
             env["optimization"] = self.built.optimization.to_dict()
         return InProcessTransport(self.built.server.submit)
 
     def inputs(self) -> list[Any]:
-        """The pipeline's own sample inputs (call after ``start``)."""
+        """``--inputs``, else the pipeline's own sample inputs (call after ``start``)."""
         assert self.built is not None, "start the backend first"
         c = self.config
+        if c.inputs is not None:
+            return read_inputs(c.inputs, c.input_order, c.seed)
         return self.built.pipeline.sample_inputs(c.input_pool, c.seed)
 
     def abandon(self) -> None:
@@ -61,8 +67,16 @@ class InProcessBackend:
             self.built.server.stop()
 
 
-def backend_for(config: RunConfig) -> InProcessBackend | HttpBackend:
-    return HttpBackend(config) if config.transport == "http" else InProcessBackend(config)
+def backend_for(config: RunConfig, pipeline: Pipeline | None = None
+                ) -> InProcessBackend | HttpBackend:
+    """Where ``config`` is served; ``pipeline``: a pipeline object the caller built (served in
+    this process only — an object cannot move to a server process)."""
+    if config.transport == "http":
+        if pipeline is not None:
+            raise ConfigError("a pipeline object is served in this process: pass its class or "
+                              "'module:Name' to serve it over HTTP")
+        return HttpBackend(config)
+    return InProcessBackend(config, pipeline)
 
 
 __all__ = ["Backend", "HttpBackend", "InProcessBackend", "backend_for"]

@@ -5,7 +5,7 @@
 - what is the highest arrival rate that still meets the SLO at p99 with these replicas?
 - what is the fewest replicas that meets it at this rate?
 
-Every answer is simulated with the same server model as ``latency.simulate`` and labelled so.
+Every answer is simulated with the same server model as ``latency.simulation`` and labelled so.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from latency.simulate import queueing
-from latency.simulate.simulator import ServiceModel, SimConfig, simulate
+from latency.simulation import queueing
+from latency.simulation.simulator import ServiceModel, SimConfig, simulate
 
 #: utilisations of the hockey-stick curve (the knee sits between 0.7 and 0.9)
 CURVE_UTILISATION = np.array([0.05, 0.2, 0.35, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.93,

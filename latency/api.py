@@ -1,0 +1,175 @@
+"""The Python API for notebooks and scripts: ``latency.profile`` and ``latency.simulate``.
+
+    import latency
+    result = latency.profile(MyPipeline, inputs=raw_inputs, concurrency=8, requests=2000)
+    result                   # the summary table and verdict, as the CLI prints them
+    result.compare(other)    # the compare table
+    latency.simulate(rate=150, service_ms=5)          # the queue, without a model
+
+``profile`` runs the same engine as the command line. A pipeline given by name, by spec
+(``"module:Name"``, ``"file.py:Name"``), or as a class or factory that lives in an importable
+module runs in **its own process** (the default: the notebook's threads cannot disturb the
+timings). A pipeline *object* — or a class defined in the notebook itself, which a fresh
+process cannot import — runs **in this process**: its model is loaded here already. Pass
+``in_process=True`` to choose that for any pipeline.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from latency.analysis.result import RunResult
+    from latency.simulation.simulator import SimSummary
+
+_CONFIG_FIELDS = {f.name for f in fields(RunConfig)}
+
+
+def _spec_of(target: Any) -> str | None:
+    """'module:qualname' of a class or function a fresh process can import, else None."""
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", "")
+    if not module or module == "__main__" or "<locals>" in qualname:
+        return None
+    mod = sys.modules.get(module)
+    file = getattr(mod, "__file__", None)
+    if module.startswith("latency_user_") and file:  # imported from a file by path
+        return f"{Path(file).resolve()}:{qualname}"
+    return f"{module}:{qualname}"
+
+
+def profile(pipeline: Any = "synthetic", inputs: Sequence[Any] | str | Path | None = None, *,
+            in_process: bool | None = None, **settings: Any) -> RunResult:
+    """Profile a pipeline under load and return its RunResult (``repr``: the summary).
+
+    ``pipeline``: a name (``"image-cnn"``), a spec (``"mypkg.serving:Sentiment"``,
+    ``"my_pipeline.py:Sentiment"``), a Pipeline subclass or factory, or a Pipeline object.
+    ``inputs``: raw inputs (a list) or a path (a directory, a .jsonl or a text file).
+    ``settings``: any RunConfig field — ``concurrency``, ``rate``, ``requests``,
+    ``duration_s``, ``batch_size``, ``max_batch_delay_ms``, ``replicas``, ``model_args``,
+    ``optimize``, ``transport``… (see ``latency.RunConfig``).
+    """
+    unknown = sorted(set(settings) - _CONFIG_FIELDS)
+    if unknown:
+        raise ConfigError(f"unknown setting(s): {', '.join(unknown)}; RunConfig has: "
+                          f"{', '.join(sorted(_CONFIG_FIELDS))}")
+    from latency.pipelines.contract import Pipeline  # torch: only now
+
+    obj = None
+    config_kw: dict[str, Any] = dict(settings)
+    if isinstance(pipeline, Pipeline):
+        obj = pipeline
+        if in_process is False:
+            raise ConfigError("a pipeline object is served in this process (its model is "
+                              "loaded here): pass its class or 'module:Name' for a process")
+        in_process = True
+    elif isinstance(pipeline, str):
+        if ":" in pipeline:
+            config_kw["pipeline"] = pipeline
+        else:
+            config_kw["model"] = pipeline
+    elif callable(pipeline):
+        spec = _spec_of(pipeline)
+        if spec is None:  # defined in the notebook: only this process knows it
+            if in_process is False:
+                raise ConfigError(f"{getattr(pipeline, '__qualname__', pipeline)} is defined "
+                                  "in __main__, which a fresh process cannot import: move it "
+                                  "to a module or file, or profile it in_process=True")
+            from latency.pipelines.registry import PipelineSource
+
+            src = PipelineSource(getattr(pipeline, "name", None) or pipeline.__name__,
+                                 pipeline, f"__main__:{pipeline.__qualname__}", "object")
+            obj = _build_here(src, config_kw)
+            in_process = True
+        else:
+            config_kw["pipeline"] = spec
+    else:
+        raise ConfigError(f"profile() takes a pipeline name, spec, class, factory or object, "
+                          f"not {type(pipeline).__name__}")
+    values: list[Any] | None = None
+    if isinstance(inputs, (str, Path)):
+        config_kw["inputs"] = str(inputs)
+    elif inputs is not None:
+        values = list(inputs)
+        if not values:
+            raise ConfigError("inputs=[] holds no inputs")
+    config = RunConfig(**config_kw)
+    if in_process:
+        from latency.execution.engine import execute
+
+        return execute(config, inputs=values, pipeline=obj, who="latency.profile")
+    from latency.execution.process import run
+
+    return run(config, inputs=values)
+
+
+def _build_here(src: Any, config_kw: dict[str, Any]) -> Any:
+    """Build a pipeline the caller's process alone can import, with the config's settings."""
+    import torch
+
+    from latency.host.devices import DTYPES, resolve_device
+    from latency.pipelines.registry import parse_model_args
+
+    args = parse_model_args(src, config_kw.pop("model_args", None) or {})
+    device = resolve_device(config_kw.get("device", "cpu"))
+    dtype = DTYPES.get(config_kw.get("dtype", "float32"), torch.float32)
+    torch.set_num_threads(int(config_kw.get("threads", 1)))
+    return src.build(device, dtype, args)
+
+
+def simulate(rate: float | None = None, *, service_ms: float = 5.0,
+             service_dist: str = "exponential", service_cv: float = 1.0,
+             from_run: Any = None, replicas: int = 1, batch_size: int = 1,
+             max_batch_delay_ms: float = 0.0, arrival: str = "poisson",
+             preprocess_workers: int | None = None, requests: int = 100_000,
+             seed: int = 0) -> SimSummary:
+    """Simulate the serving system (no model runs) and return its SimSummary (``repr``: the
+    summary, marked SIMULATED). ``from_run``: a RunResult, a run JSON/CSV path or a history
+    id whose service times (and rate, unless given) are resampled."""
+    from latency.simulation.calibration import recorded_arrivals
+    from latency.simulation.simulator import (
+        ARRIVALS,
+        DISTS,
+        ServiceModel,
+        SimConfig,
+        summarize_simulation,
+    )
+
+    if arrival not in ARRIVALS:
+        raise ConfigError(f"arrival must be one of: {', '.join(ARRIVALS)}")
+    if service_dist not in DISTS:
+        raise ConfigError(f"service_dist must be one of: {', '.join(DISTS)}")
+    times = None
+    if from_run is not None:
+        if hasattr(from_run, "log"):
+            rows = from_run.log
+        else:
+            from latency.storage.run_files import load_run
+
+            try:
+                rows, _ = load_run(str(from_run))
+            except ValueError as exc:
+                raise ConfigError(f"from_run: {exc}") from None
+        service = ServiceModel.from_rows(rows)
+        times, recorded_rate = recorded_arrivals(rows)
+        rate = recorded_rate if rate is None or arrival == "recorded" else rate
+    else:
+        if rate is None:
+            raise ConfigError("simulate() needs a rate (or from_run=)")
+        service = ServiceModel(forward_ms=service_ms, dist=service_dist, cv=service_cv)
+    if not rate or rate <= 0:
+        raise ConfigError("rate must be > 0")
+    config = SimConfig(rate=float(rate), replicas=replicas, batch_size=batch_size,
+                       max_batch_delay_ms=max_batch_delay_ms, arrival=arrival,
+                       requests=requests, seed=seed, arrival_times_ms=times,
+                       preprocess_workers=preprocess_workers)
+    return summarize_simulation(config, service)
+
+
+__all__ = ["profile", "simulate"]

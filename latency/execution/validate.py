@@ -1,0 +1,74 @@
+"""Full validation of a RunConfig: its values, then what needs the rest of the system.
+
+``RunConfig.checked()`` (core) checks ranges and choices. This adds what only the upper stages
+know: the pipeline exists (a name, or a ``--pipeline`` spec that imports) and accepts these
+model-args, the inputs are readable, this machine has the device and can run the dtype, the
+levers apply to this pipeline, and a ``--bodies`` file is readable. Everything fails here, in
+the caller's process, before a run process is spawned: one line, nothing run.
+"""
+from __future__ import annotations
+
+from latency.core.config import RunConfig
+from latency.core.errors import ConfigError, PipelineError
+from latency.core.optimization import LeverError, parse_levers
+from latency.host.devices import check_device_dtype
+from latency.load.bodies import load_bodies
+from latency.pipelines.contract import Pipeline
+from latency.pipelines.inputs import check_inputs
+from latency.pipelines.levers import check
+from latency.pipelines.registry import PipelineSource, parse_model_args, source
+
+
+def validated(config: RunConfig, pipeline: Pipeline | None = None) -> RunConfig:
+    """A checked copy of ``config`` with defaults, model-args and the pipeline's spec resolved;
+    ConfigError if it cannot run here. ``pipeline``: an object the caller built, served as it
+    is (its model-args and device are its own)."""
+    c = config.checked()
+    if c.bodies is not None:  # fails here, before anything runs
+        load_bodies(c.bodies, require_json=c.target_protocol == "oip")
+    if c.inputs is not None:
+        c.inputs = check_inputs(c.inputs)  # made absolute: a run process finds it too
+    if c.remote_model:
+        return c  # a remote model: nothing of ours is built, bodies are sent as they are
+    if pipeline is not None:
+        return _for_object(c, pipeline)
+    try:
+        src = source(c.model, c.pipeline)
+        if c.pipeline is not None:  # a user's pipeline: named after itself, found by its spec
+            c.pipeline, c.model = src.spec, src.name
+        c.model_args = parse_model_args(src, c.model_args)
+        src.check_args(c.model_args)
+    except (PipelineError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+    if c.inputs is None and src.cls is not None and c.bodies is None \
+            and not src.cls.can_generate_inputs(c.model_args):
+        raise ConfigError(f"{src.name} has no sample_inputs: give the run its inputs "
+                          "(--inputs FILE|DIR)")
+    check_device_dtype(c.device, c.dtype, src.dtypes)
+    try:
+        c.optimize = parse_levers(c.optimize)
+        check(src, c.optimize, c.device, c.dtype, c.pre, c.post)
+    except LeverError as exc:
+        raise ConfigError(str(exc)) from None
+    return c
+
+
+def _for_object(c: RunConfig, pipeline: Pipeline) -> RunConfig:
+    cls = type(pipeline)
+    src = PipelineSource(getattr(cls, "name", cls.__name__), cls,
+                         f"{cls.__module__}:{cls.__qualname__}", "object")
+    c.model, c.pipeline, c.model_args = src.name, None, dict(getattr(pipeline, "args", {}))
+    c.device, c.dtype = str(pipeline.device), str(pipeline.dtype).removeprefix("torch.")
+    if c.inputs is None and c.bodies is None and not cls.has_sample_inputs():
+        raise ConfigError(f"{src.name} has no sample_inputs: give the run its inputs")
+    try:
+        c.optimize = parse_levers(c.optimize)
+        check(src, c.optimize, c.device, c.dtype, c.pre, c.post)
+    except LeverError as exc:
+        raise ConfigError(str(exc)) from None
+    return c
+
+
+def pipeline_source(config: RunConfig) -> PipelineSource:
+    """The pipeline a (validated) config names."""
+    return source(config.model, config.pipeline)

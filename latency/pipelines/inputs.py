@@ -1,0 +1,103 @@
+"""``--inputs``: your own raw inputs, as a client would send them.
+
+- a **directory**: one input per regular file (not recursive, hidden files skipped), its bytes,
+  in file-name order — real JPEGs for an image model, for instance;
+- a **JSON-lines file** (``.jsonl``/``.ndjson``): one JSON value per line — a string stays a
+  string, an object arrives as a dict;
+- any other **text file**: one input per line (a string), blank lines skipped.
+
+The inputs are read once, before the run measures anything, so reading them costs the
+requests nothing (``bench/bench_inputs.py``). The load generator cycles through them in order,
+or shuffled (seeded) with ``input_order="shuffle"``. Bounded: at most ``MAX_INPUTS`` inputs and
+``MAX_BYTES`` in all.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from latency.core.errors import ConfigError
+
+MAX_INPUTS = 100_000
+MAX_BYTES = 1 << 30  # 1 GiB
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+
+
+def _kind(path: Path) -> str:
+    if path.is_dir():
+        return "directory"
+    return "jsonl" if path.suffix.lower() in JSONL_SUFFIXES else "text"
+
+
+def _files(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+def check_inputs(where: str) -> str:
+    """The absolute path of an ``--inputs`` source that exists, is not empty and is within the
+    bounds; ConfigError (one line) otherwise. Reads nothing but sizes."""
+    path = Path(where).expanduser()
+    if not path.exists():
+        raise ConfigError(f"--inputs {where}: no such file or directory")
+    path = path.resolve()
+    if path.is_dir():
+        files = _files(path)
+        if not files:
+            raise ConfigError(f"--inputs {where}: the directory holds no files")
+        if len(files) > MAX_INPUTS:
+            raise ConfigError(f"--inputs {where}: {len(files):,} files, more than the "
+                              f"{MAX_INPUTS:,} a run holds in memory")
+        size = sum(p.stat().st_size for p in files)
+    else:
+        size = path.stat().st_size
+        if size == 0:
+            raise ConfigError(f"--inputs {where}: the file is empty")
+    if size > MAX_BYTES:
+        raise ConfigError(f"--inputs {where}: {size / 2**20:,.0f} MiB, more than the "
+                          f"{MAX_BYTES / 2**20:,.0f} MiB a run holds in memory")
+    return str(path)
+
+
+def read_inputs(where: str, order: str = "in-order", seed: int = 0) -> list[Any]:
+    """Every input of ``where`` (see the module docstring), in order or shuffled."""
+    path = Path(check_inputs(where))
+    kind = _kind(path)
+    items: list[Any]
+    if kind == "directory":
+        items = [p.read_bytes() for p in _files(path)]
+    else:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"--inputs {where}: not UTF-8 text ({exc.reason}); a directory "
+                              "of files sends each file's bytes") from None
+        lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+        if kind == "jsonl":
+            items = []
+            for i, line in lines:
+                try:
+                    items.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(f"--inputs {where} line {i} is not JSON: {exc}") from None
+        else:
+            items = [line for _, line in lines]
+        if len(items) > MAX_INPUTS:
+            raise ConfigError(f"--inputs {where}: {len(items):,} inputs, more than "
+                              f"{MAX_INPUTS:,}")
+    if not items:
+        raise ConfigError(f"--inputs {where}: no inputs in it (only blank lines)")
+    if order == "shuffle":
+        perm = np.random.default_rng(seed).permutation(len(items))
+        items = [items[i] for i in perm]
+    return items
+
+
+def describe(where: str) -> str:
+    """'412 files in images/' or '2,000 lines of reviews.jsonl'."""
+    path = Path(where)
+    if path.is_dir():
+        return f"{len(_files(path)):,} files in {path.name}/"
+    return f"{path.name} ({_kind(path)})"
