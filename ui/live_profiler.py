@@ -62,8 +62,11 @@ def render(handle: RunHandle, slo_ms: float) -> None:
              "waiting": "waiting for the machine: "
                         f"{prog.get('waiting_for', 'another run')} is measuring"}.get(
         snap.phase, snap.phase)
+    # a finished run's length is its measured span; a running one's, the phase so far
+    elapsed = (f"{snap.summary.duration_s:.1f} s measured" if snap.finished and snap.summary
+               else f"{prog.get('elapsed_s', 0):.1f} s elapsed")
     st.progress(frac, text=f"{phase} · {prog.get('measured', 0)} requests measured · "
-                f"{prog.get('elapsed_s', 0):.1f} s elapsed{left}")
+                f"{elapsed}{left}")
     if snap.failure:
         st.error(f"The run failed: {snap.failure}")
     if "bars" not in figs:
@@ -71,7 +74,7 @@ def render(handle: RunHandle, slo_ms: float) -> None:
         return
     s = snap.summary
     m = st.columns(5)
-    m[0].metric("throughput", f"{s.throughput_rps:.0f} req/s")
+    m[0].metric("throughput (req/s)", f"{s.throughput_rps:,.0f}")
     m[1].metric("p50", fmt.duration(s.latency_ms.p50))
     m[2].metric("p99", fmt.duration(s.latency_ms.p99))
     share = figs["share"]
