@@ -32,12 +32,14 @@ def test_live_profiler_updates_while_a_run_is_in_flight():
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     ARTIFACTS.mkdir(exist_ok=True)
     with streamlit_server() as url, chromium_page(1280, 800) as page:
-        page.goto(f"{url}/live?duration=8&mode=open+loop&rate=120&stage_dist=exponential")
+        # 12 s: the dashboard yields the CPU to runs (niced script threads), so on a busy
+        # machine it refreshes less often; the run must still be seen changing three times
+        page.goto(f"{url}/live?duration=12&mode=open+loop&rate=120&stage_dist=exponential")
         wait_idle(page)
         page.get_by_role("button", name="Start").click()
         page.wait_for_selector("[data-testid='stPlotlyChart']", timeout=60_000)
         fingerprints = []
-        deadline = time.monotonic() + 40
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             body = page.inner_text("[data-testid='stMain']")
             if "completed" in body:

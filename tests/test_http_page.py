@@ -25,8 +25,11 @@ def test_http_transport_with_emulated_rtt_shows_network_in_the_bars():
     at.sidebar.slider(key="duration").set_value(2).run()
     next(b for b in at.button if b.label == "Start").click().run()
     assert not at.exception and not at.error
-    rerun_until(at, lambda at: any("completed" in m.value for m in at.markdown))
-    assert any("completed" in m.value for m in at.markdown), [m.value for m in at.markdown]
+    rid = at.session_state["watch"]
+    done = lambda at: any("completed" in m.value and rid in m.value  # noqa: E731 - its status
+                          for m in at.markdown)
+    rerun_until(at, done)
+    assert done(at), [m.value for m in at.markdown]
     assert any("EMULATED" in c.value and "RTT 30 ms" in c.value for c in at.caption)
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     bars = next(s for s in specs if {t.get("name") for t in s["data"]} >= {"network", "forward"})
