@@ -83,13 +83,13 @@ def test_a_failure_in_the_run_process_carries_its_traceback():
 def test_the_manager_forgets_finished_runs_beyond_its_keep_limit(monkeypatch):
     from latency.execution import manager as manager_mod
 
-    monkeypatch.setattr(manager_mod, "KEEP_FINISHED", 2)
+    monkeypatch.setattr(manager_mod, "KEEP_FINISHED", 1)
     m = RunManager(store=None)
     cfg = RunConfig(model="synthetic", model_args={"forward_ms": 0.1, "preprocess_ms": 0,
                                                    "postprocess_ms": 0}, requests=5, warmup=0)
-    ids = [m.submit(cfg, owner="a").run_id for _ in range(4)]
+    ids = [m.submit(cfg, owner="a").run_id for _ in range(3)]
     assert m.wait_idle(timeout=240)
-    assert [h.run_id for h in m.finished()] == ids[-2:]
+    assert [h.run_id for h in m.finished()] == ids[-1:]
     assert m.get(ids[0]) is None and m.owner(ids[0]) is None  # forgotten: rows, owner
     assert m.get(ids[-1]).result().summary.requests == 5
-    assert len(m._by_id) == len(m._owners) == 2
+    assert len(m._by_id) == len(m._owners) == 1
