@@ -20,6 +20,11 @@ from latency.pipelines.contract import ModelArg, Pipeline
 DISTRIBUTIONS = ("constant", "exponential", "lognormal")
 
 
+#: longest mean a stage may hold, and the longest one-off stall (ms)
+MAX_STAGE_MS = 10_000.0
+MAX_STALL_MS = 60_000.0
+
+
 class SyntheticPipeline(Pipeline):
     """Stages that take exactly (or, by distribution, on average) the times you set."""
 
@@ -43,16 +48,20 @@ class SyntheticPipeline(Pipeline):
 
     @classmethod
     def check_args(cls, args: dict[str, Any]) -> None:
-        for key in ("preprocess_ms", "forward_ms", "forward_per_item_ms", "postprocess_ms",
-                    "stall_ms"):
-            if float(args.get(key, 0.0)) < 0:
-                raise ValueError(f"model-arg {key} must be >= 0 (got {args[key]})")
+        # bounded, so no setting can hold a stage (or the one stall) for hours
+        for key, top in (("preprocess_ms", MAX_STAGE_MS), ("forward_ms", MAX_STAGE_MS),
+                         ("forward_per_item_ms", MAX_STAGE_MS),
+                         ("postprocess_ms", MAX_STAGE_MS), ("stall_ms", MAX_STALL_MS)):
+            v = float(args.get(key, 0.0))
+            if not 0 <= v <= top:
+                raise ValueError(f"model-arg {key} must be between 0 and {top:g} ms "
+                                 f"(got {args[key]})")
         if not 0.0 <= float(args.get("error_rate", 0.0)) <= 1.0:
             raise ValueError("model-arg error_rate must be between 0 and 1")
-        if float(args.get("sigma", 0.5)) <= 0:
-            raise ValueError("model-arg sigma must be > 0")
-        if int(args.get("stall_after", 100)) < 1:
-            raise ValueError("model-arg stall_after must be >= 1")
+        if not 0 < float(args.get("sigma", 0.5)) <= 5:
+            raise ValueError("model-arg sigma must be > 0 and <= 5")
+        if not 1 <= int(args.get("stall_after", 100)) <= 10_000_000:
+            raise ValueError("model-arg stall_after must be from 1 to 10,000,000")
 
     def __init__(self, device: torch.device, dtype: torch.dtype, **args: Any) -> None:
         super().__init__(device, dtype, **args)

@@ -198,3 +198,52 @@ def test_the_live_profiler_says_where_a_finished_run_was_saved(tmp_path, monkeyp
     info = RunStore(db).info(saved)
     assert info.origin_id == ticket.run_id and info.n == 30 and info.source == "dashboard"
     assert not at.exception
+
+
+# ---- a shared room: nobody else's runs, no Markdown, no paths, the run you picked ------------
+def test_in_a_shared_room_only_the_owner_or_an_instructor_manages_a_run(seeded, monkeypatch):
+    store, ids = seeded
+    monkeypatch.setenv("LATENCY_LAB_INSTRUCTOR_KEY", "sécret")
+    at = page()
+    at.selectbox(key="cmp_target").set_value(ids["slow"]).run()
+    assert at.button(key="cmp_rename").disabled and at.button(key="cmp_delete").disabled
+    assert any("Only the session that ran it" in c.value for c in at.caption)
+    assert not any(str(store.path) in c.value for c in at.caption)  # no server paths
+    owned = store.save(store.load(ids["fast"]).result, owner=at.session_state["owner"])
+    at.run()
+    at.selectbox(key="cmp_target").set_value(owned).run()
+    assert not at.button(key="cmp_delete").disabled  # this session's own run
+    at.selectbox(key="cmp_target").set_value(ids["slow"]).run()
+    unlock = next(t for t in at.sidebar.text_input if "key" in t.label.lower())
+    unlock.set_value("é").run()  # a wrong, non-ASCII key: an error, not a traceback
+    assert not at.exception
+    unlock.set_value("sécret").run()
+    assert not at.exception and at.session_state["instructor"]
+    at.selectbox(key="cmp_target").set_value(ids["slow"]).run()
+    assert not at.button(key="cmp_delete").disabled  # an instructor manages any run
+
+
+def test_names_render_as_plain_text(seeded):
+    store, ids = seeded
+    store.rename(ids["slow"], "![p](http://127.0.0.1:9/pixel.png) **bold** :red[x]")
+    at = page()
+    at.selectbox(key="cmp_target").set_value(ids["slow"]).run()
+    at.button(key="cmp_delete").click().run()
+    warning = next(w.value for w in at.warning if "cannot be undone" in w.value)
+    assert r"\!\[p\]\(http\://127\.0\.0\.1\:9/pixel\.png\)" in warning
+    assert r"\*\*bold\*\*" in warning and r"\:red\[x\]" in warning
+
+
+def test_the_delete_dialog_deletes_exactly_the_run_picked(seeded):
+    store, ids = seeded
+    at = page()
+    at.selectbox(key="cmp_target").set_value(ids["fast"]).run()
+    at.button(key="cmp_delete").click().run()
+    assert any(ids["fast"] in w.value for w in at.warning)
+    at.selectbox(key="cmp_target").set_value(ids["slow"]).run()  # changed the selection
+    assert not any("cannot be undone" in w.value for w in at.warning)  # the dialog is void
+    at.button(key="cmp_delete").click().run()
+    yes = at.button(key="cmp_delete_yes")
+    assert ids["slow"] in yes.label
+    yes.click().run()
+    assert [i.id for i in store.list()] == [ids["fast"], ids["failed"]]

@@ -76,6 +76,12 @@ def test_an_ab_from_the_widgets_shows_headline_bars_spectrum_accuracy_and_whatif
 
 
 def test_the_lesson_asks_before_it_reveals_the_bars(monkeypatch):
+    from ui import optimisation_lab
+
+    # the page's flow, not the lesson's statistics (tests/test_ab.py measures those): one
+    # pair of 1 s blocks is enough to reach the question and the bars
+    monkeypatch.setitem(optimisation_lab.LESSON_PRESET, "lab_pairs", 1)
+    monkeypatch.setitem(optimisation_lab.LESSON_PRESET, "lab_block_s", 1.0)
     at = lab_page()
     at.button(key="lesson_start").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]

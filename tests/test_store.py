@@ -369,7 +369,8 @@ def test_a_version_1_history_is_migrated_and_keeps_its_runs(tmp_path, runs):
     import latency.storage.store as store_mod
 
     db = tmp_path / "v1.sqlite"
-    v1_schema = store_mod._SCHEMA.replace("    setup TEXT NOT NULL,\n", "")
+    v1_schema = (store_mod._SCHEMA.replace("    setup TEXT NOT NULL,\n", "")  # added in v2
+                 .replace(",\n    owner TEXT\n", "\n"))  # added in v3
     with sqlite3.connect(db) as conn:
         conn.executescript(v1_schema)
         conn.execute("PRAGMA user_version=1")

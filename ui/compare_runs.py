@@ -15,6 +15,7 @@ import streamlit as st
 from latency.core import fmt
 from latency.storage.export import export_bytes
 from latency.storage.store import RunInfo, RunStore, StoredRun
+from ui.shared import plain
 
 #: a Chrome trace of more requests than this is slow to open in a viewer: the download keeps
 #: the first ones (the CLI's `history export --format trace` has no cap).
@@ -80,7 +81,8 @@ def _r(v: float | None) -> float | None:
 
 
 def option_label(info: RunInfo) -> str:
-    return f"{info.id} · {info.label} · {info.when[5:16]}"
+    """A run in a select box: its id, label and time — the label as plain text."""
+    return plain(f"{info.id} · {info.label} · {info.when[5:16]}")
 
 
 def style_diff(rows: list[dict[str, Any]]) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from latency.analysis.transport_summary import TransportSummary
+from latency.analysis.validity import validity
 from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.execution.process import RunHandle
@@ -100,6 +101,9 @@ def render(handle: RunHandle, slo_ms: float) -> None:
     with st.expander("What am I looking at?"):
         st.markdown(EXPLAIN_SERIES)
     st.info(f"**Verdict:** {s.verdict}")
+    if snap.finished:  # VALID / INVALID, as the CLI's exit code and the JSON say
+        v = validity(s, c, snap.status)
+        (st.success if v.valid else st.error)(f"**Validity:** {v.line()}")
     for w in s.warnings:
         st.warning(w)
     st.markdown(figs["table"])

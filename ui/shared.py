@@ -82,8 +82,41 @@ def session_id() -> str:
     return st.session_state["owner"]
 
 
+def key_matches(entered: str, key: str) -> bool:
+    """Constant-time comparison of the instructor key, as UTF-8 bytes (``compare_digest`` on
+    str refuses anything but ASCII, which would crash the page on a typed "é")."""
+    return hmac.compare_digest(entered.encode("utf-8"), key.encode("utf-8"))
+
+
 def is_instructor() -> bool:
     return bool(st.session_state.get("instructor"))
+
+
+def shared_room() -> bool:
+    """A server started with an instructor key is shared by a room; without one it is a
+    personal dashboard (bound to 127.0.0.1 by default, see .streamlit/config.toml)."""
+    return bool(os.environ.get(INSTRUCTOR_ENV))
+
+
+def may_manage(owner: str | None) -> bool:
+    """Whether this session may rename or delete a saved run: always on a personal
+    dashboard; in a shared room, only the session that ran it, or an instructor."""
+    return not shared_room() or is_instructor() or (owner is not None and owner == session_id())
+
+
+def may_see_server_details() -> bool:
+    """File paths and raw errors of the server are for its owner, not for visitors."""
+    return not shared_room() or is_instructor()
+
+
+_MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|<>~:$&")
+
+
+def plain(text: object) -> str:
+    """User text (a run's name, an error) shown as the characters it is: every Markdown,
+    shortcode or LaTeX sign escaped, so a name like ``![p](http://host/x.png)`` makes no
+    browser fetch anything."""
+    return "".join("\\" + ch if ch in _MARKDOWN_SPECIALS else ch for ch in str(text))
 
 
 def instructor_box() -> None:
@@ -93,13 +126,14 @@ def instructor_box() -> None:
         return
     with st.sidebar.expander("Instructor", expanded=False):
         if is_instructor():
-            st.success("Instructor mode: you can stop any run.")
+            st.success("Instructor mode: you can stop any run and rename or delete any saved "
+                       "run.")
             return
         entered = st.text_input("Instructor key", type="password",
                                 help="The key the server was started with "
                                      f"({INSTRUCTOR_ENV}); lets you stop anyone's run.")
         if entered:
-            if hmac.compare_digest(entered, key):
+            if key_matches(entered, key):
                 st.session_state["instructor"] = True
                 st.rerun()
             else:

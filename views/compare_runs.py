@@ -19,18 +19,20 @@ from ui.compare_runs import (
     store,
     style_diff,
 )
-from ui.shared import yield_cpu_to_runs
+from ui.shared import may_manage, may_see_server_details, plain, yield_cpu_to_runs
 
 yield_cpu_to_runs()
 st.title("Compare Runs")
 history = store()
-st.caption(f"Every finished run — from the dashboard or `python -m latency run` — is saved in "
-           f"`{history.path}` (set `LATENCY_LAB_DB` to use another file). "
-           "`python -m latency compare A B` prints the same diff in a terminal.")
+where = (f"in `{plain(history.path)}` (set `LATENCY_LAB_DB` to use another file)"
+         if may_see_server_details() else "in this server's run history")
+st.caption(f"Every finished run — from the dashboard or `python -m latency run` — is saved "
+           f"{where}. `python -m latency compare A B` prints the same diff in a terminal.")
 try:
     models = history.models()
 except ConfigError as exc:
-    st.error(f"Cannot read the run history: {exc}")
+    st.error("Cannot read the run history" + (f": {plain(exc)}" if may_see_server_details()
+                                                else " (the server's log says why)."))
     st.stop()
 
 f1, f2, f3 = st.columns([2, 2, 2])
@@ -103,33 +105,44 @@ target = st.selectbox("Run", list(by_id), key="cmp_target",
                       format_func=lambda rid: option_label(by_id[rid]),
                       index=list(by_id).index(chosen[0]) if chosen else 0)
 info = by_id[target]
+pending = st.session_state.get("cmp_confirm")
+if pending is not None and pending != target:  # the selection moved: a pending delete is void
+    st.session_state.pop("cmp_confirm", None)
+    pending = None
+allowed = may_manage(info.owner)
 m1, m2 = st.columns([3, 2])
 with m1:
     new_name = st.text_input("Name", value=info.name or "", key=f"cmp_name_{target}",
+                             max_chars=200, disabled=not allowed,
                              help="A name shown instead of model and load in charts.")
-    if st.button("Rename", key="cmp_rename", disabled=not new_name.strip()
+    if st.button("Rename", key="cmp_rename", disabled=not allowed or not new_name.strip()
                  or new_name.strip() == (info.name or "")):
         history.rename(target, new_name)
-        st.toast(f"Renamed {target} to “{new_name.strip()}”.")
+        st.toast(f"Renamed {target} to “{plain(new_name.strip())}”.")
         st.rerun()
 with m2:
     st.write("")
-    if st.session_state.get("cmp_confirm") != target:
-        if st.button("Delete…", key="cmp_delete", icon=":material/delete:"):
-            st.session_state["cmp_confirm"] = target
+    if pending is None:
+        if st.button("Delete…", key="cmp_delete", icon=":material/delete:",
+                     disabled=not allowed):
+            st.session_state["cmp_confirm"] = target  # the id the user picked, and only it
             st.rerun()
     else:
-        st.warning(f"Delete run {target} ({info.label}, {info.n:,} requests)? "
+        doomed = by_id[pending]
+        st.warning(f"Delete run `{pending}` ({plain(doomed.label)}, {doomed.n:,} requests)? "
                    "This cannot be undone.")
         y, n = st.columns(2)
-        if y.button("Yes, delete", key="cmp_delete_yes", type="primary"):
-            history.delete(target)
+        if y.button(f"Yes, delete {pending}", key="cmp_delete_yes", type="primary"):
+            history.delete(pending)
             st.session_state.pop("cmp_confirm", None)
-            st.toast(f"Deleted run {target}.")
+            st.toast(f"Deleted run {pending}.")
             st.rerun()
         if n.button("Cancel", key="cmp_delete_no"):
             st.session_state.pop("cmp_confirm", None)
             st.rerun()
+if not allowed:
+    st.caption("Only the session that ran it, or an instructor, can rename or delete this run "
+               "(this dashboard is shared: it was started with an instructor key).")
 st.caption(f"Export {target}. The Chrome trace opens at ui.perfetto.dev: one span per "
            f"component of every request, on lanes, plus each replica's batches (the first "
            f"{TRACE_MAX_REQUESTS:,} requests; the CLI exports all).")

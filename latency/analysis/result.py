@@ -17,6 +17,7 @@ import numpy as np
 from latency.analysis.stats import per_second_series
 from latency.analysis.summary import Summary, summarize
 from latency.analysis.summary_text import format_summary
+from latency.analysis.validity import Validity, validity
 from latency.core.records import (
     COMPONENTS,
     RECORD_DTYPE,
@@ -49,6 +50,11 @@ class RunResult:
     def summary(self) -> Summary:
         return summarize(self)
 
+    @cached_property
+    def validity(self) -> Validity:
+        """VALID or INVALID, and the checks behind it (``latency.analysis.validity``)."""
+        return validity(self.summary, self.config, self.status)
+
     def __repr__(self) -> str:  # a value that prints what the CLI prints
         return format_summary(self)
 
@@ -80,7 +86,7 @@ class RunResult:
         d: dict[str, Any] = {"config": self.config, "environment": self.environment,
                              "status": self.status, "failure": self.failure,
                              "timings": self.timings, "summary": self.summary.to_dict(),
-                             "series": self.series}
+                             "series": self.series, "validity": self.validity.to_dict()}
         if self.traceback:
             d["traceback"] = self.traceback
         if requests:

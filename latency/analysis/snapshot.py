@@ -68,11 +68,13 @@ def build_snapshot(run_id: str, version: int, status: str, phase: str, config: d
     """Aggregate the rows seen so far into a Snapshot (O(n log n), once per version)."""
     measured, ok = measured_and_ok(rows)
     progress = dict(progress, measured=int(len(measured)))
+    dropped = int(progress.get("dropped") or 0)
     if len(ok) == 0:
         return Snapshot(run_id, version, status, phase, config, progress,
                         summary=summarize_rows(rows, errors, measure_start_ns=measure_start_ns,
                                                measure_end_ns=measure_end_ns, config=config,
-                                               warnings=warnings) if len(rows) else None,
+                                               warnings=warnings, dropped=dropped)
+                        if len(rows) else None,
                         failure=failure)
     comps = component_ns(ok)
     total_ms = comps["total"] / 1e6
@@ -94,7 +96,7 @@ def build_snapshot(run_id: str, version: int, status: str, phase: str, config: d
         run_id, version, status, phase, config, progress,
         summary=summarize_rows(rows, errors, measure_start_ns=measure_start_ns,
                                measure_end_ns=measure_end_ns, config=config,
-                               warnings=warnings, comps=comps),
+                               warnings=warnings, comps=comps, dropped=dropped),
         hist_counts=histogram_ms(total_ms),
         quantiles_ms=quantiles,
         makeup_ms=makeup, series=series, failure=failure)

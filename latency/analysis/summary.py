@@ -53,6 +53,8 @@ class Summary:
     error_messages: dict[str, int] = field(default_factory=dict)
     offered_rps: float | None = None
     overloaded: bool = False
+    #: open loop: requests dropped by overload (never sent, or abandoned after the grace)
+    dropped: int = 0
     warnings: list[Finding] = field(default_factory=list)
     verdict: Verdict = field(default_factory=lambda: Verdict(""))
 
@@ -83,6 +85,7 @@ class Summary:
             "transport": self.transport.to_dict(),
             "error_messages": dict(self.error_messages),
             "offered_rps": self.offered_rps, "overloaded": self.overloaded,
+            **({"dropped": self.dropped} if self.dropped else {}),  # (files before: absent)
             "warnings": [str(w) for w in self.warnings], "verdict": str(self.verdict),
         }
 
@@ -105,6 +108,7 @@ class Summary:
             transport=TransportSummary.from_dict(d.get("transport")),
             error_messages=dict(d.get("error_messages") or {}),
             offered_rps=d.get("offered_rps"), overloaded=bool(d.get("overloaded")),
+            dropped=int(d.get("dropped") or 0),
             warnings=findings(d.get("warnings")), verdict=Verdict(d.get("verdict") or ""))
 
     def __repr__(self) -> str:
@@ -117,11 +121,13 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
                    measure_end_ns: int | None, config: dict[str, Any],
                    warnings: list[str] | None = None,
                    comps: dict[str, np.ndarray] | None = None,
-                   server_counts: tuple[dict[str, int] | None, int | None] | None = None
-                   ) -> Summary:
+                   server_counts: tuple[dict[str, int] | None, int | None] | None = None,
+                   dropped: int = 0, offered: tuple[int, float] | None = None) -> Summary:
     """The Summary of a request log; used for results and for live snapshots alike.
     ``comps`` may pass the successful measured requests' components when already computed;
-    ``server_counts`` what our HTTP server answered (responses by status, errors)."""
+    ``server_counts`` what our HTTP server answered (responses by status, errors);
+    ``dropped`` the requests dropped by overload; ``offered`` (requests due, span of their
+    intended times in s) what the open-loop generator offered."""
     measured, ok = measured_and_ok(rows)
     if comps is None:
         comps = component_ns(ok)
@@ -147,7 +153,15 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
         if i < len(rows) and not rows["warmup"][i]:
             error_counts[msg] = error_counts.get(msg, 0) + 1
     rate = config.get("rate")
-    overloaded = bool(rate and len(measured) >= 20 and throughput < OVERLOAD_SHARE * rate)
+    # overloaded: requests were dropped, or the server answered them (successfully or not)
+    # markedly slower than they were offered — a server failing fast at full speed is
+    # failing, not overloaded. The offered rate is the one actually sent (its count over the
+    # span of intended times), so Poisson luck in a short run does not read as overload.
+    overloaded = bool(rate and dropped)
+    if rate and not overloaded and len(measured) >= 20 and duration_s:
+        n_offered, span_s = offered if offered else (len(measured), 0.0)
+        offered_rps = n_offered / span_s if offered and span_s > 0 else rate
+        overloaded = len(measured) / duration_s < OVERLOAD_SHARE * offered_rps
     w = findings(warnings, "run")
     w += transport.findings()
     if len(ok) < MIN_FOR_P99:
@@ -155,8 +169,10 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
                          f"interval (need ≥ {MIN_FOR_P99}); run longer for a trustworthy tail",
                          "too_few"))
     if overloaded:
-        w.append(Finding(f"overloaded: {rate:g} req/s offered but only {fmt.rate(throughput)} "
-                         "served; the queue grows for as long as the run lasts, so latencies "
+        drop = (f", {dropped:,} dropped (never sent, or still waiting when the drain grace "
+                "ended)" if dropped else "")
+        w.append(Finding(f"overloaded: offered {rate:g} req/s, served {fmt.rate(throughput)}"
+                         f"{drop}; the queue grows for as long as the run lasts, so latencies "
                          "depend on the run length — add replicas or batching, or lower the "
                          "rate", "overloaded"))
     lag99 = components_ms["overhead"].p99
@@ -180,9 +196,10 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
                          if len(ok) and ok["batch_size"].any() else None),
         transport=transport,
         error_messages=dict(sorted(error_counts.items(), key=lambda kv: -kv[1])[:10]),
-        offered_rps=rate, overloaded=overloaded, warnings=w,
+        offered_rps=rate, overloaded=overloaded, dropped=dropped, warnings=w,
         verdict=verdict(int(len(ok)), n_err, means, overloaded, rate, throughput, config,
-                        split_unavailable=transport.decomposition == "client-only"))
+                        split_unavailable=transport.decomposition == "client-only",
+                        dropped=dropped))
 
 
 def summarize(result: Any) -> Summary:
@@ -194,4 +211,8 @@ def summarize(result: Any) -> Summary:
                           measure_start_ns=result.timings.get("measure_start_ns"),
                           measure_end_ns=result.timings.get("measure_end_ns"),
                           config=result.config, warnings=result.warnings,
-                          server_counts=counts)
+                          server_counts=counts,
+                          dropped=int(result.timings.get("dropped_overload") or 0),
+                          offered=(int(result.timings["offered_requests"]),
+                                   float(result.timings.get("offered_span_s") or 0.0))
+                          if result.timings.get("offered_requests") else None)

@@ -94,7 +94,7 @@ def format_summary(result: Any) -> str:
     if result.failure:
         lines.append(f"failure: {result.failure}")
     block = format_summary_block(result.summary, result.config.get("rate") is not None)
-    return "\n".join(lines) + "\n" + block
+    return "\n".join(lines) + "\n" + block + "\n" + f"validity: {result.validity.line()}"
 
 
 def optimization_lines(environment: dict[str, Any] | None) -> list[str]:

@@ -34,7 +34,8 @@ SERVER_TIMING_EXAMPLE = ("Server-Timing: queue;dur=0.4, preprocess;dur=1.2, forw
 
 def verdict(successful: int, errors: int, component_means: dict[str, float | None],
             overloaded: bool, offered_rps: float | None, throughput_rps: float,
-            config: dict[str, Any], split_unavailable: bool = False) -> Verdict:
+            config: dict[str, Any], split_unavailable: bool = False,
+            dropped: int = 0) -> Verdict:
     """One sentence: the dominant component's share of the mean, and what to try.
     ``split_unavailable``: the target sent no Server-Timing, so its time is all "network"."""
     if not successful:
@@ -61,8 +62,10 @@ def verdict(successful: int, errors: int, component_means: dict[str, float | Non
     text = (f"{top} {leads} ({fmt.share(share)} of the mean {fmt.duration(total)}; next: "
             f"{second} {fmt.share(means[second] / total)}) — {ADVICE[top]}")
     if overloaded:
-        return Verdict(f"overloaded: {offered_rps:g} req/s offered, {fmt.rate(throughput_rps)} "
-                       f"served — {top} is {fmt.share(share)} of the mean "
+        drop = f", {dropped:,} dropped" if dropped else ""
+        return Verdict(f"overloaded: offered {offered_rps:g} req/s, served "
+                       f"{fmt.rate(throughput_rps)}{drop} — {top} is {fmt.share(share)} of the "
+                       "mean "
                        f"{fmt.duration(total)} and grows with the run length. Raise capacity "
                        "(replicas, batching, a faster forward pass) or lower the rate",
                        top, share)

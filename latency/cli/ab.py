@@ -56,6 +56,7 @@ def add_parser(sub: Any, formatter: Any) -> None:
     ab.add_argument("--b-batch-size", type=int, default=None)
     ab.add_argument("--b-preprocess-workers", type=int, default=None)
     ab.add_argument("--json", metavar="PATH", help="write the merged A/B result as JSON")
+    ab.add_argument("--force", action="store_true", help="overwrite an existing --json file")
 
 
 def plan_from_args(a: argparse.Namespace) -> Any:
@@ -108,13 +109,13 @@ def format_ab(result: Any) -> str:
 
 def cmd_ab(a: argparse.Namespace) -> int:
     from latency.execution.ab import run_ab
+    from latency.storage.outputs import check_output, write_atomic
+    from latency.storage.store import default_path
 
     plan = plan_from_args(a)  # ConfigError → one line, exit 2
-    if a.json:
-        try:
-            open(a.json, "a").close()
-        except OSError as exc:
-            raise ConfigError(f"cannot write {a.json}: {exc.strerror}") from None
+    if a.json:  # checked before the blocks run; creates nothing
+        check_output(a.json, "--json", force=a.force, history=default_path(),
+                     inputs=(a.inputs,))
 
     def progress(i: int, n: int, arm: str, r: Any) -> None:
         s = r.summary
@@ -124,6 +125,8 @@ def cmd_ab(a: argparse.Namespace) -> int:
     result = run_ab(plan, on_block=progress)
     print(format_ab(result))
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(result.to_dict(), f, indent=2)
+        try:
+            write_atomic(a.json, json.dumps(result.to_dict(), indent=2) + "\n")
+        except OSError as exc:
+            raise ConfigError(f"cannot write --json {a.json}: {exc.strerror or exc}") from None
     return 0

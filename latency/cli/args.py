@@ -3,6 +3,9 @@ type, and the exit codes."""
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -28,3 +31,24 @@ FORMATTER = argparse.ArgumentDefaultsHelpFormatter
 #: ends a help text whose default says nothing ("None"): an empty format field, which also
 #: stops ArgumentDefaultsHelpFormatter from appending "(default: None)".
 NO_DEFAULT = "%(default).0s"
+
+
+def stop_on_signals(cancel: Any, what: str = "in-flight requests finish") -> dict[str, int]:
+    """Ctrl-C (SIGINT) and SIGTERM — what a CI runner, systemd or a container stop sends —
+    both stop the run: ``cancel`` is set, what was measured is kept (``stopped``), saved and
+    written. A second signal aborts at once. Returns a dict that holds the signal received
+    (``{"signal": n}``) so the command can exit ``128 + n``."""
+    got: dict[str, int] = {}
+
+    def handler(signum: int, frame: Any) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        got["signal"] = signum
+        name = signal.Signals(signum).name
+        print(f"\n{name}: stopping — letting {what} (again to abort at once)",
+              file=sys.stderr)
+        cancel.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+    return got

@@ -26,6 +26,7 @@ from latency.core import fmt
 from latency.core.errors import ConfigError
 
 EXIT_OK, EXIT_REGRESSION = 0, 1
+MAX_LIMIT = 1_000_000
 DEFAULT_LIMIT = 20
 
 
@@ -71,6 +72,8 @@ def add_parsers(sub: Any, fmt: Any) -> None:
                          "trace-event JSON for ui.perfetto.dev, one span per component"
                          + NO_DEFAULT)
     ex.add_argument("--out", required=True, metavar="FILE", help="file to write" + NO_DEFAULT)
+    ex.add_argument("--force", action="store_true", help="overwrite an existing file (never the "
+                    "run history)")
     ex.add_argument("--max-requests", type=int,
                     help="trace: keep only the first N requests" + NO_DEFAULT)
     add_db_flag(ex, inherited=True)
@@ -98,6 +101,7 @@ def _store(a: argparse.Namespace) -> Any:
 def cmd_history(a: argparse.Namespace) -> int:
     from latency.analysis.summary_text import format_summary
     from latency.storage.export import export_bytes
+    from latency.storage.outputs import check_output, write_atomic
 
     store = _store(a)
     if a.action == "rename":
@@ -121,19 +125,17 @@ def cmd_history(a: argparse.Namespace) -> int:
     if a.action == "export":
         if a.max_requests is not None and a.max_requests < 1:
             raise ConfigError("--max-requests must be >= 1")
-        out = Path(a.out)
-        if not out.parent.is_dir():
-            raise ConfigError(f"cannot write {a.out}: no directory {out.parent}")
+        check_output(a.out, "--out", force=a.force, history=store.path)
         run = store.load(a.id)
         data = export_bytes(run, a.format, a.max_requests)
         try:
-            out.write_bytes(data)
+            write_atomic(a.out, data)
         except OSError as exc:
-            raise ConfigError(f"cannot write {a.out}: {exc.strerror}") from None
+            raise ConfigError(f"cannot write {a.out}: {exc.strerror or exc}") from None
         print(f"wrote {a.out} ({a.format}, {len(data):,} bytes) from run {run.info.id}")
         return EXIT_OK
-    if a.limit < 0:
-        raise ConfigError("--limit must be >= 0")
+    if not 0 <= a.limit <= MAX_LIMIT:
+        raise ConfigError(f"--limit must be from 0 (all) to {MAX_LIMIT:,}")
     runs = store.list(limit=a.limit or None, model=a.model, status=a.status, text=a.search)
     if a.json:
         print(json.dumps([r.to_dict() for r in runs], indent=2))

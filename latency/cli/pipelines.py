@@ -56,14 +56,13 @@ def cmd_models(a: argparse.Namespace) -> int:
 
 
 def cmd_new_pipeline(a: argparse.Namespace) -> int:
+    from latency.storage.outputs import check_output, write_atomic
+
     path = Path(a.file)
     if path.suffix != ".py":
         raise ConfigError(f"{a.file}: a pipeline file ends in .py")
-    if path.exists() and not a.force:
-        raise ConfigError(f"{a.file} exists; add --force to overwrite it")
-    if not path.parent.is_dir():
-        raise ConfigError(f"cannot write {a.file}: no directory {path.parent}")
-    path.write_text(TEMPLATE.read_text())
+    check_output(path, "new-pipeline", force=a.force)
+    write_atomic(path, TEMPLATE.read_text())
     print(f"wrote {path}: try it as it is, then make it yours —\n"
           f"  python -m latency run --pipeline {path}:MyPipeline --concurrency 4 "
           "--requests 500")
@@ -72,9 +71,10 @@ def cmd_new_pipeline(a: argparse.Namespace) -> int:
 
 def cmd_export(a: argparse.Namespace) -> int:
     from latency.pipelines.export import export
+    from latency.storage.outputs import check_output
 
-    if Path(a.to).exists() and not a.force:
-        raise ConfigError(f"{a.to} exists; add --force to overwrite it")
+    check_output(a.to, "--to", force=a.force)
+    check_output(f"{a.to}.json", "--to (its .json)", force=a.force)
     out = export(a.model, a.to, a.pipeline)
     print(f"wrote {out['file']} ({out['seconds']:.1f} s) and {out['settings']} "
           f"(the pipeline's own pre/postprocessing, so `run --model-file {out['file']}` "

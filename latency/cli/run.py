@@ -7,15 +7,15 @@ A run that fails midway exits 1 but still prints and writes what it measured.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from latency.cli import history as history_cli
 from latency.cli import transport as cli_transport
-from latency.cli.args import EXIT_FAILED, EXIT_OK, FORMATTER, NO_DEFAULT, number
+from latency.cli.args import EXIT_FAILED, EXIT_OK, FORMATTER, NO_DEFAULT, number, stop_on_signals
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
 
@@ -55,6 +55,18 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--name", help="name the run in the history")
     r.add_argument("--no-save", action="store_true", help="do not save the run in the history")
     history_cli.add_db_flag(r)
+    r.add_argument("--force", action="store_true",
+                   help="overwrite existing --json/--csv files (never the run history)")
+    r.add_argument("--max-error-rate", type=number, default=0.01, metavar="FRACTION",
+                   help="a run with a higher share of failed requests is INVALID: exit 1")
+    r.add_argument("--max-backlog", type=int, metavar="N",
+                   help="open loop: requests in flight beyond which one due is dropped by "
+                        "overload (default: 2 s of requests at the rate, 64 to 20,000)"
+                        + NO_DEFAULT)
+    r.add_argument("--drain-grace", type=number, metavar="S",
+                   help="open loop: seconds the backlog is served after the last request is "
+                        "sent, then what waits is dropped (default: half the run, 2 to 30 s)"
+                        + NO_DEFAULT)
     r.add_argument("--no-wait", action="store_true",
                    help="measure now even if another run holds this machine (both runs' "
                         "results then carry a warning that their timings were disturbed)")
@@ -69,6 +81,8 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
                      concurrency=a.concurrency, rate=a.rate, arrival=a.arrival or "poisson",
                      requests=a.requests, duration_s=a.duration, warmup=a.warmup, seed=a.seed,
                      optimize=a.optimize, inputs=a.inputs, input_order=a.input_order,
+                     max_error_rate=a.max_error_rate, max_backlog=a.max_backlog,
+                     drain_grace_s=a.drain_grace,
                      **cli_transport.config_kwargs(a))
 
 
@@ -86,22 +100,20 @@ def cmd_run(a: argparse.Namespace) -> int:
 
         store = RunStore(a.db)
         store.check_writable()  # a bad --db fails here, before anything runs
-    for path in (a.json, a.csv):
-        if path:
-            try:
-                open(path, "a").close()
-            except OSError as exc:
-                raise ConfigError(f"cannot write {path}: {exc.strerror}") from None
+    from latency.storage.outputs import check_output, write_atomic
+    from latency.storage.store import default_path
+
+    history = store.path if store is not None else (a.db or default_path())
+    outputs = [(flag, path) for flag, path in (("--json", a.json), ("--csv", a.csv)) if path]
+    for flag, path in outputs:  # before anything runs; creates nothing
+        check_output(path, flag, force=a.force, history=history,
+                     inputs=(config.inputs, config.bodies,
+                             (config.model_args or {}).get("file")))
+    if a.json and a.csv and Path(a.json).expanduser().resolve() == \
+            Path(a.csv).expanduser().resolve():
+        raise ConfigError("--json and --csv name the same file")
     cancel = threading.Event()
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        if cancel.is_set():
-            raise KeyboardInterrupt
-        print("\nstopping: letting in-flight requests finish (Ctrl-C again to abort)",
-              file=sys.stderr)
-        cancel.set()
-
-    signal.signal(signal.SIGINT, on_sigint)
+    stopped_by = stop_on_signals(cancel)
     last = [0.0]
 
     told_waiting = [False]
@@ -126,16 +138,27 @@ def cmd_run(a: argparse.Namespace) -> int:
     print(format_summary(result))
     for line in optimization_lines(result.environment):
         print(line)
-    if a.json:
-        result.to_json(a.json)
-    if a.csv:
-        result.to_csv(a.csv)
-    if store is not None:
+    code = EXIT_FAILED if result.status == "failed" or not result.validity.valid else EXIT_OK
+    if "signal" in stopped_by:
+        code = 128 + stopped_by["signal"]  # stopped by the user or the system: not a success
+    run_id = None
+    if store is not None:  # saved first: a failing file write below loses nothing
         try:
             run_id = store.save(result, name=a.name, source="cli")
-        except Exception as exc:  # noqa: BLE001 - the result is printed and written; say so
+        except Exception as exc:  # noqa: BLE001 - the result is printed; say so
             print(f"latency: warning: the run was not saved to the history {store.path}: "
                   f"{exc}", file=sys.stderr)
-            return EXIT_FAILED
-        print(f"saved as run {run_id} (python -m latency history show {run_id})")
-    return EXIT_FAILED if result.status == "failed" else EXIT_OK
+            code = code or EXIT_FAILED
+        else:
+            print(f"saved as run {run_id} (python -m latency history show {run_id})")
+    for flag, path in outputs:
+        data = result.json_text() if flag == "--json" else result.csv_bytes()
+        try:
+            write_atomic(path, data)
+        except OSError as exc:
+            saved = (f"; the run was saved as {run_id} (python -m latency history export "
+                     f"{run_id} ...)" if run_id else "")
+            print(f"latency: error: cannot write {flag} {path}: {exc.strerror or exc}{saved}",
+                  file=sys.stderr)
+            code = code or EXIT_FAILED
+    return code

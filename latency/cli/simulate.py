@@ -43,6 +43,7 @@ def add_parser(sub: Any) -> None:
     sm.add_argument("--requests", type=int, default=100_000, help="simulated requests")
     sm.add_argument("--seed", type=int, default=0, help="seed of arrivals and service draws")
     sm.add_argument("--json", metavar="PATH", help="write the summary as JSON")
+    sm.add_argument("--force", action="store_true", help="overwrite an existing --json file")
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
@@ -56,7 +57,12 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         SimConfig,
         summarize_simulation,
     )
+    from latency.storage.outputs import check_output, write_atomic
+    from latency.storage.store import default_path
 
+    if a.json:  # checked before simulating; creates nothing
+        check_output(a.json, "--json", force=a.force, history=a.db or default_path(),
+                     inputs=(a.from_run,))
     positive_int("replicas", a.replicas, 1024)
     positive_int("batch-size", a.batch_size, MAX_BATCH)
     positive_int("requests", a.requests, MAX_REQUESTS)
@@ -132,7 +138,9 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     for w in s.warnings:
         print(f"warning: {w}")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"simulated": True, "config": vars(a), "summary": sim.to_dict()}, f,
-                      indent=2)
+        try:
+            write_atomic(a.json, json.dumps({"simulated": True, "config": vars(a),
+                                             "summary": sim.to_dict()}, indent=2) + "\n")
+        except OSError as exc:
+            raise ConfigError(f"cannot write --json {a.json}: {exc.strerror or exc}") from None
     return EXIT_OK

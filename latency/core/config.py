@@ -25,6 +25,10 @@ MAX_THREADS = 256
 MAX_BATCH = 4096
 MAX_DELAY_MS = 10_000.0
 MAX_BODY_MB = 4096.0
+MAX_WARMUP = 100_000
+MAX_SEED = 2**32 - 1
+MAX_BACKLOG = 1_000_000
+MAX_GRACE_S = 600.0
 #: our HTTP server's default request body limit (413 above it)
 DEFAULT_MAX_BODY_MB = 32.0
 ARRIVALS = ("poisson", "constant")
@@ -61,6 +65,14 @@ class RunConfig:
     duration_s: float | None = None
     warmup: int = 20
     seed: int = 0
+    #: open loop: requests in flight beyond which a request due is dropped by overload
+    #: (None: twice the requests of one second at the rate, from 64 to 20,000)
+    max_backlog: int | None = None
+    #: open loop: how long the backlog is served after the last request is sent, before what
+    #: still waits is dropped (None: half the planned length, from 2 to 30 s)
+    drain_grace_s: float | None = None
+    #: a run with a higher share of failed requests is INVALID (exit 1)
+    max_error_rate: float = 0.01
     input_pool: int = 64
     #: your own inputs: a directory (one raw input per file, as bytes), a JSON-lines file (one
     #: JSON value per line) or a text file (one input per line); None: the pipeline's
@@ -91,6 +103,32 @@ class RunConfig:
     @property
     def mode(self) -> str:
         return "open" if self.rate is not None else "closed"
+
+    @property
+    def planned_s(self) -> float | None:
+        """The measured length as planned: its duration, or its requests at the open-loop
+        rate (None for a closed loop of N requests: it ends when they are served)."""
+        if self.duration_s:
+            return float(self.duration_s)
+        if self.rate and self.requests:
+            return self.requests / self.rate
+        return None
+
+    def backlog_limit(self) -> int | None:
+        """Open loop: requests in flight beyond which one due is dropped by overload."""
+        if self.rate is None:
+            return None
+        if self.max_backlog is not None:
+            return self.max_backlog
+        return int(min(20_000, max(64, 2 * self.rate)))
+
+    def drain_grace(self) -> float | None:
+        """Open loop: seconds the backlog is served after the last request is sent."""
+        if self.rate is None:
+            return None
+        if self.drain_grace_s is not None:
+            return float(self.drain_grace_s)
+        return min(30.0, max(2.0, 0.5 * (self.planned_s or 4.0)))
 
     @property
     def wan(self) -> WanProfile:
@@ -126,8 +164,22 @@ class RunConfig:
         positive_int("input-pool", c.input_pool, 100_000)
         if not 0 <= c.max_batch_delay_ms <= MAX_DELAY_MS:
             raise ConfigError(f"--max-batch-delay-ms must be between 0 and {MAX_DELAY_MS:g}")
-        if c.warmup < 0:
-            raise ConfigError("--warmup must be >= 0")
+        if not isinstance(c.warmup, int) or isinstance(c.warmup, bool) or \
+                not 0 <= c.warmup <= MAX_WARMUP:
+            raise ConfigError(f"--warmup must be a whole number from 0 to {MAX_WARMUP:,} "
+                              f"(got {c.warmup!r})")
+        if not isinstance(c.seed, int) or isinstance(c.seed, bool) or not 0 <= c.seed <= MAX_SEED:
+            raise ConfigError(f"--seed must be a whole number from 0 to {MAX_SEED} "
+                              f"(got {c.seed!r})")
+        if c.max_backlog is not None:
+            positive_int("max-backlog", c.max_backlog, MAX_BACKLOG)
+        if c.drain_grace_s is not None and not (isinstance(c.drain_grace_s, (int, float))
+                                                and 0 < c.drain_grace_s <= MAX_GRACE_S):
+            raise ConfigError(f"--drain-grace must be > 0 and <= {MAX_GRACE_S:g} s "
+                              f"(got {c.drain_grace_s!r})")
+        if not (isinstance(c.max_error_rate, (int, float)) and 0 <= c.max_error_rate <= 1):
+            raise ConfigError(f"--max-error-rate must be a fraction from 0 to 1 "
+                              f"(got {c.max_error_rate!r})")
         if c.input_order not in INPUT_ORDERS:
             raise ConfigError(f"--input-order must be one of: {', '.join(INPUT_ORDERS)}")
         if c.concurrency is not None and c.rate is not None:

@@ -29,6 +29,8 @@ class Backend(Protocol):
     def start(self, timings: dict[str, Any], env: dict[str, Any],
               on_phase: Callable[[str], None] | None = None) -> Transport: ...
 
+    def begin_measuring(self) -> None: ...
+
     def abandon(self) -> None: ...
 
     def close(self, timings: dict[str, Any], warnings: list[str]) -> None: ...
@@ -57,6 +59,9 @@ class InProcessBackend:
         if c.inputs is not None:
             return read_inputs(c.inputs, c.input_order, c.seed)
         return self.built.pipeline.sample_inputs(c.input_pool, c.seed)
+
+    def begin_measuring(self) -> None:
+        """Nothing to mark: in-process every request is a row of the log."""
 
     def abandon(self) -> None:
         if self.built is not None:

@@ -84,6 +84,10 @@ class _Run:
         self.phase = "loading"
         self.phase_started = time.monotonic()
         self.waiting_for: str | None = None
+        self.backend: Any = None
+        #: open loop: requests dropped by overload (never sent, or abandoned after the grace)
+        self.dropped = 0
+        self.grace_expired = False
         self._stop_reporter = threading.Event()
         self._reporter: threading.Thread | None = None
 
@@ -95,6 +99,7 @@ class _Run:
         c = self.config
         out = {"phase": self.phase, "elapsed_s": time.monotonic() - self.phase_started,
                "done": self.rec.log.size, "expected": self.expected if c.requests else None,
+               "dropped": self.dropped,
                "duration_s": c.duration_s,
                "measure_start_ns": self.timings.get("measure_start_ns")}
         if self.waiting_for is not None and self.phase == "waiting":
@@ -128,8 +133,24 @@ class _Run:
               count: int | None, until_ns: int | None, warmup: bool) -> None:
         c = self.config
         if c.rate is not None:
-            driver.open(c.rate, c.arrival, rng, count, until_ns, warmup,
-                        on_issued=self._draining)
+            cancelled_before = self.rec.cancelled
+            self.grace_expired = False
+
+            def grace_expired() -> None:  # the backlog outlived its grace: drop what waits
+                self.grace_expired = True
+                if self.backend is not None:
+                    self.backend.abandon()
+
+            dropped = driver.open(c.rate, c.arrival, rng, count, until_ns, warmup,
+                                  on_issued=self._draining, max_backlog=c.backlog_limit(),
+                                  grace_s=c.drain_grace(), on_grace_expired=grace_expired)
+            if not warmup:
+                self.dropped += dropped
+                start = self.timings.get("measure_start_ns") or driver.last_due_ns
+                self.timings["offered_requests"] = driver.offered
+                self.timings["offered_span_s"] = max(driver.last_due_ns - start, 0) / 1e9
+                if self.grace_expired:  # abandoned in the server at the end of the grace
+                    self.dropped += self.rec.cancelled - cancelled_before
         else:
             transport.run_closed(driver, c.concurrency or 1, count, until_ns, warmup)
 
@@ -146,6 +167,8 @@ class _Run:
             t = time.perf_counter()
             self.drive(driver, transport, rng, c.warmup, None, True)
             self.timings["warmup_s"] = time.perf_counter() - t
+        if self.backend is not None:
+            self.backend.begin_measuring()  # e.g. the HTTP server's counters start here
         self.set_phase("measuring")
         start = self.timings["measure_start_ns"] = now_ns()
         cpu0 = time.process_time()  # this process's CPU while measuring (HTTP: the client's)
@@ -186,7 +209,7 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
     env = environment.collect(device, config.dtype, config.threads, config.replicas)
     status, failure, trace = "completed", None, None
     lock = MachineLock(f"{who}: {config.model}", force=force)
-    backend = backend_for(config, pipeline)
+    backend = run.backend = backend_for(config, pipeline)
     run.start_reporting()
     try:
         run.set_phase("waiting")
@@ -209,10 +232,12 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
                                        args=(cancel, backend, run))
             stopper.start()
             run.measure(transport, pool)
+            if run.dropped:
+                run.timings["dropped_overload"] = run.dropped
             if cancel.is_set():
                 status = "stopped"
                 run.timings["cancelled_requests"] = run.rec.cancelled
-                if run.rec.cancelled:
+                if run.rec.cancelled and not run.grace_expired:
                     run.warnings.append(
                         f"stopped: {run.rec.cancelled} requests still waiting were dropped "
                         "unserved, so this run's tail under-states its queueing")

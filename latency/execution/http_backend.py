@@ -144,6 +144,12 @@ class HttpBackend:
             raise ConnectionError(f"target {c.target} is unreachable ({parts.hostname}:{port}: "
                                   f"{exc.strerror or exc})") from None
 
+    def begin_measuring(self) -> None:
+        """Read our server's response counters now, after the warm-up, so the counts the run
+        reports are those of the measured phase (a warm-up error is not another client's)."""
+        if self.config.target_protocol == "oip" and self.base:
+            self._before = server_counts(self.base)
+
     def abandon(self) -> None:
         """On Stop: requests already sent finish on the server (HTTP cannot recall them)."""
 

@@ -137,8 +137,8 @@ class RunManager:
                     self._lock.wait()
                 handle = self._queue.popleft()
                 self._current = handle
-            if not handle.done():  # not cancelled while it waited in line
-                handle.start()
+            handle.start()  # does nothing if it was stopped while it waited in line
+            if handle.started_at is not None:
                 handle.wait()
                 self._save(handle)
             with self._lock:
@@ -164,7 +164,8 @@ class RunManager:
             return
         try:
             saved = self._store.save(handle.result(), source="dashboard",
-                                     origin_id=handle.run_id)
+                                     origin_id=handle.run_id,
+                                     owner=self._owners.get(handle.run_id))
         except Exception as exc:  # noqa: BLE001 - any failure: warn, keep the result
             message = f"{type(exc).__name__}: {exc}"
             log.warning("run %s was not saved to the history: %s", handle.run_id, message)

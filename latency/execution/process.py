@@ -96,15 +96,22 @@ class RunHandle:
         self.started_at: float | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
+    # One state machine, every transition under ``_lock``: queued → running → final (completed,
+    # stopped, failed), or queued → stopped by a cancel that came first. ``start`` of a run that
+    # is no longer queued does nothing, so a Stop landing between the scheduler's check and its
+    # call to ``start`` can never spawn a run that was already reported stopped.
     def start(self) -> RunHandle:
+        """Spawn the run process — only if the run is still queued (returns self)."""
+        with self._lock:
+            if self._status != "queued":
+                return self
+            self._status, self._version = "running", self._version + 1
+            self._progress = dict(self._progress, phase="starting")
+            self.started_at = time.monotonic()
         parent, child = _ctx.Pipe(duplex=False)
         self._proc = _ctx.Process(target=_child_main, name=f"latency-{self.run_id}",
                                   args=(self.config.to_dict(), child, self._cancel,
                                         self._inputs), daemon=True)
-        with self._lock:
-            self._status, self._version = "running", self._version + 1
-            self._progress = dict(self._progress, phase="starting")
-        self.started_at = time.monotonic()
         try:
             _spawn(self._proc)
         except Exception as exc:  # could not spawn: fail this run alone, say why
@@ -121,9 +128,10 @@ class RunHandle:
         return self
 
     def cancel(self) -> None:
-        """Stop issuing requests; in-flight ones finish; the result is marked ``stopped``."""
-        self._cancel.set()
+        """Stop issuing requests; in-flight ones finish; the result is marked ``stopped``. A
+        queued run is stopped at once and will never start."""
         with self._lock:
+            self._cancel.set()
             if self._status == "queued":  # never started: nothing measured
                 self._final = Final.ended(self.config.to_dict(), "stopped")
                 self._status = "stopped"

@@ -98,9 +98,17 @@ class LoadDriver:
     # ---- open loop ----------------------------------------------------------------------
     def open(self, rate: float, arrival: str, rng: np.random.Generator, count: int | None,
              until_ns: int | None, warmup: bool,
-             on_issued: Callable[[], None] | None = None) -> None:
+             on_issued: Callable[[], None] | None = None, max_backlog: int | None = None,
+             grace_s: float | None = None,
+             on_grace_expired: Callable[[], None] | None = None) -> int:
         """Send at intended times from the arrival process, without waiting for replies.
-        ``on_issued`` is called once everything is sent (the backlog may still be served)."""
+        ``on_issued`` is called once everything is sent (the backlog may still be served).
+
+        Bounded, so an overloaded server cannot make a run grow or last without end: while
+        ``max_backlog`` requests are in flight, a request due is not sent but *dropped by
+        overload* (counted, returned); once everything is sent, the backlog is served for at
+        most ``grace_s``, then ``on_grace_expired`` is called (the engine drops what still
+        waits in the server). Returns the number dropped here."""
         replies: queue.SimpleQueue[Request | object] = queue.SimpleQueue()
         state = {"sent": 0, "received": 0, "done_sending": False}
         all_back = threading.Event()
@@ -121,9 +129,11 @@ class LoadDriver:
         rx.start()
         reply = replies.put
         t_start = now_ns() + 1_000_000
-        sent = 0
+        sent = dropped = 0
+        #: what was offered: requests due (sent or dropped) and the last one's intended time
+        self.offered, self.last_due_ns = 0, t_start
         for offset in arrival_offsets_ns(rate, arrival, rng):
-            if self.cancel.is_set() or (count is not None and sent >= count):
+            if self.cancel.is_set() or (count is not None and sent + dropped >= count):
                 break
             t_intended = t_start + offset
             if until_ns is not None and t_intended >= until_ns:
@@ -131,6 +141,10 @@ class LoadDriver:
             wait = t_intended - now_ns()
             if wait > 0:
                 time.sleep(wait / 1e9)
+            self.offered, self.last_due_ns = self.offered + 1, t_intended
+            if max_backlog is not None and sent - state["received"] >= max_backlog:
+                dropped += 1  # the server is this far behind: sending more only queues
+                continue
             r = Request(self._next_input(), 0, warmup, reply, t_intended)
             self.send(r)
             sent += 1
@@ -141,10 +155,17 @@ class LoadDriver:
         if state["received"] >= sent:
             all_back.set()
         deadline = None
+        grace_end = None if grace_s is None else time.monotonic() + grace_s
         while not all_back.wait(timeout=0.1):
+            if grace_end is not None and time.monotonic() > grace_end:
+                grace_end = None
+                if on_grace_expired is not None:
+                    on_grace_expired()  # waiting requests come back cancelled
+                deadline = deadline or time.monotonic() + DRAIN_S
             if self.cancel.is_set():
                 deadline = deadline or time.monotonic() + DRAIN_S
-                if time.monotonic() > deadline:
-                    break
+            if deadline is not None and time.monotonic() > deadline:
+                break
         replies.put(_STOP)
         rx.join(timeout=1)
+        return dropped

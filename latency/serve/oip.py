@@ -90,6 +90,8 @@ def decode_request(body: bytes, content_type: str) -> tuple[Any, str | None]:
         doc = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ProtocolError(400, f"malformed JSON: {exc}") from None
+    except RecursionError:  # [[[[…]]]]: the parser's stack, not the server, gave out
+        raise ProtocolError(400, "JSON nested too deeply") from None
     if not isinstance(doc, dict):
         raise ProtocolError(400, "the body must be a JSON object with an 'inputs' list")
     inputs = doc.get("inputs")
@@ -154,7 +156,7 @@ def error_message(body: bytes) -> str:
         doc = json.loads(body)
         if isinstance(doc, dict) and isinstance(doc.get("error"), str):
             return doc["error"]
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         pass
     text = body[:120].decode("utf-8", "replace").strip().replace("\n", " ")
     return text or "(empty body)"

@@ -55,15 +55,19 @@ DEFAULT_DB = Path.home() / ".latency_lab" / "runs.sqlite"
 CHUNK_ROWS = 65_536
 #: zlib level 1: about 3× smaller than raw rows for a fraction of the save time (BENCHMARKS.md).
 ZLIB_LEVEL = 1
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: statements that bring a database from version k-1 to k (key k); a new file gets _SCHEMA.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE runs ADD COLUMN setup TEXT NOT NULL DEFAULT ''",),
+    #: who may rename or delete the run from the shared dashboard (its session), if anyone
+    3: ("ALTER TABLE runs ADD COLUMN owner TEXT",),
 }
 #: how long a writer waits for another writer (a CLI run and the dashboard saving at once).
 BUSY_TIMEOUT_MS = 30_000
 ID_LENGTH = 6
 STATUSES = ("completed", "stopped", "failed")
+#: the longest run name kept (a name is a label, not a document)
+MAX_NAME = 200
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -93,7 +97,8 @@ CREATE TABLE IF NOT EXISTS runs (
     makeup TEXT NOT NULL,
     spectrum BLOB,
     n_rows INTEGER NOT NULL,
-    record_dtype TEXT NOT NULL
+    record_dtype TEXT NOT NULL,
+    owner TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE TABLE IF NOT EXISTS request_chunks (
@@ -137,6 +142,7 @@ class RunInfo:
     p99_ms: float | None
     throughput_rps: float | None
     origin_id: str | None = None
+    owner: str | None = None
 
     @property
     def label(self) -> str:
@@ -154,6 +160,7 @@ class RunInfo:
                 "device": self.device, "n": self.n, "errors": self.errors,
                 "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
                 "throughput_rps": self.throughput_rps, "origin_id": self.origin_id}
+                # (``owner`` stays out: a session id is not for listings)
 
 
 @dataclass
@@ -250,7 +257,7 @@ class RunStore:
 
     # ---- writing ------------------------------------------------------------------------
     def save(self, result: RunResult, name: str | None = None, source: str = "cli",
-             origin_id: str | None = None) -> str:
+             origin_id: str | None = None, owner: str | None = None) -> str:
         """Save a finished run in one transaction; returns its new short id."""
         summary = result.summary
         snap = build_snapshot("", 0, result.status, "done", result.config, result.log,
@@ -277,7 +284,7 @@ class RunStore:
             "warnings": _dumps(result.warnings), "failure": result.failure,
             "error_messages": _dumps({str(k): v for k, v in result.errors.items()}),
             "makeup": _dumps(snap.makeup_ms), "spectrum": spectrum,
-            "n_rows": len(rows), "record_dtype": _dumps(RECORD_DTYPE.descr),
+            "n_rows": len(rows), "record_dtype": _dumps(RECORD_DTYPE.descr), "owner": owner,
         }
         with self._connect() as conn:
             conn.execute("BEGIN IMMEDIATE")
@@ -307,13 +314,15 @@ class RunStore:
         name = name.strip()
         if not name:
             raise StoreError("a run's name cannot be empty")
-        with self._connect() as conn:
+        if len(name) > MAX_NAME:
+            raise StoreError(f"a run's name has at most {MAX_NAME} characters")
+        with self._connect() as conn, self._writing():
             run_id = self._resolve(conn, ref)
             conn.execute("UPDATE runs SET name = ? WHERE id = ?", (name, run_id))
             return self._info(conn, run_id)
 
     def delete(self, ref: str) -> RunInfo:
-        with self._connect() as conn:
+        with self._connect() as conn, self._writing():
             conn.execute("BEGIN IMMEDIATE")
             try:
                 run_id = self._resolve(conn, ref)
@@ -324,6 +333,14 @@ class RunStore:
                 conn.execute("ROLLBACK")
                 raise
         return info
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write the file refuses (read-only, disk full, locked too long) is one line."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot change the run history {self.path}: {exc}") from None
 
     # ---- reading ------------------------------------------------------------------------
     def list(self, limit: int | None = None, model: str | None = None,
@@ -440,7 +457,7 @@ class RunStore:
 
 
 _INFO_COLS = ("id, name, created_at, status, source, model, mode, load, setup, device, n, "
-              "errors, p50_ms, p99_ms, throughput_rps, origin_id")
+              "errors, p50_ms, p99_ms, throughput_rps, origin_id, owner")
 
 
 #: the spectrum's grid: every 1 % up to p90, then 50 points a decade of 1/(1−p) — as dense at

@@ -1,0 +1,76 @@
+"""Whether a run's numbers can be trusted at all: VALID or INVALID, each check named.
+
+As MLPerf LoadGen ends a run with VALID/INVALID and the checks behind it, a run here is valid
+when it finished as planned, its warm-up completed, some requests succeeded, its error rate is
+within the threshold you chose (``--max-error-rate``, default 1 %) and no request was dropped
+because the server was overloaded. The CLI exits 1 for an invalid run, so a CI job can trust
+exit 0; the dashboard and the JSON show the same checks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from latency.core import fmt
+
+DEFAULT_MAX_ERROR_RATE = 0.01
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Validity:
+    checks: tuple[Check, ...] = field(default_factory=tuple)
+
+    @property
+    def valid(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    def line(self) -> str:
+        """'VALID' or 'INVALID: error rate 100.0% > 1.0%; no successful requests'."""
+        if self.valid:
+            return "VALID (" + ", ".join(c.name for c in self.checks) + ")"
+        return "INVALID: " + "; ".join(c.detail for c in self.failed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"valid": self.valid,
+                "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail}
+                           for c in self.checks]}
+
+    def __repr__(self) -> str:
+        return f"Validity({self.line()})"
+
+
+def validity(summary: Any, config: dict[str, Any], status: str) -> Validity:
+    """The checks of one run (``summary``: its Summary; ``config``: its config dict)."""
+    limit = config.get("max_error_rate")
+    limit = DEFAULT_MAX_ERROR_RATE if limit is None else float(limit)
+    planned_warmup = int(config.get("warmup") or 0)
+    dropped = int(getattr(summary, "dropped", 0) or 0)
+    checks = (
+        Check("finished as planned", status == "completed",
+              f"the run {status} before its planned length" if status != "completed"
+              else "completed"),
+        Check("warm-up finished", summary.warmup_requests >= planned_warmup,
+              f"warm-up: {summary.warmup_requests} of {planned_warmup} requests"),
+        Check("requests succeeded", summary.successful > 0,
+              "no successful requests" if summary.successful == 0
+              else f"{summary.successful} successful"),
+        Check(f"error rate ≤ {limit:.1%}", summary.error_rate <= limit,
+              f"error rate {summary.error_rate:.1%} > {limit:.1%} (--max-error-rate)"
+              if summary.error_rate > limit else f"error rate {summary.error_rate:.1%}"),
+        Check("nothing dropped by overload", dropped == 0,
+              f"{dropped:,} requests dropped: the server was overloaded "
+              f"(offered {fmt.rate(summary.offered_rps)} req/s)" if dropped
+              else "no request dropped"),
+    )
+    return Validity(checks)
