@@ -156,6 +156,12 @@ class LoadDriver:
             all_back.set()
         deadline = None
         grace_end = None if grace_s is None else time.monotonic() + grace_s
+        served_s = (now_ns() - t_start) / 1e9
+        backlog = sent - state["received"]
+        if grace_end is not None and backlog > 0 and served_s > 0:
+            rate_served = state["received"] / served_s  # what the server has kept up with
+            if rate_served <= 0 or backlog / rate_served > grace_s:
+                grace_end = time.monotonic()  # it cannot be served within the grace: now
         while not all_back.wait(timeout=0.1):
             if grace_end is not None and time.monotonic() > grace_end:
                 grace_end = None
