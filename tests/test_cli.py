@@ -14,6 +14,20 @@ def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+def cli_here(*args: str) -> subprocess.CompletedProcess:
+    """The same command line in this process (``latency.cli.main``), for commands that run no
+    model: the same code without paying a fresh interpreter's imports per call."""
+    import contextlib
+    import io
+
+    from latency.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
 def test_models_lists_every_pipeline_with_a_description():
     out = cli("models")
     assert out.returncode == 0
@@ -122,16 +136,18 @@ def test_simulate_from_a_recorded_run_json_and_csv(tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(j.read_text())["requests"]["count"] == 320  # 20 warm-up + 300
     for source in (j, c):
-        sim = cli("simulate", "--from-run", str(source), "--rate", "200", "--requests", "20000")
+        sim = cli_here("simulate", "--from-run", str(source), "--rate", "200", "--requests",
+                       "20000")
         assert sim.returncode == 0, sim.stderr
         assert "resampled from" in sim.stdout and "utilisation 0.6" in sim.stdout  # 200 × 3 ms
-    replay = cli("simulate", "--from-run", str(j), "--arrival", "recorded", "--requests", "20000")
+    replay = cli_here("simulate", "--from-run", str(j), "--arrival", "recorded", "--requests",
+                      "20000")
     assert replay.returncode == 0 and " recorded, " in replay.stdout
     summary_only = tmp_path / "s.json"
     summary_only.write_text(json.dumps({"summary": {}}))
     for bad in (["--from-run", str(tmp_path / "missing.json")], ["--from-run", str(summary_only)],
                 ["--arrival", "recorded", "--rate", "5"], []):
-        err = cli("simulate", *bad)
+        err = cli_here("simulate", *bad)
         assert err.returncode == 2 and len(err.stderr.strip().splitlines()) == 1, err.stderr
 
 

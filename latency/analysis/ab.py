@@ -1,13 +1,6 @@
 """A/B runs, analysed: each arm's blocks pooled, and the headline comparing the arms.
 
-The plan and the running of its blocks are ``latency.execution.ab``.
-
-Why interleaved: a shared machine drifts (other jobs start, the CPU heats, caches change), and
-two runs made one after the other charge that drift to whichever ran second. An A/B here is a
-sequence of short ordinary runs in counterbalanced blocks — A B B A A B … — so a linear drift
-hits both arms equally; each pair uses the same seed, so both arms see the same inputs and
-arrivals. Every block is a normal run: through the RunManager it waits its turn like any
-other run (one at a time per machine), shows live on the Live Profiler and goes to history.
+The plan, why its blocks are interleaved, and how they run: ``latency.execution.ab``.
 
 The merged arms pool their blocks' measured requests. The headline compares what a person
 would otherwise compare by hand — "forward −X% → end-to-end p50 −Y%, p99 −Z%" — and explains

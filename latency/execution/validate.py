@@ -45,12 +45,7 @@ def validated(config: RunConfig, pipeline: Pipeline | None = None) -> RunConfig:
         raise ConfigError(f"{src.name} has no sample_inputs: give the run its inputs "
                           "(--inputs FILE|DIR)")
     check_device_dtype(c.device, c.dtype, src.dtypes)
-    try:
-        c.optimize = parse_levers(c.optimize)
-        check(src, c.optimize, c.device, c.dtype, c.pre, c.post)
-    except LeverError as exc:
-        raise ConfigError(str(exc)) from None
-    return c
+    return _levers_checked(c, src)
 
 
 def _for_object(c: RunConfig, pipeline: Pipeline) -> RunConfig:
@@ -61,6 +56,11 @@ def _for_object(c: RunConfig, pipeline: Pipeline) -> RunConfig:
     c.device, c.dtype = str(pipeline.device), str(pipeline.dtype).removeprefix("torch.")
     if c.inputs is None and c.bodies is None and not cls.has_sample_inputs():
         raise ConfigError(f"{src.name} has no sample_inputs: give the run its inputs")
+    return _levers_checked(c, src)
+
+
+def _levers_checked(c: RunConfig, src: PipelineSource) -> RunConfig:
+    """``c`` with its levers parsed, once they are known to apply to ``src`` here."""
     try:
         c.optimize = parse_levers(c.optimize)
         check(src, c.optimize, c.device, c.dtype, c.pre, c.post)
