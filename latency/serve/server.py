@@ -139,6 +139,10 @@ class Server:
         """Deliver a request (the in-process transport's only call)."""
         self.inbox.put(r)
 
+    # Both loops run wholly under ``torch.inference_mode``: entered once per thread rather
+    # than per request, so a stage's timed span holds the user's code alone (entering and
+    # leaving the mode costs ~20 µs, more when the caches are cold after a long stage).
+    @torch.inference_mode()
     def _preprocess_loop(self) -> None:
         torch.set_num_threads(1)  # preprocessing must not fight the replicas for cores
         pipeline, batches = self.pipeline, self.batches
@@ -154,8 +158,7 @@ class Server:
             r.t_received = t_get if idle_since <= r.t_sent else r.t_sent
             r.t_pre_start = now_ns()
             try:
-                with torch.inference_mode():
-                    r.item = pipeline.preprocess(r.raw)
+                r.item = pipeline.preprocess(r.raw)
             except Exception as exc:  # one bad request fails alone
                 r.t_pre_end = now_ns()
                 r.error = f"preprocess: {_error_text(exc)}"
@@ -166,6 +169,7 @@ class Server:
             batches.put(r)
 
     # ---- replicas --------------------------------------------------------------------------
+    @torch.inference_mode()
     def _replica_loop(self, replica: int) -> None:
         torch.set_num_threads(self.threads)  # per calling thread: each replica its own team
         pipeline, device = self.pipeline, self.device
@@ -182,9 +186,8 @@ class Server:
                 r.batch_id, r.batch_size, r.replica = batch_id, n, replica
             t0 = now_ns()
             try:
-                with torch.inference_mode():
-                    out = pipeline.forward(pipeline.collate(items))
-                    synchronize(device)
+                out = pipeline.forward(pipeline.collate(items))
+                synchronize(device)
                 t1 = now_ns()
                 outputs = pipeline.split(out, n)
             except Exception as exc:  # the whole batch failed together
