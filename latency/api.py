@@ -125,13 +125,15 @@ def _build_here(src: Any, config_kw: dict[str, Any]) -> Any:
 
 def simulate(rate: float | None = None, *, service_ms: float = 5.0,
              service_dist: str = "exponential", service_cv: float = 1.0,
-             from_run: Any = None, replicas: int = 1, batch_size: int = 1,
-             max_batch_delay_ms: float = 0.0, arrival: str = "poisson",
+             from_run: Any = None, replicas: int | None = None,
+             batch_size: int | None = None, max_batch_delay_ms: float | None = None,
+             arrival: str = "poisson",
              preprocess_workers: int | None = None, requests: int = 100_000,
              seed: int = 0) -> SimSummary:
     """Simulate the serving system (no model runs) and return its SimSummary (``repr``: the
     summary, marked SIMULATED). ``from_run``: a RunResult, a run JSON/CSV path or a history
-    id whose service times (and rate, unless given) are resampled."""
+    id whose service times — and, unless given, its rate, batching, replicas and preprocess
+    workers — are taken."""
     from latency.simulation.calibration import recorded_arrivals
     from latency.simulation.simulator import (
         ARRIVALS,
@@ -146,14 +148,15 @@ def simulate(rate: float | None = None, *, service_ms: float = 5.0,
     if service_dist not in DISTS:
         raise ConfigError(f"service_dist must be one of: {', '.join(DISTS)}")
     times = None
+    recorded: dict[str, Any] = {}
     if from_run is not None:
         if hasattr(from_run, "log"):
-            rows = from_run.log
+            rows, recorded = from_run.log, dict(from_run.config or {})
         else:
             from latency.storage.run_files import load_run
 
             try:
-                rows, _ = load_run(str(from_run))
+                rows, recorded = load_run(str(from_run))
             except ValueError as exc:
                 raise ConfigError(f"from_run: {exc}") from None
         service = ServiceModel.from_rows(rows)
@@ -165,10 +168,15 @@ def simulate(rate: float | None = None, *, service_ms: float = 5.0,
         service = ServiceModel(forward_ms=service_ms, dist=service_dist, cv=service_cv)
     if not rate or rate <= 0:
         raise ConfigError("rate must be > 0")
-    config = SimConfig(rate=float(rate), replicas=replicas, batch_size=batch_size,
-                       max_batch_delay_ms=max_batch_delay_ms, arrival=arrival,
-                       requests=requests, seed=seed, arrival_times_ms=times,
-                       preprocess_workers=preprocess_workers)
+    def given(value: Any, key: str, default: Any) -> Any:
+        return value if value is not None else recorded.get(key) or default
+
+    config = SimConfig(rate=float(rate), replicas=given(replicas, "replicas", 1),
+                       batch_size=given(batch_size, "batch_size", 1),
+                       max_batch_delay_ms=given(max_batch_delay_ms, "max_batch_delay_ms", 0.0),
+                       arrival=arrival, requests=requests, seed=seed, arrival_times_ms=times,
+                       preprocess_workers=given(preprocess_workers, "preprocess_workers",
+                                                None))
     return summarize_simulation(config, service)
 
 

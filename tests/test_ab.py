@@ -54,8 +54,8 @@ def test_headline_known_answer_at_light_load():
     assert h.amdahl_mean_change == pytest.approx(-0.25, abs=1e-3)
     assert h.mean_change == pytest.approx(-0.25, abs=1e-3)
     assert h.p50_change == pytest.approx(-0.25, abs=1e-3)
-    assert h.text == "forward −50% → end-to-end p50 −25%, p99 −25%"
-    assert "50% of the baseline's mean" in h.explanation
+    assert h.text == "end-to-end p50 −25%, p99 −25%; mean −5.00 ms = forward −5.00 ms"
+    assert "50% of A's mean" in h.explanation
     assert "differs" not in h.explanation  # measured matches the forward-only prediction
 
 
@@ -131,7 +131,8 @@ def test_cli_ab_prints_headline_and_accuracy(tmp_path, capsys):
                  "--warmup", "3", "--pairs", "1", "--b-pre", "naive", "--json", str(out_json)])
     out = capsys.readouterr().out
     assert code == 0
-    assert "headline: forward" in out and "Amdahl" in out
+    assert "headline: end-to-end p50" in out and "Amdahl" in out
+    assert "B = preprocessing naive (A: fast)" in out
     assert "variants: preprocess naive" in out and "top-1 agreement 100.0%" in out
     data = json.loads(out_json.read_text())
     assert data["order"] == ["A", "B"] and data["B"]["components_ms"]["preprocess"]["mean"] > 0
@@ -151,7 +152,7 @@ def test_format_ab_lists_every_component():
     text = format_ab(ab)
     for c in ("network", "queue", "preprocess", "forward", "postprocess", "overhead"):
         assert f"\n{c}" in text
-    assert "headline: forward −50%" in text
+    assert "headline: end-to-end p50 −25%" in text
 
 
 def test_pooled_blocks_keep_batches_apart():
@@ -164,3 +165,26 @@ def test_pooled_blocks_keep_batches_apart():
     w = load_whatif(ab.a.rows, "forward", 0.5, rate=40.0)
     assert 0.3 < w.utilisation[0] < 0.5 and w.utilisation[1] < w.utilisation[0]
     assert not any(x.startswith("only") for x in ab.a.warnings)  # 8000 pooled requests
+
+
+def test_the_headline_names_every_change_and_its_parts_sum_to_the_total():
+    """The A/B of the lesson's step 2 changes levers, preprocessing, postprocessing and the
+    worker pool: B's label names all four, and the end-to-end change is attributed component
+    by component, the parts summing to the whole — never credited to the model alone."""
+    from latency.analysis.ab import arm_changes
+
+    plan = lesson.helping_plan()
+    changes = arm_changes(plan.baseline.to_dict(), plan.variant.to_dict())
+    assert changes == ["levers int8 (A: none)", "pre workers 4 (A: 1)",
+                       "preprocessing fast (A: naive)", "postprocessing fast (A: naive)"]
+    a = sim_result(10.0, pre_ms=30.0)
+    b = sim_result(9.0, pre_ms=3.0)
+    a.config = plan.baseline.to_dict()
+    b.config = plan.variant.to_dict()
+    ab = merge(plan, [("A", a), ("B", b)])
+    d = ab.headline.component_deltas_ms
+    total = ab.b.latency_ms.mean - ab.a.latency_ms.mean
+    assert sum(d.values()) == pytest.approx(total, abs=1e-9)
+    assert d["preprocess"] == pytest.approx(-27.0, abs=1e-6)
+    assert "preprocess −27.0 ms" in ab.headline.text and "forward −1.00 ms" in ab.headline.text
+    assert ab.b.label == ", ".join(changes)

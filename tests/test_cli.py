@@ -157,3 +157,18 @@ def test_simulate_unstable_shows_the_queue_growing():
     line = out.stdout.split("queue length over the simulated horizon")[1].splitlines()[1]
     lengths = [int(x.split(":")[1]) for x in line.split()]
     assert lengths == sorted(lengths) and lengths[-1] > 4 * lengths[0] > 0
+
+
+def test_simulate_from_a_run_takes_its_batching_and_replicas(tmp_path):
+    """A batch-8 run replays as batch 8 (not batch 1, and not "unstable"); a flag overrides."""
+    j = tmp_path / "batched.json"
+    out = cli("run", "--model", "synthetic", "--model-arg", "forward_ms=4",
+              "--model-arg", "preprocess_ms=0", "--model-arg", "postprocess_ms=0",
+              "--batch-size", "8", "--max-batch-delay-ms", "5", "--replicas", "2",
+              "--concurrency", "16", "--requests", "800", "--json", str(j), "--no-save")
+    assert out.returncode == 0, out.stderr
+    sim = cli_here("simulate", "--from-run", str(j), "--requests", "20000")
+    assert sim.returncode == 0, sim.stderr
+    assert "2 replica(s), batch ≤ 8 / 5 ms" in sim.stdout and "unstable" not in sim.stdout
+    one = cli_here("simulate", "--from-run", str(j), "--replicas", "1", "--requests", "20000")
+    assert "1 replica(s), batch ≤ 8 / 5 ms" in one.stdout

@@ -377,3 +377,17 @@ def test_an_http_run_with_levers_reports_them_as_an_in_process_run_does():
         assert r.timings["model_load_s"] > 0
     assert over_http.environment["optimization"]["agreement"] == \
         in_process.environment["optimization"]["agreement"]  # the same check, same inputs
+
+
+def test_a_target_run_describes_what_it_measured_and_advises_only_what_is_yours(served):
+    """The header names the target and its model, not the local defaults; the batch sizes are
+    those the server's replies reported; the advice is about the server, not our settings."""
+    from latency.analysis.summary_text import format_summary
+
+    _, url, _ = served
+    r = execute(RunConfig(target=url, model="synthetic", concurrency=4, requests=120, warmup=5))
+    assert r.status == "completed", r.failure
+    head = format_summary(r).splitlines()[0]
+    assert head.startswith(f"run completed: target {url}, model synthetic") and "cpu" not in head
+    assert "batch sizes seen in its replies: mean 1.00" in head
+    assert "raise the batch size" not in str(r.summary.verdict)

@@ -19,7 +19,9 @@ def lab_page() -> AppTest:
 
 
 def finished(at) -> bool:
-    return any(s.value.startswith("Headline:") for s in at.subheader) or bool(at.error)
+    # a lesson step shows "Measured: …" until its question is answered, then the headline
+    return any(s.value.startswith(("Headline:", "Measured:")) for s in at.subheader) or \
+        bool(at.error)
 
 
 def test_lab_renders_every_control_with_help():
@@ -93,12 +95,16 @@ def test_the_lesson_asks_before_it_reveals_the_bars(monkeypatch):
     rerun_until(at, finished, timeout=240)
     assert not at.error, [e.value for e in at.error]
     assert at.radio(key="lesson_answer").value is None
+    # the answer is not given away: no attribution, no Amdahl explanation before the guess
+    assert not any(s.value.startswith("Headline:") for s in at.subheader)
+    assert not any("Amdahl" in i.value for i in at.info)
     names = [{t.get("name") for t in json.loads(c.proto.spec)["data"]}
              for c in at.get("plotly_chart")]
     assert not any({"queue", "forward"} <= n for n in names)  # bars hidden until answered
     at.radio(key="lesson_answer").set_value(
         "Where the rest of the time goes: the component bars").run()
     assert any("Yes" in s.value for s in at.success)
+    assert any(s.value.startswith("Headline:") for s in at.subheader)  # revealed now
     names = [{t.get("name") for t in json.loads(c.proto.spec)["data"]}
              for c in at.get("plotly_chart")]
     assert any({"queue", "forward", "preprocess"} <= n for n in names)

@@ -14,7 +14,12 @@ from latency.analysis.stats import LatencyStats
 from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.simulation.calibration import calibrated, recorded_arrivals
-from latency.simulation.capacity import hockey_stick, max_rate_for_slo, min_replicas_for_slo
+from latency.simulation.capacity import (
+    capacity_rps,
+    hockey_stick,
+    max_rate_for_slo,
+    min_replicas_for_slo,
+)
 from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
 from ui.shared import run_manager
 
@@ -26,6 +31,14 @@ def service_model(source: str, service_ms: float, dist: str, cv: float) -> Servi
     if source == "parametric":
         return ServiceModel(forward_ms=service_ms, dist=dist, cv=cv)
     return _recorded(source)[0]
+
+
+def capacity_of(source: str, service_ms: float, dist: str, cv: float, replicas: int,
+                batch: int, delay_ms: float) -> float:
+    """Requests per second the setting serves at utilisation 1."""
+    cfg = SimConfig(rate=1.0, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
+                    preprocess_workers=preprocess_workers(source))
+    return capacity_rps(cfg, service_model(source, service_ms, dist, cv))
 
 
 def preprocess_workers(source: str) -> int | None:

@@ -20,7 +20,7 @@ from latency.execution import lesson
 from latency.execution.ab import ABPlan, variant_config
 from latency.figures import lab_plots as labplots
 from latency.simulation import whatif
-from ui.shared import run_manager
+from ui.shared import plain, run_manager
 
 REAL_MODELS = ("image-cnn", "text-transformer", "tabular-mlp")
 SAME = "= A"
@@ -147,13 +147,23 @@ def merged(run_ids: tuple[str, ...], arms: tuple[str, ...], pairs: int) -> ABRes
         return f"{exc}" + (f" (a block failed: {failed[0]})" if failed else "")
 
 
-def headline_panel(ab: ABResult) -> None:
+def headline_panel(ab: ABResult, reveal: bool = True) -> None:
+    """The A/B's headline, its metrics and why. ``reveal`` False (a lesson's question not yet
+    answered): only what was measured end to end and the model alone — not where the change
+    came from, which is the question."""
     h = ab.headline
-    st.subheader(f"Headline: {h.text}")
+    if reveal:
+        st.subheader(f"Headline: {h.text}")
+    else:
+        alone = (f"; the model alone {fmt.change(h.forward_alone_change)}"
+                 if h.forward_alone_change is not None else "")
+        st.subheader(f"Measured: end-to-end p50 {fmt.change(h.p50_change)}, p99 "
+                     f"{fmt.change(h.p99_change)}{alone}")
     m = st.columns(5)
-    m[0].metric("forward pass, served", fmt.change(h.forward_change),
-                help="Median forward time per batch in the runs, B against A, at equal batch "
-                     "sizes. Includes waits for the Python interpreter under load.")
+    m[0].metric("forward pass, served", fmt.change(h.forward_mean_change),
+                help="Mean forward time per request in the runs, B against A. It also moves "
+                     "with the batch mix and the load (waits for a core and the interpreter), "
+                     "so it is not the model's own speed-up: that is 'alone'.")
     m[4].metric("forward pass, alone",
                 fmt.change(h.forward_alone_change),
                 help="B's model against the baseline model on one batch, timed call by call "
@@ -162,14 +172,16 @@ def headline_panel(ab: ABResult) -> None:
                 fmt.change(h.p50_change), delta_color="inverse")
     m[2].metric("end-to-end p99", fmt.duration(ab.b.latency_ms.p99),
                 fmt.change(h.p99_change), delta_color="inverse")
-    m[3].metric("forward's share of A", fmt.share(h.forward_share),
-                help="Amdahl's law: the most the total can change is this share times the "
-                     "forward pass's own change.")
-    st.info(f"**Why (Amdahl):** {h.explanation}")
-    st.caption(f"A = {ab.a.label}: {ab.a.requests} requests in {ab.a.blocks} block(s), "
-               f"{ab.a.throughput_rps:.0f} req/s · B = {ab.b.label}: {ab.b.requests} requests "
-               f"in {ab.b.blocks} block(s), {ab.b.throughput_rps:.0f} req/s · order "
-               f"{' '.join(ab.order)} · all measured on this machine just now.")
+    if reveal:
+        m[3].metric("forward's share of A", fmt.share(h.forward_share),
+                    help="Amdahl's law: the most the total can change is this share times "
+                         "the forward pass's own change.")
+        st.info(f"**Why (Amdahl):** {h.explanation}")
+    st.caption(f"A = {plain(ab.a.label)}: {ab.a.requests} requests in {ab.a.blocks} block(s), "
+               f"{ab.a.throughput_rps:.0f} req/s · B changes {plain(ab.b.label)}: "
+               f"{ab.b.requests} requests in {ab.b.blocks} block(s), "
+               f"{ab.b.throughput_rps:.0f} req/s · order {' '.join(ab.order)} · all measured on "
+               "this machine just now.")
 
 
 def charts_panel(ab: ABResult) -> None:

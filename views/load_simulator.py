@@ -7,6 +7,7 @@ from latency.figures import plots
 from ui.controls import KEEP
 from ui.load_simulator import (
     calibrated_prediction,
+    capacity_of,
     comparison_markdown,
     plan,
     predict,
@@ -46,8 +47,6 @@ if source == "parametric":
     if dist == "lognormal":
         cv = sb.slider("Spread (coefficient of variation)", 0.1, 3.0, 1.0, 0.1, key="sim_cv",
                        help="Standard deviation ÷ mean of the forward time.", **KEEP)
-rate = float(sb.slider("Arrival rate (req/s)", 1, 3000, 70, key="sim_rate",
-                       help="Mean arrivals per second.", **KEEP))
 arrival = sb.selectbox("Arrivals", ["poisson", "constant", "bursty"], key="sim_arrival",
                        help="Poisson: independent arrivals (the usual model of many users). "
                             "Constant: evenly spaced. Bursty: Poisson at twice the rate for a "
@@ -58,6 +57,17 @@ batch = sb.slider("Max batch size", 1, 64, 1, key="sim_batch",
                   help="Requests a replica takes at once.", **KEEP)
 delay = sb.slider("Max batch delay (ms)", 0.0, 50.0, 0.0, 0.5, key="sim_delay",
                   help="Longest wait for a batch to fill.", **KEEP)
+# the rate slider spans what this setting can serve (to 2.5× its capacity, where queues blow
+# up), not a fixed 1-3000 where the interesting part would be a sliver at one end
+capacity = capacity_of(source, service_ms, dist, cv, replicas, batch, float(delay))
+top = max(10, int(round(2.5 * capacity)))
+if st.session_state.get("sim_rate", 0) > top:
+    st.session_state["sim_rate"] = top
+rate = float(sb.slider("Arrival rate (req/s)", 1, top, min(70, max(1, int(0.7 * capacity))),
+                       key="sim_rate",
+                       help=f"Mean arrivals per second. This setting serves about "
+                            f"{capacity:,.0f} req/s (utilisation 1); the slider runs to 2.5× "
+                            "that.", **KEEP))
 slo = sb.number_input("SLO target, p99 (ms)", 0.1, 100000.0, 100.0, 1.0, key="sim_slo",
                       help="The p99 latency you promise.", **KEEP)
 

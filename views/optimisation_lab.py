@@ -76,14 +76,17 @@ def results() -> None:
     if isinstance(ab, str):
         st.error(f"The A/B has no result: {ab}")
         return
-    lab.headline_panel(ab)
     hide_bars = group.get("lesson") == "quantise"
+    # a lesson asks before it answers: where the change came from stays hidden until then
+    lab.headline_panel(ab, reveal=not hide_bars
+                       or st.session_state.get("lesson_answer") is not None)
     if hide_bars:
         h = ab.headline
-        alone = (f" (alone {fmt.change(h.forward_alone_change)})"
-                 if h.forward_alone_change is not None else "")
-        question = (f"Measured: the forward pass {fmt.change(h.forward_change)}{alone}, "
-                    f"end-to-end p50 {fmt.change(h.p50_change)}. What do you look at next?")
+        model = (f"the model alone {fmt.change(h.forward_alone_change)}"
+                 if h.forward_alone_change is not None
+                 else f"the forward pass {fmt.change(h.forward_mean_change)}")
+        question = (f"Measured: {model}, end-to-end p50 {fmt.change(h.p50_change)}. What do "
+                    "you look at next?")
         answer = st.radio(question, ANSWERS, index=None, key="lesson_answer")
         if answer is None:
             st.caption("Answer to reveal the component bars.")

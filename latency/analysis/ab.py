@@ -27,7 +27,33 @@ ARMS = ("A", "B")
 #: serving settings an arm may change besides levers, as the arm's label names them.
 SETTING_NAMES = {"replicas": "replicas", "threads": "threads", "batch_size": "batch ≤",
                  "max_batch_delay_ms": "batch delay ms", "preprocess_workers": "pre workers",
-                 "concurrency": "clients", "rate": "req/s", "device": "on", "dtype": "dtype"}
+                 "concurrency": "clients", "rate": "req/s", "device": "on", "dtype": "dtype",
+                 "pre": "preprocessing", "post": "postprocessing", "model": "pipeline",
+                 "transport": "transport", "payload": "payload", "inputs": "inputs"}
+
+
+def _levers(config: dict[str, Any]) -> list[str]:
+    levers = config.get("optimize") or []
+    return [str(x) for x in (levers if isinstance(levers, list) else [levers])]
+
+
+def arm_changes(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Every setting B changes against A, each with both values: 'int8 (A: none)',
+    'preprocessing fast (A: naive)', 'pre workers 4 (A: 1)'. An A/B's label names all of
+    them: a result must never be credited to one change while another made it."""
+    out = []
+    la, lb = _levers(a), _levers(b)
+    if la != lb:
+        out.append(f"levers {'+'.join(lb) or 'none'} (A: {'+'.join(la) or 'none'})")
+    for key, name in SETTING_NAMES.items():
+        va, vb = a.get(key), b.get(key)
+        if va != vb:
+            out.append(f"{name} {vb} (A: {va})")
+    ma, mb = a.get("model_args") or {}, b.get("model_args") or {}
+    for k in sorted(set(ma) | set(mb)):
+        if ma.get(k) != mb.get(k):
+            out.append(f"{k} {mb.get(k)} (A: {ma.get(k)})")
+    return out
 
 
 @dataclass
@@ -155,6 +181,8 @@ class Headline:
     amdahl_mean_change: float
     text: str
     explanation: str
+    #: B − A of each component's mean, ms: they sum to the change of the mean total exactly
+    component_deltas_ms: dict[str, float] = field(default_factory=dict)
     #: B's forward pass alone against the baseline model's, one batch as the run sends it,
     #: timed side by side in B's run process before its load (None without model levers).
     #: In the run, the forward pass also waits for the interpreter whenever Python
@@ -163,13 +191,15 @@ class Headline:
 
 
 def headline(a: ArmStats, b: ArmStats) -> Headline:
-    """"forward −X% → end-to-end p50 −Y%, p99 −Z%", and why, from Amdahl's law.
+    """"end-to-end p50 −Y%, p99 −Z%; mean −d ms = preprocess −a ms, queue −b ms, …; the model
+    alone −X%", and why, from Amdahl's law.
 
-    The forward figure compares the forward pass at equal batch sizes
-    (``matched_forward_change``). If only the forward pass had changed, the mean total would change
-    by ``forward share × forward change`` — the Amdahl prediction; a measured change far from
-    it means something else moved too (queueing responding to the faster service, or a
-    variant of pre/postprocessing).
+    The end-to-end change leads, attributed component by component (the mean's deltas sum to
+    the total's exactly), so a gain is never credited to the model when preprocessing or
+    queueing made it. The model's own speed-up is the one timed alone, side by side; the
+    served forward time also moves with the batch mix and the load. If only the model had
+    changed, the mean would change by ``forward share × model change`` — the Amdahl
+    prediction; a measured change far from it means something else moved too.
     """
     fa, fb = a.components_ms["forward"].mean, b.components_ms["forward"].mean
     ta, tb = a.latency_ms.mean, b.latency_ms.mean
@@ -180,36 +210,55 @@ def headline(a: ArmStats, b: ArmStats) -> Headline:
     p50 = _change(a.latency_ms.p50, b.latency_ms.p50)
     p99 = _change(a.latency_ms.p99, b.latency_ms.p99)
     mean = _change(ta, tb)
-    amdahl = share * fwd
     opt = b.optimization or {}
     alone = (_change(opt["baseline_steady_ms"], opt["steady_ms"])
              if opt.get("steady_ms") and opt.get("baseline_steady_ms") else None)
-    also = f" (alone {fmt.change(alone)})" if alone is not None else ""
-    text = (f"forward {fmt.change(fwd)}{also} → end-to-end p50 {fmt.change(p50)}, "
-            f"p99 {fmt.change(p99)}")
-    biggest = max((c for c in COMPONENTS if c != "forward"),
-                  key=lambda c: a.components_ms[c].mean)
-    bshare = a.components_ms[biggest].mean / ta if ta else 0.0
+    deltas = {c: (b.components_ms[c].mean or 0.0) - (a.components_ms[c].mean or 0.0)
+              for c in COMPONENTS}
+    text = (f"end-to-end p50 {fmt.change(p50)}, p99 {fmt.change(p99)}; mean "
+            f"{fmt.signed_ms(tb - ta)} ms = {attribution(deltas, tb - ta)}")
+    if alone is not None:
+        text += f"; the model alone {fmt.change(alone)}"
+    # Amdahl's bound with the model's own change: timed alone when B changed the model, else
+    # the served forward time per request (which also moves with the batch mix and the load)
+    model = alone if alone is not None else fwd_mean
+    amdahl = share * model
+    which = "the model alone" if alone is not None else "the served forward time"
     explanation = (
-        f"The forward pass was {fmt.share(share)} of the baseline's mean end-to-end time, so "
-        f"changing it by {fmt.change(fwd)} can move the mean by about {fmt.share(share)} × "
-        f"{fmt.change(fwd)} = {fmt.change(amdahl)} (Amdahl's law); measured: "
-        f"{fmt.change(mean)}. "
-        f"The largest other component was {biggest} at {fmt.share(bshare)} of the mean.")
+        f"The forward pass was {fmt.share(share)} of A's mean end-to-end time, so a change of "
+        f"{fmt.change(model)} ({which}) can move the mean by about {fmt.share(share)} × "
+        f"{fmt.change(model)} = {fmt.change(amdahl)} (Amdahl's law); measured: "
+        f"{fmt.change(mean)}, made of: {attribution(deltas, tb - ta)}.")
     if abs(mean - amdahl) > max(0.05, 0.5 * abs(amdahl)):
         explanation += (" The measured change differs from the forward-only prediction: other "
-                        "components moved too (queueing responds to service times; check the "
-                        "bars).")
+                        "components moved — B changes more than the model, or queueing "
+                        "responded to the faster service.")
     if matched is not None and abs(matched - fwd_mean) > 0.1:
-        explanation += (f" Per request, the mean forward time changed by "
-                        f"{fmt.change(fwd_mean)}: the batch sizes differed between the arms "
-                        "(the headline compares batches of the same size).")
-    if alone is not None and fwd - alone > 0.15:
-        explanation += (f" Alone, B's model ran {fmt.change(alone)} against the baseline model; "
-                        "served under load, the forward pass also waits for a core and for the "
-                        "Python interpreter (held by the server's other threads), which a "
-                        "faster model does not shorten.")
-    return Headline(fwd, fwd_mean, mean, p50, p99, share, amdahl, text, explanation, alone)
+        explanation += (f" Served, the forward time per request changed by "
+                        f"{fmt.change(fwd_mean)} and per batch of equal size by "
+                        f"{fmt.change(matched)}: the batch sizes differed between the arms, so "
+                        "neither is the model's own speed-up.")
+    if alone is not None and fwd_mean - alone > 0.15:
+        explanation += (f" Alone, B's model ran {fmt.change(alone)} against A's; served under "
+                        "load, the forward pass also waits for a core and for the Python "
+                        "interpreter (held by the server's other threads), which a faster "
+                        "model does not shorten.")
+    return Headline(fwd, fwd_mean, mean, p50, p99, share, amdahl, text, explanation, deltas,
+                    alone)
+
+
+def attribution(deltas: dict[str, float], total: float, keep: float = 0.05) -> str:
+    """'preprocess −225 ms, queue −4.1 ms, others +0.3 ms': the components that moved the
+    mean, largest first, each ≥ ``keep`` of the largest move; the rest summed, so the parts
+    add up to ``total`` as printed."""
+    ranked = sorted(deltas, key=lambda c: -abs(deltas[c]))
+    top = abs(deltas[ranked[0]]) if ranked else 0.0
+    named = [c for c in ranked if top and abs(deltas[c]) >= keep * top]
+    parts = [f"{c} {fmt.signed_ms(deltas[c])} ms" for c in named]
+    rest = total - sum(deltas[c] for c in named)
+    if len(named) < len(ranked) and abs(rest) > 0:
+        parts.append(f"others {fmt.signed_ms(rest)} ms")
+    return ", ".join(parts) or "no change"
 
 
 @dataclass
@@ -230,10 +279,6 @@ def merge(plan: Any, blocks: Sequence[tuple[str, RunResult]]) -> ABResult:
     (``latency.execution.ab.ABPlan``) or its ``to_dict()``."""
     a = arm_stats("A", [r for arm, r in blocks if arm == "A"])
     b = arm_stats("B", [r for arm, r in blocks if arm == "B"])
-    changed = [f"{name} {b.config[key]}" for key, name in SETTING_NAMES.items()
-               if a.config.get(key) != b.config.get(key)]
-    if changed:
-        b.label = ", ".join(x for x in (b.label if b.label != "baseline" else "",
-                                         *changed) if x)
+    b.label = ", ".join(arm_changes(a.config, b.config)) or "the same settings as A"
     info = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
     return ABResult(info, a, b, headline(a, b), [arm for arm, _ in blocks])

@@ -27,6 +27,21 @@ ADVICE = {
 }
 
 
+#: for a remote target: only what the person profiling it controls from here, or can ask of
+#: the server's operators — its batching and replicas are the server's own settings
+REMOTE_ADVICE = {
+    "network": "shrink payloads, keep connections alive, or profile from closer to the server",
+    "queue": "requests wait inside the server: its replicas, batching and concurrency are the "
+             "server's settings — scale it, or lower the load you send",
+    "preprocess": "the server's preprocessing (decode, resize, tokenise) is the cost: look "
+                  "there before the model",
+    "forward": "the model on the server: quantise, compile, a smaller model or faster "
+               "hardware there",
+    "postprocess": "the server's postprocessing: smaller responses, top-k instead of full "
+                   "scores",
+    "overhead": "this client could not send on schedule: lower the rate or give it more CPU",
+}
+
 #: the header a server sends so that its time is split into components (durations in ms).
 SERVER_TIMING_EXAMPLE = ("Server-Timing: queue;dur=0.4, preprocess;dur=1.2, forward;dur=3.1, "
                          "postprocess;dur=0.2")
@@ -59,8 +74,9 @@ def verdict(successful: int, errors: int, component_means: dict[str, float | Non
     ranked = sorted(means, key=means.get, reverse=True)  # type: ignore[arg-type]
     second = ranked[1]
     leads = "dominates" if share >= 0.5 else "is the largest share"
+    advice = (REMOTE_ADVICE if config.get("target") else ADVICE)[top]
     text = (f"{top} {leads} ({fmt.share(share)} of the mean {fmt.duration(total)}; next: "
-            f"{second} {fmt.share(means[second] / total)}) — {ADVICE[top]}")
+            f"{second} {fmt.share(means[second] / total)}) — {advice}")
     if overloaded:
         drop = f", {dropped:,} dropped" if dropped else ""
         return Verdict(f"overloaded: offered {offered_rps:g} req/s, served "

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from latency.cli import history as history_cli
-from latency.cli.args import EXIT_OK, FORMATTER, UsageError, number
+from latency.cli.args import EXIT_OK, FORMATTER, NO_DEFAULT, UsageError, number
 from latency.core import fmt
 from latency.core.errors import ConfigError
 
@@ -19,10 +19,13 @@ def add_parser(sub: Any) -> None:
                         formatter_class=FORMATTER)
     sm.add_argument("--rate", type=number,
                     help="arrivals per second (required, except with --from-run: the run's)")
-    sm.add_argument("--replicas", type=int, default=1, help="model workers")
-    sm.add_argument("--batch-size", type=int, default=1, help="largest batch")
-    sm.add_argument("--max-batch-delay-ms", type=number, default=0.0,
-                    help="longest wait for a batch to fill")
+    sm.add_argument("--replicas", type=int,
+                    help="model workers (default: the --from-run run's, else 1)" + NO_DEFAULT)
+    sm.add_argument("--batch-size", type=int,
+                    help="largest batch (default: the --from-run run's, else 1)" + NO_DEFAULT)
+    sm.add_argument("--max-batch-delay-ms", type=number,
+                    help="longest wait for a batch to fill (default: the --from-run run's, "
+                         "else 0)" + NO_DEFAULT)
     sm.add_argument("--arrival", default="poisson",
                     help="poisson, constant, bursty (on/off at twice the rate) or recorded "
                          "(the --from-run run's own arrival times)")
@@ -63,8 +66,10 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     if a.json:  # checked before simulating; creates nothing
         check_output(a.json, "--json", force=a.force, history=a.db or default_path(),
                      inputs=(a.from_run,))
-    positive_int("replicas", a.replicas, 1024)
-    positive_int("batch-size", a.batch_size, MAX_BATCH)
+    for flag, value, top in (("replicas", a.replicas, 1024),
+                             ("batch-size", a.batch_size, MAX_BATCH)):
+        if value is not None:
+            positive_int(flag, value, top)
     positive_int("requests", a.requests, MAX_REQUESTS)
     if a.preprocess_workers is not None:
         positive_int("preprocess-workers", a.preprocess_workers, 1024)
@@ -77,7 +82,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     for flag, value in (("service-ms", a.service_ms), ("service-cv", a.service_cv)):
         if not 0 < value < 1e7:
             raise ConfigError(f"--{flag} must be > 0 (got {value:g})")
-    if not 0 <= a.max_batch_delay_ms <= 1e5:
+    if a.max_batch_delay_ms is not None and not 0 <= a.max_batch_delay_ms <= 1e5:
         raise ConfigError("--max-batch-delay-ms must be between 0 and 100000")
     if a.from_run is None and (a.rate is None or a.arrival == "recorded"):
         raise UsageError("--rate is required (or --from-run RUN to take a recorded run's)"
@@ -95,14 +100,23 @@ def cmd_simulate(a: argparse.Namespace) -> int:
             raise ConfigError(f"--from-run: {exc}") from None
         if a.rate is None or a.arrival == "recorded":
             a.rate = recorded_rate
-        if a.preprocess_workers is None:
-            a.preprocess_workers = recorded_config.get("preprocess_workers")
+        # the recorded server, unless a flag says otherwise: its worker pool, batching and
+        # replicas (a batch-8 run must not replay as batch 1 and call itself unstable)
+        for flag, key in (("preprocess_workers", "preprocess_workers"),
+                          ("batch_size", "batch_size"), ("max_batch_delay_ms",
+                                                         "max_batch_delay_ms"),
+                          ("replicas", "replicas")):
+            if getattr(a, flag) is None and recorded_config.get(key) is not None:
+                setattr(a, flag, recorded_config[key])
         source = (f"service resampled from {a.from_run} "
                   f"({len(rows)} recorded requests, batch sizes "
                   f"{', '.join(str(b) for b in sorted(svc.forward_by_batch))})")
     else:
         svc = ServiceModel(forward_ms=a.service_ms, dist=a.service_dist, cv=a.service_cv)
         source = f"service {a.service_ms:g} ms {a.service_dist}"
+    a.replicas = a.replicas or 1
+    a.batch_size = a.batch_size or 1
+    a.max_batch_delay_ms = a.max_batch_delay_ms or 0.0
     cfg = SimConfig(rate=a.rate, replicas=a.replicas, batch_size=a.batch_size,
                     max_batch_delay_ms=a.max_batch_delay_ms, arrival=a.arrival,
                     requests=a.requests, seed=a.seed, arrival_times_ms=times,
