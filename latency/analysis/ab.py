@@ -254,6 +254,9 @@ def attribution(deltas: dict[str, float], total: float, keep: float = 0.05) -> s
     ranked = sorted(deltas, key=lambda c: -abs(deltas[c]))
     top = abs(deltas[ranked[0]]) if ranked else 0.0
     named = [c for c in ranked if top and abs(deltas[c]) >= keep * top]
+    moved_rest = [c for c in ranked if c not in named and deltas[c] != 0]
+    if len(moved_rest) == 1:  # one small mover is named, never hidden as "others"
+        named += moved_rest
     parts = [f"{c} {fmt.signed_ms(deltas[c])} ms" for c in named]
     rest = total - sum(deltas[c] for c in named)
     if len(named) < len(ranked) and abs(rest) > 0:
