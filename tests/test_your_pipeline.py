@@ -447,6 +447,6 @@ def test_levers_and_ab_apply_to_your_pipeline(tmp_path):
                           "--warmup", "5", "--json", str(tmp_path / "ab.json")],
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
-    assert "A = baseline · B = int8" in out.stdout
+    assert "A = baseline · B = levers int8 (A: none)" in out.stdout
     assert json.loads((tmp_path / "ab.json").read_text())["B"]["config"]["model"] == \
         "sentiment"
