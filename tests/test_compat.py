@@ -4,7 +4,9 @@
 - the history database of that code opens, lists and loads its runs;
 - each stored summary survives ``Summary.from_dict → to_dict`` key for key, value for value;
 - summarising the stored rows again gives the same numbers as that code did (the text of a
-  verdict or warning may be worded differently; every number and key is the same);
+  verdict or warning may be worded differently; every number and key is the same, but for the
+  p99 intervals: they are computed differently since, honest about queueing — batch means, not
+  the binomial formula — and a stored interval still loads as stored);
 - a run JSON of that code reloads, and its result writes JSON and CSV whose keys, columns and
   numbers are those of the file (keys added since — the run's validity — come after them).
 """
@@ -24,6 +26,8 @@ from latency.storage.store import RunStore
 
 DATA = Path(__file__).parent / "data" / "compat"
 TEXT_KEYS = {"verdict", "warnings"}
+#: recomputed by a new method since (issue 12: the p99 interval under queueing); same key
+RECOMPUTED_KEYS = {"p99_ci95"}
 
 
 @pytest.fixture()
@@ -38,7 +42,7 @@ def _numbers_equal(a, b, path=""):
     if isinstance(a, dict):
         assert isinstance(b, dict) and list(a) == list(b), f"{path}: keys {list(a)} != {list(b)}"
         for k in a:
-            if k not in TEXT_KEYS:
+            if k not in TEXT_KEYS | RECOMPUTED_KEYS:
                 _numbers_equal(a[k], b[k], f"{path}.{k}")
     elif isinstance(a, list):
         assert isinstance(b, list) and len(a) == len(b), path

@@ -1,11 +1,14 @@
 """The Load Simulator page through AppTest: sliders change the figures; unstable settings say
 so plainly; capacity answers appear."""
 import json
+import math
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from latency.core import fmt
+from latency.simulation import queueing
 from tests.conftest import rerun_until
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -39,6 +42,40 @@ def test_sliders_change_the_predicted_figures():
     names = {t["name"] for t in curve["data"]}
     assert {"p50 (simulated)", "p99 (simulated)", "your setting"} <= names
     assert "p99 (M/M/c theory)" in names  # exponential service, batch 1: theory overlaid
+
+
+def test_headline_marker_curve_and_closed_form_describe_one_queue():
+    """At the default (M/M/1, ρ 0.7) the headline p99, the marker, the curve through it and
+    the closed form agree: the marker is a vertex of the p99 line with the headline's value,
+    and the closed form lies inside the headline's 95 % interval and inside every curve
+    point's interval that the page draws."""
+    at = simulator()
+    curve = next(s for s in chart_specs(at)
+                 if any(t.get("name") == "your setting" for t in s["data"]))
+    line = next(t for t in curve["data"] if t["name"] == "p99 (simulated)")
+    theory = next(t for t in curve["data"] if t["name"] == "p99 (M/M/c theory)")
+    mark = next(t for t in curve["data"] if t["name"] == "your setting")
+    rho, marker_p99 = mark["x"][1], mark["y"][1]
+    i = line["x"].index(rho)  # a vertex of the line, not a point floating near it
+    assert line["y"][i] == marker_p99
+    headline = next(m.value for m in at.metric if m.label.startswith("p99"))
+    assert headline == fmt.duration(marker_p99)
+    closed = queueing.mmc_response_percentile(0.070, 10.0, 1, 0.99)
+    assert theory["y"][i] == pytest.approx(closed)
+    caption = next(c.value for c in at.caption if "95 % interval" in c.value)
+    assert "closed form" in caption and fmt.duration(closed) in caption
+    lo = marker_p99 - line["error_y"]["arrayminus"][i]
+    hi = marker_p99 + line["error_y"]["array"][i]
+    assert lo <= closed <= hi, (lo, closed, hi)
+    drawn = missed = 0
+    for y, up, down, th in zip(line["y"], line["error_y"]["array"],
+                               line["error_y"]["arrayminus"], theory["y"]):
+        if up is None or (isinstance(up, float) and math.isnan(up)):
+            continue
+        drawn += 1
+        missed += not y - down <= th <= y + up
+    # each interval covers ~95 % of the time: of ~10 drawn, more than 2 misses is a ~1 % event
+    assert drawn >= 5 and missed <= 2, (drawn, missed)
 
 
 def test_an_unstable_setting_shows_the_unstable_message():

@@ -10,12 +10,13 @@ import numpy as np
 import streamlit as st
 
 from latency.analysis.snapshot import build_snapshot
-from latency.analysis.stats import LatencyStats
+from latency.analysis.stats import LatencyStats, missing_interval_reason, quantile_spread
 from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.simulation.calibration import calibrated, recorded_arrivals
 from latency.simulation.capacity import (
     capacity_rps,
+    closed_form,
     hockey_stick,
     max_rate_for_slo,
     min_replicas_for_slo,
@@ -99,8 +100,16 @@ def predict(source: str, service_ms: float, dist: str, cv: float, rate: float, r
     measured = rows[~rows["warmup"]]
     snap = build_snapshot("simulated", 0, "completed", "simulated", {"rate": rate}, rows, {},
                           {}, int(measured["t_intended"][0]), int(measured["t_done"].max()))
-    return {"snapshot": snap, "utilisation": utilisation(cfg, svc),
-            "curve": curve(source, service_ms, dist, cv, replicas, batch, delay_ms, arrival)}
+    rho, lat = utilisation(cfg, svc), snap.summary.latency_ms
+    theory = closed_form(cfg, svc, rate)
+    grid = curve(source, service_ms, dist, cv, replicas, batch, delay_ms, arrival)
+    # the headline's own run becomes the curve's vertex at this utilisation: the marker lies
+    # on the line, and the line's neighbours share its first requests (common random numbers)
+    marked = grid.with_point(rho, lat.p50, lat.p99, lat.p99_ci95, theory) if rho < 1 else grid
+    return {"snapshot": snap, "utilisation": rho, "curve": marked, "theory": theory,
+            "interval_note": (None if lat.p99_ci95 else missing_interval_reason(
+                quantile_spread(measured["t_done"] - measured["t_intended"], lat.p99 * 1e6),
+                " for the simulated p99"))}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -84,6 +84,16 @@ m[1].metric("p50 (simulated)", fmt.duration(lat.p50))
 m[2].metric("p99 (simulated)", fmt.duration(lat.p99))
 share = snap.share_within(slo)
 m[3].metric(f"within SLO {slo:g} ms", f"{share:.1%}" if share is not None else "—")
+ci, theory = lat.p99_ci95, p["theory"]
+st.caption(
+    f"Simulated over {snap.summary.requests:,} requests (the first "
+    f"{snap.summary.warmup_requests:,}, from an empty system, dropped). "
+    + (f"p99 95 % interval {fmt.duration(ci[0])} – {fmt.duration(ci[1])} (batch means: "
+       "queued requests are not independent). " if ci else (p["interval_note"] or "") + ". ")
+    + (f"M/M/{replicas} closed form: p50 {fmt.duration(theory[0])}, p99 "
+       f"{fmt.duration(theory[1])}." if theory else
+       "No closed form applies to this setting (batching, non-exponential forward times, "
+       "preprocessing or non-Poisson arrivals): the simulation is the answer."))
 if rho >= 1:
     st.error(f"**Unstable:** ρ = {rho:.2f} ≥ 1 — requests arrive faster than the replicas can "
              "serve them, so the queue grows without limit and there is no steady-state "
@@ -101,14 +111,20 @@ with right:
         share), key="sim_hist")
 c = p["curve"]
 st.subheader("The hockey stick")
+mark = ((c.utilisation[c.marked], c.p50_ms[c.marked], c.p99_ms[c.marked])
+        if c.marked is not None else None)
 st.plotly_chart(plots.hockey_stick_figure(
-    c.utilisation, c.p50_ms, c.p99_ms, c.theory_p50_ms, c.theory_p99_ms,
-    (min(rho, 0.999), lat.p50, lat.p99) if rho < 1 else None, slo), key="sim_curve")
+    c.utilisation, c.p50_ms, c.p99_ms, c.theory_p50_ms, c.theory_p99_ms, mark, slo,
+    p99_interval_ms=(c.p99_lo_ms, c.p99_hi_ms) if c.p99_lo_ms is not None else None),
+    key="sim_curve")
 if rho >= 1:
     st.caption(f"Your setting (ρ = {rho:.2f}) is off this chart: at ρ ≥ 1 there is no steady "
                "state to plot.")
-st.caption("p50 and p99 as the arrival rate rises (all else as set). Near ρ = 1 a queue takes "
-           "ever longer to settle; the last points are simulated on a capped horizon and "
+st.caption("p50 and p99 as the arrival rate rises (all else as set); your setting is the "
+           "headline's own simulation, a point of the line. Every point draws the same random "
+           "numbers, so the line is smooth; bars: the p99's 95 % interval where the point's "
+           "run is long enough for an honest one. Near ρ = 1 a queue takes ever longer to "
+           "settle; the last points are simulated on a capped horizon (20,000 requests) and "
            "under-state the tail a little. Dotted: the M/M/c closed form, where it applies.")
 st.subheader("Capacity planning (simulated)")
 if st.toggle("Answer: highest rate and fewest replicas for the SLO", key="sim_plan",

@@ -17,8 +17,13 @@ import numpy as np
 
 from latency.analysis.result import RunResult
 from latency.analysis.snapshot import MAKEUP_POINTS, QUANTILE_GRID
-from latency.analysis.stats import LatencyStats, describe_ms, tail_makeup_ms
-from latency.analysis.summary import MIN_FOR_P99
+from latency.analysis.stats import (
+    LatencyStats,
+    describe_ms,
+    missing_interval_reason,
+    quantile_spread,
+    tail_makeup_ms,
+)
 from latency.core import fmt
 from latency.core.optimization import lever_summary
 from latency.core.records import COMPONENTS, component_ns, measured_and_ok
@@ -113,11 +118,12 @@ def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
     rows = np.concatenate(oks) if oks else np.zeros(0)
     if len(rows) == 0:
         raise ValueError(f"arm {arm} has no successful measured requests")
-    if len(rows) < MIN_FOR_P99:  # judged on the pool, not block by block
-        warnings.append(f"only {len(rows)} successful requests in this arm: too few for a p99 "
-                        f"confidence interval (need ≥ {MIN_FOR_P99}); use longer blocks or "
-                        "more pairs for a trustworthy tail")
     comps = component_ns(rows)
+    latency_ms = describe_ms(comps["total"])
+    if latency_ms.p99_ci95 is None:  # judged on the pool, not block by block
+        reason = missing_interval_reason(
+            quantile_spread(comps["total"], (latency_ms.p99 or 0.0) * 1e6), " in this arm")
+        warnings.append(f"{reason} (longer blocks or more pairs)")
     total_ms = comps["total"] / 1e6
     comps_ms = {c: comps[c] / 1e6 for c in COMPONENTS}
     order = np.argsort(total_ms, kind="stable")
@@ -133,7 +139,7 @@ def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
                                      cfg.get("post", "fast")),
         config=cfg, blocks=len(results), requests=int(len(rows)), errors=errors,
         throughput_rps=len(rows) / seconds if seconds else 0.0,
-        latency_ms=describe_ms(comps["total"]),
+        latency_ms=latency_ms,
         components_ms={c: describe_ms(comps[c], with_ci=False) for c in COMPONENTS},
         makeup_ms=makeup, quantiles_ms=[float(v) for v in quantiles], block_p50_ms=block_p50,
         optimization=results[0].environment.get("optimization"), warnings=warnings, rows=rows)

@@ -15,7 +15,13 @@ from typing import Any
 import numpy as np
 
 from latency.analysis.findings import Finding, Verdict, findings
-from latency.analysis.stats import LatencyStats, describe_ms
+from latency.analysis.stats import (
+    MIN_EFFECTIVE_FOR_P99,
+    LatencyStats,
+    describe_ms,
+    missing_interval_reason,
+    quantile_spread,
+)
 from latency.analysis.transport_summary import TransportSummary, transport_summary
 from latency.analysis.verdict import verdict
 from latency.core import fmt
@@ -28,7 +34,7 @@ LAG_WARN_MS = 2.0
 #: open loop: served below this share of the offered rate means the server is overloaded.
 OVERLOAD_SHARE = 0.9
 #: below this many successful requests a p99 has no confidence interval worth the name.
-MIN_FOR_P99 = 370
+MIN_FOR_P99 = MIN_EFFECTIVE_FOR_P99
 #: the statistics of the schedule lag the summary repeats on its own (it is ``overhead``).
 LAG_KEYS = ("mean", "p50", "p99", "max")
 
@@ -164,10 +170,10 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
         overloaded = len(measured) / duration_s < OVERLOAD_SHARE * offered_rps
     w = findings(warnings, "run")
     w += transport.findings()
-    if len(ok) < MIN_FOR_P99:
-        w.append(Finding(f"only {len(ok)} successful requests: too few for a p99 confidence "
-                         f"interval (need ≥ {MIN_FOR_P99}); run longer for a trustworthy tail",
-                         "too_few"))
+    latency_ms = describe_ms(comps["total"])
+    if latency_ms.p99_ci95 is None:
+        spread = quantile_spread(comps["total"], (latency_ms.p99 or 0.0) * 1e6)
+        w.append(Finding(missing_interval_reason(spread) or "", "too_few"))
     if overloaded:
         drop = (f", {dropped:,} dropped (never sent, or still waiting when the drain grace "
                 "ended)" if dropped else "")
@@ -191,7 +197,7 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
         error_rate=error_rate, warmup_requests=int(len(warmup_rows)),
         warmup_latency_ms=describe_ms(component_ns(warmup_rows)["total"], with_ci=False),
         duration_s=duration_s, throughput_rps=throughput,
-        latency_ms=describe_ms(comps["total"]), components_ms=components_ms,
+        latency_ms=latency_ms, components_ms=components_ms,
         batch_size_mean=(float(ok["batch_size"].mean())
                          if len(ok) and ok["batch_size"].any() else None),
         transport=transport,

@@ -457,18 +457,29 @@ def hockey_stick_figure(utilisation: Sequence[float], p50_ms: Sequence[float],
                         p99_ms: Sequence[float], theory_p50_ms: Sequence[float] | None = None,
                         theory_p99_ms: Sequence[float] | None = None,
                         current: tuple[float, float, float] | None = None,
-                        slo_ms: float | None = None, title: str | None = None) -> go.Figure:
+                        slo_ms: float | None = None, title: str | None = None,
+                        p99_interval_ms: tuple[Sequence[float], Sequence[float]] | None = None
+                        ) -> go.Figure:
     """p50 and p99 against utilisation: flat, then a wall. ``current`` = (ρ, p50, p99) marks
-    the slider's setting; dashed lines are the closed form where one applies (M/M/c)."""
+    the slider's setting; dashed lines are the closed form where one applies (M/M/c);
+    ``p99_interval_ms`` = (low, high) per point draws the p99's 95 % interval as error bars
+    where it is finite (a point too short for an honest interval has none)."""
     if len(utilisation) == 0:
         return empty_figure(title)
     u = list(utilisation)
+    error_y = None
+    if p99_interval_ms is not None:
+        lo, hi = (np.asarray(v, dtype=float) for v in p99_interval_ms)
+        p99 = np.asarray(p99_ms, dtype=float)
+        error_y = {"type": "data", "symmetric": False, "array": list(hi - p99),
+                   "arrayminus": list(p99 - lo), "color": SERIES_COLOURS[1], "thickness": 1,
+                   "width": 4}
     traces = [
         go.Scatter(x=u, y=list(p50_ms), name="p50 (simulated)", mode="lines+markers",
                    line={"color": SERIES_COLOURS[0], "width": 2},
                    hovertemplate="ρ=%{x:.2f}: p50 %{y:.1f} ms<extra></extra>"),
         go.Scatter(x=u, y=list(p99_ms), name="p99 (simulated)", mode="lines+markers",
-                   line={"color": SERIES_COLOURS[1], "width": 2},
+                   line={"color": SERIES_COLOURS[1], "width": 2}, error_y=error_y,
                    hovertemplate="ρ=%{x:.2f}: p99 %{y:.1f} ms<extra></extra>"),
     ]
     if theory_p50_ms is not None and theory_p99_ms is not None:

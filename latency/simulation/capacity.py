@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from latency.analysis.stats import describe_ms
 from latency.simulation import queueing
 from latency.simulation.simulator import ServiceModel, SimConfig, simulate
 
@@ -23,11 +24,37 @@ CURVE_UTILISATION = np.array([0.05, 0.2, 0.35, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0
 
 @dataclass(frozen=True)
 class Curve:
+    """The hockey stick: simulated p50/p99 at each utilisation, the p99's 95 % interval where
+    the run was long enough for an honest one (NaN elsewhere), the M/M/c closed form where it
+    applies, and ``marked`` — the index of the page's own setting when it was put on the curve
+    (``with_point``), so the marker is a vertex of the line it sits on."""
+
     utilisation: np.ndarray
     p50_ms: np.ndarray
     p99_ms: np.ndarray
     theory_p50_ms: np.ndarray | None  # M/M/c response percentiles, where they apply
     theory_p99_ms: np.ndarray | None
+    p99_lo_ms: np.ndarray | None = None
+    p99_hi_ms: np.ndarray | None = None
+    marked: int | None = None
+
+    def with_point(self, rho: float, p50: float, p99: float,
+                   ci: tuple[float, float] | None,
+                   theory: tuple[float, float] | None) -> Curve:
+        """The curve with the setting's own simulation inserted as a vertex (replacing a grid
+        point at the same utilisation): the marker lies on the curve by construction."""
+        u = self.utilisation
+        keep = np.abs(u - rho) > 1e-9
+        i = int(np.searchsorted(u[keep], rho))
+
+        def put(a: np.ndarray | None, v: float) -> np.ndarray | None:
+            return None if a is None else np.insert(a[keep], i, v)
+
+        lo, hi = ci if ci else (np.nan, np.nan)
+        th50, th99 = theory if theory else (np.nan, np.nan)
+        return Curve(np.insert(u[keep], i, rho), put(self.p50_ms, p50), put(self.p99_ms, p99),
+                     put(self.theory_p50_ms, th50), put(self.theory_p99_ms, th99),
+                     put(self.p99_lo_ms, lo), put(self.p99_hi_ms, hi), marked=i)
 
 
 def capacity_rps(config: SimConfig, service: ServiceModel) -> float:
@@ -41,43 +68,64 @@ def capacity_rps(config: SimConfig, service: ServiceModel) -> float:
     return cap
 
 
-def _percentiles(config: SimConfig, service: ServiceModel) -> tuple[float, float]:
+def closed_form(config: SimConfig, service: ServiceModel,
+                rate: float) -> tuple[float, float] | None:
+    """The M/M/c response-time p50 and p99 (ms) at ``rate`` req/s, where the setting is an
+    M/M/c queue (Poisson arrivals, one request a batch, exponential forward times and nothing
+    else); None otherwise, or when unstable."""
+    exact = (config.batch_size == 1 and config.arrival == "poisson" and not service.samples
+             and service.dist == "exponential" and service.preprocess_ms == 0
+             and service.postprocess_ms == 0 and service.network_ms == 0
+             and service.lag_ms == 0 and service.turnaround_ms == 0)
+    if not exact or rate * service.forward_ms / 1000 >= config.replicas:
+        return None
+    tau, r = service.forward_ms, rate / 1000
+    return (queueing.mmc_response_percentile(r, tau, config.replicas, 0.5),
+            queueing.mmc_response_percentile(r, tau, config.replicas, 0.99))
+
+
+def point(config: SimConfig, service: ServiceModel) -> tuple[float, float,
+                                                             tuple[float, float] | None]:
+    """p50, p99 and the p99's 95 % interval (None when the run is too short for an honest
+    one) of the total latency of one simulated run, its warm-up transient dropped."""
     rows = simulate(config, service)
     m = rows[~rows["warmup"]]
-    total = (m["t_done"] - m["t_intended"]) / 1e6
-    p50, p99 = np.percentile(total, [50, 99])
-    return float(p50), float(p99)
+    d = describe_ms(m["t_done"] - m["t_intended"])
+    return float(d.p50), float(d.p99), d.p99_ci95
 
 
-def hockey_stick(config: SimConfig, service: ServiceModel, requests: int = 2000,
-                 most: int = 16_000) -> Curve:
+def _percentiles(config: SimConfig, service: ServiceModel) -> tuple[float, float]:
+    p50, p99, _ = point(config, service)
+    return p50, p99
+
+
+def hockey_stick(config: SimConfig, service: ServiceModel, requests: int = 4000,
+                 most: int = 20_000) -> Curve:
     """p50/p99 of the total latency against utilisation 0.05…0.98, everything else fixed.
 
     A queue near saturation needs ~1/(1−ρ) times longer to settle, so each point simulates
-    ``requests / (1 − ρ)`` requests, capped at ``most`` to keep the page instant: the last
-    points (ρ ≥ 0.9) are then still short of steady state and under-state the tail a little.
+    ``requests / (1 − ρ)`` requests, capped at ``most`` to keep the page quick: the last
+    points (ρ ≥ 0.8) are then still short of steady state and under-state the tail a little.
+    Every point draws the same random numbers (one stream per quantity, the same seed), so the
+    curve rises smoothly instead of jittering, and a longer run at any utilisation — the
+    page's headline — begins with exactly the requests of the point it replaces.
     """
     cap = capacity_rps(config, service)
-    p50, p99 = [], []
+    p50, p99, lo, hi = [], [], [], []
     for u in CURVE_UTILISATION:
         n = int(min(most, requests / (1 - u)))
-        # the same seed at every point (common random numbers): each point scales the same
-        # arrival gaps and service draws, so the curve rises smoothly instead of jittering
-        a, b = _percentiles(replace(config, rate=u * cap, requests=n), service)
+        a, b, ci = point(replace(config, rate=u * cap, requests=n), service)
         p50.append(a)
         p99.append(b)
+        lo.append(ci[0] if ci else np.nan)
+        hi.append(ci[1] if ci else np.nan)
+    theory = [closed_form(config, service, u * cap) for u in CURVE_UTILISATION]
     theory50 = theory99 = None
-    exact = (config.batch_size == 1 and config.arrival == "poisson" and not service.samples
-             and service.dist == "exponential" and service.preprocess_ms == 0
-             and service.postprocess_ms == 0)
-    if exact:
-        tau = service.forward_ms
-        rates = CURVE_UTILISATION * cap / 1000
-        theory50 = np.array([queueing.mmc_response_percentile(r, tau, config.replicas, 0.5)
-                             for r in rates])
-        theory99 = np.array([queueing.mmc_response_percentile(r, tau, config.replicas, 0.99)
-                             for r in rates])
-    return Curve(CURVE_UTILISATION, np.array(p50), np.array(p99), theory50, theory99)
+    if all(t is not None for t in theory):
+        theory50 = np.array([t[0] for t in theory if t])
+        theory99 = np.array([t[1] for t in theory if t])
+    return Curve(CURVE_UTILISATION, np.array(p50), np.array(p99), theory50, theory99,
+                 np.array(lo), np.array(hi))
 
 
 def max_rate_for_slo(config: SimConfig, service: ServiceModel, slo_ms: float,

@@ -94,18 +94,22 @@ def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
     """Simulated request rows (the engine's record format, stamps in ns), warm-up labelled."""
     if not config.allow_unstable and utilisation(config, service) >= 1:
         raise UnstableQueue(f"utilisation {utilisation(config, service):.2f} ≥ 1")
-    rng = np.random.default_rng(config.seed)
+    # one random stream per quantity: a run of n requests then begins with exactly the draws
+    # of a shorter run with the same seed (common random numbers across lengths and rates),
+    # so the hockey stick's points and the headline's longer run describe the same luck
+    arr_rng, pre_rng, post_rng, net_rng, lag_rng, fwd_rng = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(config.seed).spawn(6))
     n = config.requests
-    arrive = arrivals_ms(config, rng)
+    arrive = arrivals_ms(config, arr_rng)
     if service.samples:
-        pre = rng.choice(service.samples["preprocess"], n)
-        post = rng.choice(service.samples["postprocess"], n)
-        net = rng.choice(service.samples["network"], n)
-        lag = (rng.choice(service.samples["overhead"], n) if "overhead" in service.samples
+        pre = pre_rng.choice(service.samples["preprocess"], n)
+        post = post_rng.choice(service.samples["postprocess"], n)
+        net = net_rng.choice(service.samples["network"], n)
+        lag = (lag_rng.choice(service.samples["overhead"], n) if "overhead" in service.samples
                else np.zeros(n))
     else:
-        pre = service.draw(rng, service.preprocess_ms, n)
-        post = service.draw(rng, service.postprocess_ms, n)
+        pre = service.draw(pre_rng, service.preprocess_ms, n)
+        post = service.draw(post_rng, service.postprocess_ms, n)
         net = np.full(n, service.network_ms)
         lag = np.full(n, service.lag_ms)
     sent = arrive + lag
@@ -120,9 +124,9 @@ def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
     if service.forward_trace_ms is not None:
         fwd_draws = np.resize(np.asarray(service.forward_trace_ms, dtype=float), n).tolist()
     elif service.forward_by_batch:
-        fwd_draws = rng.random(n).tolist()
+        fwd_draws = fwd_rng.random(n).tolist()
     else:
-        fwd_draws = service.draw(rng, service.forward_ms, n).tolist()
+        fwd_draws = service.draw(fwd_rng, service.forward_ms, n).tolist()
     if config.replicas == 1 and config.batch_size == 1:
         starts, t_start, t_fwd, reps = _one_server(ready[order], post_sorted, fwd_draws, service)
     else:
