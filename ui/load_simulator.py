@@ -28,18 +28,28 @@ SIM_REQUESTS = 40_000
 HISTORY = "history:"  # source keys of runs read back from the saved history
 
 
-def service_model(source: str, service_ms: float, dist: str, cv: float) -> ServiceModel:
+#: parametric forward time of a batch of b: forward × (1 + share × (b − 1)). The default share
+#: is the sample image-cnn's eager forward measured here, 1.53 ms at batch 1 and 6.37 ms at 8
+#: (BENCHMARKS.md, bench/bench_onnx.py): each extra request costs 45 % of a batch-1 call
+PER_ITEM_SHARE_DEFAULT = 0.45
+
+
+def service_model(source: str, service_ms: float, dist: str, cv: float,
+                  per_item: float = 0.0) -> ServiceModel:
+    """``per_item``: the forward cost of each extra request in a batch, as a share of the
+    batch-1 forward time (parametric service only; a recording has its own per batch size)."""
     if source == "parametric":
-        return ServiceModel(forward_ms=service_ms, dist=dist, cv=cv)
+        return ServiceModel(forward_ms=service_ms, forward_per_item_ms=per_item * service_ms,
+                            dist=dist, cv=cv)
     return _recorded(source)[0]
 
 
 def capacity_of(source: str, service_ms: float, dist: str, cv: float, replicas: int,
-                batch: int, delay_ms: float) -> float:
+                batch: int, delay_ms: float, per_item: float = 0.0) -> float:
     """Requests per second the setting serves at utilisation 1."""
     cfg = SimConfig(rate=1.0, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
                     preprocess_workers=preprocess_workers(source))
-    return capacity_rps(cfg, service_model(source, service_ms, dist, cv))
+    return capacity_rps(cfg, service_model(source, service_ms, dist, cv, per_item))
 
 
 def preprocess_workers(source: str) -> int | None:
@@ -91,8 +101,9 @@ def _history_runs() -> dict[str, str]:
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def predict(source: str, service_ms: float, dist: str, cv: float, rate: float, replicas: int,
-            batch: int, delay_ms: float, arrival: str = "poisson") -> dict[str, Any]:
-    svc = service_model(source, service_ms, dist, cv)
+            batch: int, delay_ms: float, arrival: str = "poisson",
+            per_item: float = 0.0) -> dict[str, Any]:
+    svc = service_model(source, service_ms, dist, cv, per_item)
     cfg = SimConfig(rate=rate, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
                     requests=SIM_REQUESTS, arrival=arrival,
                     preprocess_workers=preprocess_workers(source))
@@ -102,7 +113,7 @@ def predict(source: str, service_ms: float, dist: str, cv: float, rate: float, r
                           {}, int(measured["t_intended"][0]), int(measured["t_done"].max()))
     rho, lat = utilisation(cfg, svc), snap.summary.latency_ms
     theory = closed_form(cfg, svc, rate)
-    grid = curve(source, service_ms, dist, cv, replicas, batch, delay_ms, arrival)
+    grid = curve(source, service_ms, dist, cv, replicas, batch, delay_ms, arrival, per_item)
     # the headline's own run becomes the curve's vertex at this utilisation: the marker lies
     # on the line, and the line's neighbours share its first requests (common random numbers)
     marked = grid.with_point(rho, lat.p50, lat.p99, lat.p99_ci95, theory) if rho < 1 else grid
@@ -114,10 +125,10 @@ def predict(source: str, service_ms: float, dist: str, cv: float, rate: float, r
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def curve(source: str, service_ms: float, dist: str, cv: float, replicas: int, batch: int,
-          delay_ms: float, arrival: str = "poisson") -> Any:
+          delay_ms: float, arrival: str = "poisson", per_item: float = 0.0) -> Any:
     """The hockey stick does not depend on the arrival rate (it sweeps it), so the most-moved
     slider in a workshop only moves the marker: the curve comes from this cache."""
-    svc = service_model(source, service_ms, dist, cv)
+    svc = service_model(source, service_ms, dist, cv, per_item)
     cfg = SimConfig(rate=1.0, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
                     arrival=arrival, preprocess_workers=preprocess_workers(source))
     return hockey_stick(cfg, svc)
@@ -126,8 +137,8 @@ def curve(source: str, service_ms: float, dist: str, cv: float, replicas: int, b
 @st.cache_data(max_entries=128, show_spinner=False)
 def plan(source: str, service_ms: float, dist: str, cv: float, rate: float, replicas: int,
          batch: int, delay_ms: float, slo_ms: float,
-         arrival: str = "poisson") -> tuple[float | None, int | None]:
-    svc = service_model(source, service_ms, dist, cv)
+         arrival: str = "poisson", per_item: float = 0.0) -> tuple[float | None, int | None]:
+    svc = service_model(source, service_ms, dist, cv, per_item)
     cfg = SimConfig(rate=rate, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
                     arrival=arrival, preprocess_workers=preprocess_workers(source))
     return max_rate_for_slo(cfg, svc, slo_ms), min_replicas_for_slo(cfg, svc, slo_ms)
@@ -135,11 +146,13 @@ def plan(source: str, service_ms: float, dist: str, cv: float, rate: float, repl
 
 def validation_config(service_ms: float, dist: str, cv: float, rate: float, replicas: int,
                       batch: int, delay_ms: float, arrival: str = "poisson",
-                      duration_s: float = 10.0) -> RunConfig:
+                      per_item: float = 0.0, duration_s: float = 10.0) -> RunConfig:
     """The real run that checks a parametric prediction: the synthetic pipeline holding the
-    same forward-time distribution, at the same arrivals, replicas and batching."""
+    same forward-time distribution (and per-request batch cost), at the same arrivals,
+    replicas and batching."""
     return RunConfig(model="synthetic",
                      model_args={"preprocess_ms": 0.0, "forward_ms": service_ms,
+                                 "forward_per_item_ms": per_item * service_ms,
                                  "postprocess_ms": 0.0, "dist": dist,
                                  "sigma": math.sqrt(math.log(1 + cv ** 2))},
                      rate=rate, arrival=arrival, replicas=replicas, batch_size=batch,
@@ -148,12 +161,14 @@ def validation_config(service_ms: float, dist: str, cv: float, rate: float, repl
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def calibrated_prediction(run_id: str, service_ms: float, dist: str, cv: float, replicas: int,
-                          batch: int, delay_ms: float) -> dict[str, float]:
+                          batch: int, delay_ms: float, per_item: float = 0.0
+                          ) -> dict[str, float]:
     """The prediction again, knowing what this machine delivered: the forward mean and the
     fixed hand-off costs measured by the run, over the run's own arrival times (nothing about
     its queueing). Simulated on 8× the run's requests so the prediction's own noise is small."""
     log = run_manager().get(run_id).result().log
-    svc = calibrated(ServiceModel(forward_ms=service_ms, dist=dist, cv=cv), log)
+    svc = calibrated(ServiceModel(forward_ms=service_ms, forward_per_item_ms=per_item * service_ms,
+                                  dist=dist, cv=cv), log)
     times, rate = recorded_arrivals(log)
     rows = simulate(SimConfig(rate=rate, replicas=replicas, batch_size=batch,
                               max_batch_delay_ms=delay_ms, arrival="recorded",

@@ -225,29 +225,47 @@ def whatif_panel(ab: ABResult) -> None:
     faster = c3.slider("became faster by (%)", 0, 95, 40, 5, key="wi_pct",
                        help="0% = as measured; 100% would remove it entirely.") / 100
     flat = whatif.decomposition_whatif(stats.rows, comp, faster)
-    st.markdown(f"**From the measured decomposition:** {flat.sentence()}.")
+    st.markdown(f"**From the measured decomposition:** {flat.sentence()}.  \n"
+                f"*Assumes* {flat.assumption}.")
     sim = None
     if comp in whatif.SERVICE_COMPONENTS:
-        default = max(round(stats.throughput_rps * 0.8, 1), 0.1)
-        rate = st.number_input("Simulated arrival rate (req/s)", 0.1, 100000.0, default,
-                               key=f"wi_rate_{arm}",
-                               help="Open-loop Poisson arrivals in the simulator; the default "
-                                    "is 80% of this arm's measured throughput.")
+        load = st.radio("Simulated load", ["as recorded", "Poisson at a rate"], horizontal=True,
+                        key=f"wi_load_{arm}",
+                        help="As recorded: this arm's own send times replayed, so the rate "
+                             "and the bursts it was measured under. Poisson: independent "
+                             "arrivals at the rate you choose (default: the arm's measured "
+                             "throughput).")
+        rate = None
+        if load != "as recorded":
+            rate = float(st.number_input("Simulated arrival rate (req/s)", 0.1, 100000.0,
+                                         max(round(stats.throughput_rps, 1), 0.1),
+                                         key=f"wi_rate_{arm}",
+                                         help="Open-loop Poisson arrivals in the simulator; "
+                                              "the default is this arm's measured "
+                                              "throughput."))
         cfg = stats.config
         try:
-            sim = whatif.load_whatif(stats.rows, comp, faster, float(rate),
+            sim = whatif.load_whatif(stats.rows, comp, faster, rate,
                                      replicas=int(cfg["replicas"]),
                                      batch_size=int(cfg["batch_size"]),
                                      max_batch_delay_ms=float(cfg["max_batch_delay_ms"]),
                                      preprocess_workers=int(cfg.get("preprocess_workers") or 4))
             u0, u1 = sim.utilisation or (0, 0)
             st.markdown(f"**Under load (simulated, utilisation of the busiest stage {u0:.0%} → "
-                        f"{u1:.0%}):** {sim.sentence()}.")
-            st.caption("The simulator resamples this arm's measured service times through the "
-                       "same preprocess workers, batch queue and replicas; the queue is its "
-                       "output, so it responds to the faster service. It does not model the "
-                       "CPU cores the stages share, so on a machine short of cores the real "
-                       "gain can differ.")
+                        f"{u1:.0%}):** {sim.sentence()}.  \n*Assumes* {sim.assumption}.")
+            cal = sim.calibration() or {}
+            off = max(abs(v) for v in cal.values()) if cal else 0.0
+            check = (f"Check — simulated as measured: mean {fmt.duration(sim.before['mean'])}, "
+                     f"p99 {fmt.duration(sim.before['p99'])}; measured: mean "
+                     f"{fmt.duration(sim.measured['mean'])}, p99 "
+                     f"{fmt.duration(sim.measured['p99'])} "
+                     f"(mean {fmt.change(cal['mean'])}, p99 {fmt.change(cal['p99'])}).")
+            if off > 0.2:
+                st.warning(check + " The simulation does not reproduce this arm's measurement "
+                           "closely: read its *change* (faster vs now), not its level, and "
+                           "prefer the decomposition where they disagree.")
+            else:
+                st.caption(check)
         except ValueError as exc:
             st.error(f"Cannot simulate: {exc}")
     else:

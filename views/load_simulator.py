@@ -6,6 +6,7 @@ from latency.core.errors import ConfigError
 from latency.figures import plots
 from ui.controls import KEEP
 from ui.load_simulator import (
+    PER_ITEM_SHARE_DEFAULT,
     calibrated_prediction,
     capacity_of,
     comparison_markdown,
@@ -30,7 +31,7 @@ source = sb.selectbox("Service times from", ["parametric", *recorded], key="sim_
                       help="Parametric: a forward time you choose. Or a recorded run (this "
                            "session's or the saved history's): each component and the forward "
                            "time per batch size are resampled from what was measured.", **KEEP)
-service_ms, dist, cv = 10.0, "exponential", 1.0
+service_ms, dist, cv, per_item = 10.0, "exponential", 1.0, 0.0
 if source != "parametric":
     try:
         sb.caption(f"Preprocessing through {preprocess_workers(source) or 'unlimited'} "
@@ -47,6 +48,14 @@ if source == "parametric":
     if dist == "lognormal":
         cv = sb.slider("Spread (coefficient of variation)", 0.1, 3.0, 1.0, 0.1, key="sim_cv",
                        help="Standard deviation ÷ mean of the forward time.", **KEEP)
+    per_item = sb.slider(
+        "Each extra request in a batch costs (% of batch-1 time)", 0, 150,
+        int(round(100 * PER_ITEM_SHARE_DEFAULT)), 5, key="sim_per_item",
+        help="A batch of b requests takes forward × (1 + share × (b − 1)): batching saves "
+             "the fixed part, never the per-request work. Default 45 %: the sample image-cnn "
+             "measured 1.53 ms at batch 1 and 6.37 ms at batch 8 (BENCHMARKS.md, "
+             "bench/bench_onnx.py); the text-transformer measured 115 %. 0 % makes batching "
+             "free, which no real model is.", **KEEP) / 100
 arrival = sb.selectbox("Arrivals", ["poisson", "constant", "bursty"], key="sim_arrival",
                        help="Poisson: independent arrivals (the usual model of many users). "
                             "Constant: evenly spaced. Bursty: Poisson at twice the rate for a "
@@ -59,7 +68,7 @@ delay = sb.slider("Max batch delay (ms)", 0.0, 50.0, 0.0, 0.5, key="sim_delay",
                   help="Longest wait for a batch to fill.", **KEEP)
 # the rate slider spans what this setting can serve (to 2.5× its capacity, where queues blow
 # up), not a fixed 1-3000 where the interesting part would be a sliver at one end
-capacity = capacity_of(source, service_ms, dist, cv, replicas, batch, float(delay))
+capacity = capacity_of(source, service_ms, dist, cv, replicas, batch, float(delay), per_item)
 top = max(10, int(round(2.5 * capacity)))
 if st.session_state.get("sim_rate", 0) > top:
     st.session_state["sim_rate"] = top
@@ -72,7 +81,8 @@ slo = sb.number_input("SLO target, p99 (ms)", 0.1, 100000.0, 100.0, 1.0, key="si
                       help="The p99 latency you promise.", **KEEP)
 
 try:
-    p = predict(source, service_ms, dist, cv, rate, replicas, batch, float(delay), arrival)
+    p = predict(source, service_ms, dist, cv, rate, replicas, batch, float(delay), arrival,
+                per_item)
 except ValueError as exc:
     st.error(f"Cannot simulate: {exc}")
     st.stop()
@@ -130,7 +140,7 @@ st.subheader("Capacity planning (simulated)")
 if st.toggle("Answer: highest rate and fewest replicas for the SLO", key="sim_plan",
              help="Searches the simulator (about a second)."):
     best_rate, fewest = plan(source, service_ms, dist, cv, rate, replicas, batch, float(delay),
-                             float(slo), arrival)
+                             float(slo), arrival, per_item)
     st.markdown(
         f"- **Highest arrival rate meeting p99 ≤ {slo:g} ms with {replicas} replica(s):** "
         + (f"{best_rate:.0f} req/s." if best_rate is not None else
@@ -141,7 +151,7 @@ if st.toggle("Answer: highest rate and fewest replicas for the SLO", key="sim_pl
            if preprocess_workers(source) else "more than 32."))
 
 st.subheader("Validate against a real run")
-settings = (service_ms, dist, cv, rate, replicas, batch, float(delay), arrival)
+settings = (service_ms, dist, cv, rate, replicas, batch, float(delay), arrival, per_item)
 if source != "parametric" or arrival == "bursty":
     st.caption("Validation runs the synthetic pipeline with a parametric forward time under "
                "Poisson or constant arrivals (the load generator has no bursty mode): choose "
@@ -179,21 +189,22 @@ if handle is not None:
             return
         if validation[1] != settings:
             st.info("The settings changed since this validation; press Validate again.")
-        cal = calibrated_prediction(handle.run_id, *validation[1][:3], *validation[1][4:7])
+        cal = calibrated_prediction(handle.run_id, *validation[1][:3], *validation[1][4:7],
+                                    validation[1][8])
         st.markdown(comparison_markdown(validation[2], snap.summary.latency_ms, cal))
         ci = snap.summary.latency_ms.p99_ci95
+        why = next((str(w) for w in snap.summary.warnings if w.kind == "too_few"), "")
         ci_text = (f"measured p99's 95 % interval {fmt.duration(ci[0])} – "
-                   f"{fmt.duration(ci[1])}; " if ci else "too few requests for a p99 "
-                   "interval; ")
+                   f"{fmt.duration(ci[1])} (batch means: queued requests are not "
+                   "independent, and the interval says so)" if ci else why)
         st.caption(f"Measured on this machine by {handle.run_id} ({snap.status}, "
-                   f"{snap.summary.requests} requests; {ci_text}it assumes independent "
-                   "requests, and queued ones are not, so the real spread is wider). "
+                   f"{snap.summary.requests} requests; {ci_text}). "
                    "*Calibrated*: simulated again with "
                    f"what this machine delivered — forward mean {fmt.ms(cal['forward_ms'])} ms "
                    f"(set {validation[1][0]:g}), hand-offs {fmt.ms(cal['handoff_ms'])} ms a "
                    "request — over the run's own arrival times; the difference column is "
-                   "against it. A short run's p99 scatters widely (±20 % at ρ = 0.8 over "
-                   "6,000 requests): run longer for a sharper check.")
+                   "against it. A p99 difference inside the measured interval is noise, not "
+                   "a wrong prediction.")
         if st.session_state.get("sim_validation_shown") != handle.run_id:
             st.session_state["sim_validation_shown"] = handle.run_id
             st.rerun()  # stop polling

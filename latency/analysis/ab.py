@@ -26,7 +26,7 @@ from latency.analysis.stats import (
 )
 from latency.core import fmt
 from latency.core.optimization import lever_summary
-from latency.core.records import COMPONENTS, component_ns, measured_and_ok
+from latency.core.records import COMPONENTS, RECORD_DTYPE, component_ns, measured_and_ok
 
 ARMS = ("A", "B")
 #: serving settings an arm may change besides levers, as the arm's label names them.
@@ -89,12 +89,17 @@ class ArmStats:
         return d
 
 
+#: the nanosecond stamps of a request row (shifted together when blocks are pooled)
+STAMPS = tuple(n for n in RECORD_DTYPE.names if n.startswith("t_"))
+
+
 def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
     """Pool one arm's block results (each block's warm-up already excluded)."""
     if not results:
         raise ValueError(f"arm {arm} has no finished blocks")
     oks, errors, seconds, block_p50, warnings = [], 0, 0.0, [], []
     next_batch = next_replica = 0
+    next_start: int | None = None
     for r in results:
         measured, ok = measured_and_ok(r.log)
         ok = ok.copy()
@@ -105,6 +110,14 @@ def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
             next_batch = int(ok["batch_id"].max()) + 1
             ok["replica"] += next_replica - int(ok["replica"].min())
             next_replica = int(ok["replica"].max()) + 1
+            # and the blocks follow each other in time, without the pauses in which the other
+            # arm ran: the pool's send times are then this arm's load, replayable as recorded
+            start = int(ok["t_intended"].min())
+            gap = (int(ok["t_intended"].max()) - start) // max(len(ok) - 1, 1)
+            shift = (next_start - start) if next_start is not None else 0
+            for name in STAMPS:  # a stamp never taken (0: not decomposed) stays untaken
+                ok[name] = np.where(ok[name] != 0, ok[name] + shift, 0)
+            next_start = int(ok["t_intended"].max()) + gap
         oks.append(ok)
         errors += len(measured) - len(ok)
         s = r.summary

@@ -8,10 +8,14 @@ Two answers, because they differ exactly where it matters:
   and under load something does: a faster server shortens the queue.
 * **Under load, through the simulator** (``load_whatif``): the measured service times (each
   component per request, forward per batch size) are resampled into the discrete-event model
-  of the server (``latency.simulation``) at a chosen arrival rate, once as measured and once
-  with K scaled by (1 − F); queueing is then an outcome, so it responds to the faster service.
-  Labelled *simulated*. The preprocess worker pool is simulated with the run's own worker
-  count, so on a preprocess-bound server a faster preprocess shortens the wait for a worker.
+  of the server (``latency.simulation``), once as measured and once with K scaled by (1 − F);
+  queueing is then an outcome, so it responds to the faster service. Labelled *simulated*.
+  The load is the run's own by default — its recorded send times, so its rate and burstiness —
+  or Poisson arrivals at a chosen rate. The preprocess worker pool is simulated with the
+  run's own worker count, so on a preprocess-bound server a faster preprocess shortens the
+  wait for a worker. ``now`` (the simulation as measured) is set beside the measurement: how
+  far apart they are says how far to trust the simulated pair's level (their difference is
+  the prediction).
 """
 from __future__ import annotations
 
@@ -41,6 +45,10 @@ class WhatIf:
     simulated: bool = False
     rate: float | None = None
     utilisation: tuple[float, float] | None = None
+    #: simulated: "recorded" (the run's own send times replayed) or "poisson"
+    arrival: str | None = None
+    #: simulated: the measurement the "before" simulation should reproduce (mean, p50, p99)
+    measured: dict[str, float] | None = None
 
     @property
     def change(self) -> dict[str, float]:
@@ -49,10 +57,31 @@ class WhatIf:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "change": self.change}
 
+    @property
+    def assumption(self) -> str:
+        """What the prediction takes as given, in one sentence."""
+        if not self.simulated:
+            return ("every measured request keeps its other components as they were: nothing "
+                    "else moves, not even the queue")
+        load = ("the run's own send times replayed (its rate and bursts), so the same load, "
+                "not the same clients: a closed-loop client would send sooner when served "
+                "faster" if self.arrival == "recorded" else
+                f"Poisson arrivals at {self.rate:g} req/s")
+        return (f"the measured service times resampled through the same workers, batching and "
+                f"replicas, with {load}; the queue is an outcome; the CPU cores the stages "
+                "share are not modelled")
+
+    def calibration(self) -> dict[str, float] | None:
+        """The simulation as measured against the measurement: relative error per statistic."""
+        if not self.measured:
+            return None
+        return {k: (self.before[k] - v) / v if v else 0.0 for k, v in self.measured.items()}
+
     def sentence(self) -> str:
         c = self.change
-        where = (f"simulated at {self.rate:g} req/s" if self.simulated
-                 else "from the measured requests")
+        where = ((f"simulated at {self.rate:.4g} req/s"
+                  + (" as recorded" if self.arrival == "recorded" else ", Poisson"))
+                 if self.simulated else "from the measured requests")
         return (f"{self.component} {fmt.share(self.faster)} faster → mean "
                 f"{fmt.change(c['mean'])}, p50 {fmt.change(c['p50'])}, p99 "
                 f"{fmt.change(c['p99'])} ({where}; {self.component} was "
@@ -86,16 +115,19 @@ def decomposition_whatif(rows: np.ndarray, component: str, faster: float) -> Wha
     return WhatIf(component, faster, _stats(total), _stats(after), share)
 
 
-def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float, *,
-                replicas: int = 1, batch_size: int = 1, max_batch_delay_ms: float = 0.0,
+def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float | None = None,
+                *, replicas: int = 1, batch_size: int = 1, max_batch_delay_ms: float = 0.0,
                 preprocess_workers: int | None = None, requests: int = 20_000,
                 seed: int = 0) -> WhatIf:
-    """Simulate the server at ``rate`` req/s with the measured service times, as measured and
-    with ``component`` scaled by (1 − ``faster``); the queue responds to the change."""
+    """Simulate the server with the measured service times, as measured and with
+    ``component`` scaled by (1 − ``faster``); the queue responds to the change. ``rate``
+    None: the run's own recorded send times, replayed (cycled to ``requests``); a rate:
+    Poisson arrivals at it."""
+    from latency.simulation.calibration import recorded_arrivals
     from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
 
     _check(component, faster, SERVICE_COMPONENTS)
-    if not rate > 0:
+    if rate is not None and not rate > 0:
         raise ValueError("rate must be > 0")
     before = ServiceModel.from_rows(rows)
     after = ServiceModel.from_rows(rows)
@@ -103,9 +135,14 @@ def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float, *,
         after.forward_by_batch = {k: v * (1 - faster) for k, v in after.forward_by_batch.items()}
     else:
         after.samples = {**after.samples, component: after.samples[component] * (1 - faster)}
-    cfg = SimConfig(rate=rate, replicas=replicas, batch_size=batch_size,
+    if rate is None:
+        times, sim_rate = recorded_arrivals(rows)
+        arrival: dict[str, Any] = {"arrival": "recorded", "arrival_times_ms": times}
+    else:
+        sim_rate, arrival = rate, {"arrival": "poisson"}
+    cfg = SimConfig(rate=sim_rate, replicas=replicas, batch_size=batch_size,
                     max_batch_delay_ms=max_batch_delay_ms, requests=requests, seed=seed,
-                    preprocess_workers=preprocess_workers)
+                    preprocess_workers=preprocess_workers, **arrival)
     out = []
     for svc in (before, after):
         sim = simulate(cfg, svc)
@@ -114,8 +151,9 @@ def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float, *,
     _, ok = measured_and_ok(rows)
     comps = component_ns(ok)
     share = float(comps[component].mean() / comps["total"].mean()) if len(ok) else 0.0
-    return WhatIf(component, faster, out[0], out[1], share, simulated=True, rate=rate,
-                  utilisation=(utilisation(cfg, before), utilisation(cfg, after)))
+    return WhatIf(component, faster, out[0], out[1], share, simulated=True, rate=sim_rate,
+                  utilisation=(utilisation(cfg, before), utilisation(cfg, after)),
+                  arrival=cfg.arrival, measured=_stats(comps["total"] / 1e6))
 
 
 def component_means(rows: np.ndarray) -> dict[str, float]:
