@@ -7,11 +7,20 @@ first visit to a deep link, run without this frame. Figures come from
 named when the server starts (``streamlit run app.py -- --pipeline file.py:Name``), never sent
 from a browser.
 """
+from pathlib import Path
+
 import streamlit as st
 
 from ui.shared import instructor_box, run_manager, session_id, startup_pipelines, yield_cpu_to_runs
 
-st.set_page_config(page_title="Latency Lab", page_icon=":material/timer:", layout="wide")
+# the favicon ships with the app (an icon font or emoji would be fetched from the internet,
+# which a workshop room may not have)
+st.set_page_config(page_title="Latency Lab",
+                   page_icon=str(Path(__file__).parent / "static" / "favicon.png"),
+                   layout="wide")
+# the pages have their own Stop for runs; Streamlit's "Stop" (of the script rerun) beside it
+# would read as a second way to stop the run, and stops nothing a user started
+st.html("<style>[data-testid='stStatusWidget'] button {display: none;}</style>")
 
 startup_pipelines()  # `streamlit run app.py -- --pipeline file.py:Name` (README)
 run_manager()  # start the server-wide manager (and its thread) before lowering priority

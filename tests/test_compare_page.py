@@ -66,7 +66,7 @@ def test_the_two_newest_runs_are_overlaid_with_a_diff(seeded, results):
     assert fwd["y"][0] == pytest.approx(1.0, rel=0.2) and fwd["y"][1] == pytest.approx(3.0,
                                                                                    rel=0.2)
     assert any("B vs A: p50" in m.value for m in at.markdown)
-    assert any("model_args.forward_ms: 1.0 → 3.0" in c.value for c in at.caption)
+    assert any("model_args.forward_ms: 1 → 3" in c.value for c in at.caption)
     tables = at.dataframe
     runs_table, diff = tables[0].value, tables[1].value
     assert list(runs_table["id"]) == [ids["slow"], ids["fast"], ids["failed"]]
@@ -169,6 +169,40 @@ def test_runs_spectrum_and_diff_table():
     total = {r["stat"]: r for r in rows if r["component"] == "total"}
     assert total["mean"]["Δ% B"] == 50.0 and total["p50"]["Δ% B"] == -50.0
     assert total["p99"]["Δ B (ms)"] == 0.0 and total["p99"]["A (ms)"] == 4.0
+
+
+def test_the_diff_table_colours_only_changes_beyond_the_runs_noise():
+    """Two real-shaped runs of 2,000 requests: the total's mean moves 20 % (σ ≈ 1.56 ms, so
+    3 standard errors of the difference ≈ 0.15 ms ≪ 2 ms: coloured red); the overhead moves
+    +42 % — 4 µs, under the 20 µs floor: left uncoloured; the p99 moves 10 % with
+    overlapping intervals: uncoloured; forward moves −30 % with disjoint intervals: green."""
+    from latency.analysis.compare import beyond_noise
+    from ui.compare_runs import diff_colours
+
+    def run(total_mean, overhead, fwd_p99, fwd_ci, p99_ci):
+        return Summary.from_dict({
+            "successful": 2000, "requests": 2000,
+            "latency_ms": {"mean": total_mean, "p50": total_mean, "p90": total_mean + 2.0,
+                           "p99": 14.0, "p99_ci95": p99_ci},
+            "components_ms": {
+                "overhead": {"mean": overhead, "p50": overhead, "p90": overhead * 1.5,
+                             "p99": overhead * 3},
+                "forward": {"mean": fwd_p99 / 2, "p50": fwd_p99 / 2, "p90": fwd_p99 * 0.8,
+                            "p99": fwd_p99, "p99_ci95": fwd_ci}}})
+
+    a = run(10.0, 0.010, 8.0, [7.5, 8.5], [13.0, 16.0])
+    b = run(12.0, 0.0142, 5.6, [5.2, 6.0], [14.5, 17.0])
+    assert beyond_noise(a, b, "total", "mean") is True
+    assert beyond_noise(a, b, "overhead", "mean") is False
+    assert beyond_noise(a, b, "total", "p99") is False  # no change: both 14.0
+    assert beyond_noise(a, b, "forward", "p99") is True
+    rows = diff_table(["A", "B"], [a, b])
+    colour = {(r["component"], r["stat"]): c[0] for r, c in zip(rows, diff_colours(rows))}
+    assert "#B22222" in colour[("total", "mean")]
+    assert colour[("overhead", "mean")] == "" and colour[("overhead", "p50")] == ""
+    assert "#1B7F3B" in colour[("forward", "p99")]
+    c = run(10.0, 0.010, 8.8, [7.9, 9.4], [13.0, 16.0])  # +10 %, intervals overlap
+    assert beyond_noise(a, c, "forward", "p99") is False
 
 
 def test_the_live_profiler_says_where_a_finished_run_was_saved(tmp_path, monkeypatch):

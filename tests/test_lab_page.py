@@ -29,7 +29,7 @@ def test_lab_renders_every_control_with_help():
     labels = {w.label for w in list(at.sidebar.selectbox) + list(at.sidebar.slider)
               + list(at.sidebar.number_input) + list(at.sidebar.multiselect)}
     for label in ("Pipeline", "Preprocess", "Postprocess", "Max batch size", "Replicas",
-                  "Threads", "Pre workers", "Concurrency (clients)", "Levers",
+                  "Threads", "Workers", "Concurrency (clients)", "Levers",
                   "B preprocess", "B replicas", "B batch", "Block pairs"):
         assert label in labels, label
     for w in list(at.sidebar.selectbox) + list(at.sidebar.slider) + list(at.sidebar.multiselect):
@@ -70,9 +70,10 @@ def test_an_ab_from_the_widgets_shows_headline_bars_spectrum_accuracy_and_whatif
     bars = next(s for s in specs if {t.get("name") for t in s["data"]} >= {"queue", "forward"})
     assert len(bars["data"][0]["x"][0]) == 6  # mean, p50, p99 × A, B
     assert any(len(s["data"]) == 2 and s["data"][0]["type"] == "scatter" for s in specs)
-    table = at.dataframe[0].value
-    assert list(table["arm"]) == ["A", "B"]
-    assert table["top-1 agreement"][1] >= 0.9
+    table = at.dataframe[0].value.set_index("measure")
+    assert list(table.columns) == ["A", "B"]
+    assert float(table.loc["top-1 agreement", "B"].rstrip(" %")) >= 90
+    assert table.loc["levers", "B"] == "int8" and "None" not in table.to_string()
     assert any("From the measured decomposition" in m.value for m in at.markdown)
     at.selectbox(key="wi_comp").set_value("preprocess").run()
     assert any("preprocess 40% faster" in m.value for m in at.markdown)

@@ -247,6 +247,17 @@ def test_timeseries_empty_is_a_no_data_figure(series):
 # ------------------------------------------------------------------------ spectrum
 
 
+def test_spectrum_lines_stop_where_each_runs_data_ends():
+    grid = np.linspace(0.0, 1.0, 1001)
+    q_ms = 1.0 + grid
+    fig = plots.percentile_spectrum_figure({"short": q_ms, "long": q_ms},
+                                           counts={"short": 105, "long": 100_000})
+    short, long = fig.data[0], fig.data[1]
+    # 105 requests reach p = 1 - 1/105 = 0.9905: the last point drawn is p99.0
+    assert max(short.customdata) == pytest.approx(99.0)
+    assert max(long.customdata) == pytest.approx(99.9)  # the grid's last finite point
+
+
 def test_spectrum_x_is_one_over_one_minus_p_on_log_axis():
     grid = np.linspace(0.0, 1.0, 1001)
     q_ms = 1.0 + 10.0 * grid ** 4

@@ -275,7 +275,7 @@ def test_profile_of_an_object_and_of_a_class_here_and_compare(pipe_file):
     comps = component_ns(a.measured())
     assert np.array_equal(sum(comps[c] for c in COMPONENTS), comps["total"])
     text = repr(a.compare(b))
-    assert "B vs A: p50" in text and "forward" in text and "model_args.fwd_ms: 1.0 → 3.0" in \
+    assert "B vs A: p50" in text and "forward" in text and "model_args.fwd_ms: 1 → 3" in \
         text
     assert b.summary.components_ms["forward"].p50 > 2 * a.summary.components_ms["forward"].p50
 

@@ -85,18 +85,30 @@ def option_label(info: RunInfo) -> str:
     return plain(f"{info.id} · {info.label} · {info.when[5:16]}")
 
 
+def diff_colours(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """Per row, the colour of each later run's Δ%: red where slower, green where faster —
+    only where the difference lies beyond both runs' noise (``beyond_noise``), so a few
+    microseconds of overhead moving by 40 % stay uncoloured."""
+    out = []
+    for r in rows:
+        pcts = [r[c] for c in r if c.startswith("Δ%")]
+        out.append(["" if not sig or p is None else
+                    ("color: #B22222; font-weight: 600" if p > 0 else
+                     "color: #1B7F3B; font-weight: 600")
+                    for p, sig in zip(pcts, r.get("_beyond_noise") or [None] * len(pcts))])
+    return out
+
+
 def style_diff(rows: list[dict[str, Any]]) -> Any:
-    """The diff table with Δ% coloured: red where a later run is slower, green where faster
-    (only beyond ±5 %, so noise stays uncoloured)."""
-    df = pd.DataFrame(rows)
+    """The diff table with Δ% coloured where beyond the runs' noise (``diff_colours``)."""
+    colours = diff_colours(rows)
+    df = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows])
     pct_cols = [c for c in df.columns if c.startswith("Δ%")]
-
-    def colour(v: Any) -> str:
-        if v is None or pd.isna(v) or abs(v) < 5:
-            return ""
-        return "color: #B22222; font-weight: 600" if v > 0 else "color: #1B7F3B; font-weight: 600"
-
+    styles = pd.DataFrame("", index=df.index, columns=df.columns)
+    for i, row in enumerate(colours):
+        for c, css in zip(pct_cols, row):
+            styles.loc[i, c] = css
     cells = {c: (lambda v: fmt.change(v / 100)) for c in pct_cols}
     cells.update({c: fmt.signed_ms for c in df.columns if c.startswith("Δ ")})
     cells.update({c: fmt.ms for c in df.columns if c.endswith("(ms)") and not c.startswith("Δ")})
-    return df.style.map(colour, subset=pct_cols).format(cells, na_rep=fmt.DASH)
+    return df.style.apply(lambda _: styles, axis=None).format(cells, na_rep=fmt.DASH)

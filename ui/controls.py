@@ -148,7 +148,8 @@ def transport_controls(sb: Any) -> dict[str, Any]:
         jitter = st.slider("Jitter (ms, emulated)", 0.0, 50.0, 0.0, 0.5, key="net_jitter",
                            help="Extra random delay each way, uniform in [0, this].", **KEEP)
         bw = st.select_slider("Bandwidth (Mbit/s, emulated)",
-                              ["unlimited", "1000", "100", "50", "20", "10", "5", "1"], "unlimited",
+                              ["1", "5", "10", "20", "50", "100", "1000", "unlimited"],
+                              "unlimited",
                               key="net_bw", help="Link speed each way: a message waits "
                               "bytes ÷ bandwidth (and for messages ahead of it). A 2 MB image "
                               "at 20 Mbit/s costs 0.8 s before the model sees it.", **KEEP)

@@ -78,8 +78,9 @@ def controls() -> ABPlan:
                                help="Model workers pulling from the same queue.")
     threads = c4.number_input("Threads", 1, 8, 1, key="lab_threads",
                               help="Intra-op threads per replica.")
-    workers = c5.number_input("Pre workers", 1, 16, 4, key="lab_workers",
-                              help="Server threads that preprocess requests.")
+    workers = c5.number_input("Workers", 1, 16, 4, key="lab_workers",
+                              help="Preprocess workers: server threads that preprocess "
+                                   "requests.")
     conc = sb.slider("Concurrency (clients)", 1, 64, 8, key="lab_concurrency",
                      help="Closed loop: requests in flight at once. More clients than the "
                           "server can serve at once = a queue (load near saturation).")
@@ -168,10 +169,12 @@ def headline_panel(ab: ABResult, reveal: bool = True) -> None:
                 fmt.change(h.forward_alone_change),
                 help="B's model against the baseline model on one batch, timed call by call "
                      "side by side in B's run process before its load.")
+    # Streamlit reads a delta's direction from a leading ASCII "-": the typographic minus of
+    # fmt.change would show a fall in latency as a red rise
     m[1].metric("end-to-end p50", fmt.duration(ab.b.latency_ms.p50),
-                fmt.change(h.p50_change), delta_color="inverse")
+                fmt.change(h.p50_change).replace("−", "-"), delta_color="inverse")
     m[2].metric("end-to-end p99", fmt.duration(ab.b.latency_ms.p99),
-                fmt.change(h.p99_change), delta_color="inverse")
+                fmt.change(h.p99_change).replace("−", "-"), delta_color="inverse")
     if reveal:
         m[3].metric("forward's share of A", fmt.share(h.forward_share),
                     help="Amdahl's law: the most the total can change is this share times "
@@ -194,16 +197,15 @@ def charts_panel(ab: ABResult) -> None:
     with right:
         st.caption("Latency by percentile, both arms (each further nine gets equal width).")
         st.plotly_chart(labplots.ab_spectrum_figure(
-            ab.a.quantiles_ms, ab.b.quantiles_ms, (f"A: {ab.a.label}", f"B: {ab.b.label}")),
+            ab.a.quantiles_ms, ab.b.quantiles_ms, (f"A: {ab.a.label}", f"B: {ab.b.label}"),
+            requests=(ab.a.requests, ab.b.requests)),
             key="ab_spectrum")
 
 
 def accuracy_panel(ab: ABResult) -> None:
     st.markdown("**Effect on the answers** — latency is never shown without accuracy: each "
                 "arm's answers against the unoptimised baseline's on the same held-out inputs.")
-    st.dataframe(labplots.accuracy_rows([ab.a, ab.b]), hide_index=True,
-                 column_config={"top-1 agreement": st.column_config.NumberColumn(format="percent"),
-                                "max |Δ prob|": st.column_config.NumberColumn(format="%.4f")})
+    st.dataframe(labplots.accuracy_table([ab.a, ab.b]), hide_index=True)
     for arm in (ab.a, ab.b):
         for lv in (arm.optimization or {}).get("levers", []):
             if lv.get("warnings") or lv.get("notes"):

@@ -95,8 +95,11 @@ if chosen:
         st.subheader("Component by component")
         st.dataframe(style_diff(diff_table(names, [r.summary for r in runs])), hide_index=True,
                      height=35 * 22)
-        st.caption("ms. Δ and Δ% against A: negative is faster. Red: slower by more than 5 %; "
-                   "green: faster by more than 5 %.")
+        st.caption("ms. Δ and Δ% against A: negative is faster. Coloured only beyond the runs' "
+                   "noise and by 5 % or more — red slower, green faster: a p99 when the two "
+                   "runs' 95 % intervals do not overlap, a mean or median when the change "
+                   "exceeds three standard errors (each run's spread over √requests); never a "
+                   "change under 20 µs.")
     else:
         st.info("Select a second run to see the component-by-component diff.")
 

@@ -53,11 +53,11 @@ def arm_changes(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     for key, name in SETTING_NAMES.items():
         va, vb = a.get(key), b.get(key)
         if va != vb:
-            out.append(f"{name} {vb} (A: {va})")
+            out.append(f"{name} {fmt.setting(vb)} (A: {fmt.setting(va)})")
     ma, mb = a.get("model_args") or {}, b.get("model_args") or {}
     for k in sorted(set(ma) | set(mb)):
         if ma.get(k) != mb.get(k):
-            out.append(f"{k} {mb.get(k)} (A: {ma.get(k)})")
+            out.append(f"{k} {fmt.setting(mb.get(k))} (A: {fmt.setting(ma.get(k))})")
     return out
 
 

@@ -11,6 +11,7 @@ when the gate trips.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +36,50 @@ def _stat(summary: Summary, row: str, stat: str) -> float | None:
     return None if v is None else float(v)
 
 
+#: a difference is worth a colour only beyond this many standard errors (and 5 %)
+NOISE_SE = 3.0
+#: ...and never below this (ms): a thread hand-off on a 2-core machine costs ~20 µs and
+#: varies between runs by as much, however many requests pin down each run's own mean
+NOISE_FLOOR_MS = 0.02
+
+
+def _standard_error(summary: Summary, row: str, stat: str) -> float | None:
+    """Rough standard error (ms) of a run's mean or median of one component: the spread
+    read off its own percentiles (σ ≈ (p90 − p50) / 1.28, robust to the tail) over √n; the
+    median's is 1.25× the mean's. Requests that queue are not independent, hence the margin
+    of ``NOISE_SE`` errors."""
+    c = summary.component(row)
+    if c.p90 is None or c.p50 is None or not summary.successful:
+        return None
+    sigma = max(c.p90 - c.p50, 0.0) / 1.2816
+    return (1.25 if stat == "p50" else 1.0) * sigma / math.sqrt(summary.successful)
+
+
+def beyond_noise(a: Summary, b: Summary, row: str, stat: str) -> bool | None:
+    """Whether B's ``stat`` of ``row`` differs from A's by more than the two runs' noise:
+    p99 when their 95 % intervals do not overlap; mean and p50 when the difference exceeds
+    ``NOISE_SE`` combined standard errors — and in every case by 5 % or more and by
+    ``NOISE_FLOOR_MS``. None when it cannot be told (no interval, no requests)."""
+    va, vb = _stat(a, row, stat), _stat(b, row, stat)
+    if va is None or vb is None:
+        return None
+    if abs(vb - va) < NOISE_FLOOR_MS or (va and abs(vb - va) / va < 0.05):
+        return False
+    if stat == "p99":
+        ca, cb = a.component(row).p99_ci95, b.component(row).p99_ci95
+        if not ca or not cb:
+            return None
+        return ca[1] < cb[0] or cb[1] < ca[0]
+    sa, sb = _standard_error(a, row, stat), _standard_error(b, row, stat)
+    if sa is None or sb is None:
+        return None
+    return abs(vb - va) > NOISE_SE * math.hypot(sa, sb)
+
+
 def diff_rows(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
     """One row per (component, statistic): every run's value (ms), and each later run's
-    difference from the first, absolute (ms) and relative (%, None when the first is 0)."""
+    difference from the first, absolute (ms) and relative (%, None when the first is 0), and
+    whether it lies beyond the runs' noise (``beyond_noise``)."""
     out = []
     for row in ROWS:
         for stat in STATS:
@@ -46,7 +88,9 @@ def diff_rows(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
             deltas = [None if v is None or base is None else v - base for v in vals[1:]]
             pcts = [None if d is None or not base else 100.0 * d / base for d in deltas]
             out.append({"component": row, "stat": stat, "values": vals, "delta_ms": deltas,
-                        "delta_pct": pcts})
+                        "delta_pct": pcts,
+                        "beyond_noise": [beyond_noise(summaries[0], s, row, stat)
+                                         for s in summaries[1:]]})
     return out
 
 
@@ -80,9 +124,10 @@ def setup_differences(a_config: Mapping[str, Any], b_config: Mapping[str, Any],
             if isinstance(va, Mapping) and isinstance(vb, Mapping):  # name the keys that differ
                 for sub in sorted(set(va) | set(vb), key=str):
                     if va.get(sub) != vb.get(sub):
-                        out.append(f"{k}.{sub}: {va.get(sub)} → {vb.get(sub)}")
+                        out.append(f"{k}.{sub}: {fmt.setting(va.get(sub))} → "
+                                   f"{fmt.setting(vb.get(sub))}")
             else:
-                out.append(f"{k}: {va} → {vb}")
+                out.append(f"{k}: {fmt.setting(va)} → {fmt.setting(vb)}")
     return out
 
 

@@ -93,3 +93,19 @@ def tick(v: float) -> str:
 def rate(v: float | None) -> str:
     """Requests per second: one decimal."""
     return DASH if not _finite(v) else f"{v:.1f}"
+
+
+def setting(v: object) -> str:
+    """A setting's value as a person reads it, never a Python repr: ``None`` → "not set",
+    ``[]`` → "none", ``['int8', 'compile']`` → "int8, compile", ``True`` → "on", ``2.0`` → "2"."""
+    if v is None:
+        return "not set"
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(setting(x) for x in v) or "none"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={setting(x)}" for k, x in v.items()) or "none"
+    return str(v)

@@ -141,5 +141,6 @@ def diff_table(labels: Sequence[str], summaries: Sequence[Summary]
         for label, d, p in zip(labels[1:], r["delta_ms"], r["delta_pct"]):
             row[f"Δ {label} (ms)"] = fmt.round_ms(d)
             row[f"Δ% {label}"] = None if p is None else round(p, 1)
+        row["_beyond_noise"] = r["beyond_noise"]  # for the colouring; not a column shown
         out.append(row)
     return out

@@ -34,10 +34,14 @@ def ab_bars_figure(makeup_a: Mapping[str, Mapping[str, float]] | None,
 
 def ab_spectrum_figure(quantiles_a: Sequence[float] | None, quantiles_b: Sequence[float] | None,
                        labels: tuple[str, str] = ("A", "B"),
-                       title: str | None = None) -> go.Figure:
+                       title: str | None = None,
+                       requests: tuple[int, int] | None = None) -> go.Figure:
     """Both arms' latency against percentile (1/(1−p) axis): where along the distribution
-    the variant helps — the body, the tail, or neither."""
-    return percentile_spectrum_figure({labels[0]: quantiles_a, labels[1]: quantiles_b}, title)
+    the variant helps — the body, the tail, or neither. Each line stops where its arm's
+    ``requests`` end."""
+    counts = dict(zip(labels, requests)) if requests else None
+    return percentile_spectrum_figure({labels[0]: quantiles_a, labels[1]: quantiles_b}, title,
+                                      counts=counts)
 
 
 def whatif_figure(before: Mapping[str, float], measured_after: Mapping[str, float],
@@ -82,3 +86,29 @@ def accuracy_rows(arms: Sequence[Any]) -> list[dict[str, Any]]:
             "backend": "; ".join(lv.get("backend", "") for lv in opt.get("levers", [])) or "—",
         })
     return rows
+
+
+def accuracy_table(arms: Sequence[Any]) -> list[dict[str, str]]:
+    """``accuracy_rows`` turned for reading: one row per measure, one column per arm, every
+    cell text ("—" where a measure does not apply, never a raw None), so the table fits the
+    page's width instead of running ten columns off its right edge."""
+    rows = accuracy_rows(arms)
+    shown = {
+        "levers": str,
+        "top-1 agreement": lambda v: f"{100 * v:.1f} %",
+        "max |Δ prob|": lambda v: f"{v:.4f}",
+        "checked on": str,
+        "parameters": lambda v: f"{int(v):,}",
+        "first call (ms)": fmt.ms,
+        "steady call (ms)": fmt.ms,
+        "compile (s)": lambda v: f"{v:.2f}",
+        "backend": str,
+    }
+    out = []
+    for key, form in shown.items():
+        cells = {r["arm"]: (fmt.DASH if r.get(key) in (None, "") else form(r[key]))
+                 for r in rows}
+        if all(c == fmt.DASH for c in cells.values()) and key != "top-1 agreement":
+            continue  # a measure no arm has (e.g. compile time without a compile lever)
+        out.append({"measure": key, **cells})
+    return out

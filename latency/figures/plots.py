@@ -388,12 +388,15 @@ def spectrum_x(p: np.ndarray | Sequence[float]) -> np.ndarray:
 
 
 def percentile_spectrum_figure(curves: Mapping[str, np.ndarray | Sequence[float] | None],
-                               title: str | None = None, log_y: bool = False) -> go.Figure:
+                               title: str | None = None, log_y: bool = False,
+                               counts: Mapping[str, int] | None = None) -> go.Figure:
     """Latency against percentile, HdrHistogram style, one line per run.
 
     Each curve is a Snapshot's ``quantiles_ms`` (total latency at q = 0, 0.001, …, 1). The
-    point q = 1 (the maximum) has no finite x and is left out; the curve ends at p99.9. Two
-    runs' tails compare directly here, which their means and even their p99s hide.
+    point q = 1 (the maximum) has no finite x and is left out; the curve ends at p99.9 — or,
+    given the run's request count in ``counts``, where its data ends (p ≤ 1 − 1/n: a run of
+    105 requests says nothing about its p99.9, so its line stops before p99.1). Two runs'
+    tails compare directly here, which their means and even their p99s hide.
     """
     items = [(name, np.asarray(v, dtype=np.float64)) for name, v in (curves or {}).items()
              if v is not None and len(v) >= 2]
@@ -402,7 +405,8 @@ def percentile_spectrum_figure(curves: Mapping[str, np.ndarray | Sequence[float]
     traces = []
     for i, (name, q_ms) in enumerate(items):
         grid = np.linspace(0.0, 1.0, len(q_ms))
-        keep = grid < 1.0 - 1e-12
+        n = (counts or {}).get(name)
+        keep = grid < (1.0 - 1.0 / n + 1e-12 if n and n > 1 else 1.0 - 1e-12)
         p, y = grid[keep], q_ms[keep]
         traces.append(go.Scatter(
             x=spectrum_x(p), y=y, name=str(name), mode="lines",
