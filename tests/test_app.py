@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from latency.core import fmt
 from tests.conftest import rerun_until
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -79,6 +80,21 @@ def test_a_run_started_from_the_widgets_finishes_with_the_five_components():
     assert fwd["y"][0] == pytest.approx(run.snapshot().summary.components_ms["forward"].mean,
                                         rel=1e-6)
     assert 2.0 <= fwd["y"][0] < 4.0
+    # one set of numbers on the page: the metrics, the histogram's percentile lines, the p50
+    # and p99 bars and the summary table all say the same p50 and p99
+    summary = run.snapshot().summary.latency_ms
+    metric = {m.label: m.value for m in at.metric}
+    hist = next(s for s in specs if any(str(a.get("text", "")).startswith("p99 ")
+                                        for a in s["layout"].get("annotations", [])))
+    lines = {a["text"].split(" ")[0]: a["text"].split(" ", 1)[1]
+             for a in hist["layout"]["annotations"] if a["text"][:3] in ("p50", "p99")}
+    for key in ("p50", "p99"):
+        shown = fmt.duration(getattr(summary, key))
+        assert metric[key] == shown and lines[key] == shown, (key, metric, lines)
+    totals = [t for t in bars["data"] if t.get("type") == "bar"]
+    heights = [sum(t["y"][i] for t in totals) for i in range(len(totals[0]["y"]))]
+    assert heights[1] == pytest.approx(summary.p50, rel=1e-6)  # mean, p50, p90, p99 bars
+    assert heights[-1] == pytest.approx(summary.p99, rel=1e-6)
     assert any("Verdict" in i.value for i in at.info)
     assert not at.exception
 

@@ -109,3 +109,40 @@ def test_the_preprocess_pool_queues_like_mmc(workers):
     assert utilisation(cfg, svc) == pytest.approx(0.8)
     unlimited = simulate(SimConfig(rate=rate, requests=20_000), svc)
     assert (unlimited["t_pre_start"] == unlimited["t_received"]).all()
+
+
+def test_a_closed_loop_of_n_clients_matches_its_known_answers():
+    """N clients on c replicas of constant or exponential service τ, nothing else: the
+    replicas never idle, so throughput is c/τ and (Little's law) each request takes N·τ/c."""
+    from latency.core.records import component_ns
+    from latency.simulation.closed_loop import simulate_closed
+
+    for clients, replicas, dist in ((4, 1, "constant"), (4, 1, "exponential"),
+                                    (8, 2, "exponential")):
+        rows = simulate_closed(clients, ServiceModel(forward_ms=10.0, dist=dist),
+                               requests=20_000, replicas=replicas)
+        kept = rows[~rows["warmup"]]
+        total = component_ns(kept)["total"] / 1e6
+        span_s = (kept["t_done"].max() - kept["t_intended"].min()) / 1e9
+        assert total.mean() == pytest.approx(clients * 10.0 / replicas, rel=0.02)
+        assert len(kept) / span_s == pytest.approx(1000 * replicas / 10.0, rel=0.02)
+        # never more than N requests in the system: each client has one outstanding
+        assert set(np.bincount(kept["client"])) and kept["client"].max() == clients - 1
+
+
+def test_a_closed_loop_arm_replayed_as_a_closed_loop_reproduces_itself_and_speeds_up():
+    """The Lab's what-if for a closed-loop arm: the same clients, as measured, land on the
+    measurement; a 50 % faster forward pass (the bottleneck, constant 10 ms for 4 clients)
+    raises the throughput the clients reach and cuts the mean by the same factor (N·τ)."""
+    from latency.simulation.closed_loop import simulate_closed
+    from latency.simulation.whatif import load_whatif
+
+    measured = simulate_closed(4, ServiceModel(forward_ms=10.0, preprocess_ms=1.0,
+                                               dist="exponential"), requests=8000, seed=3)
+    w = load_whatif(measured[~measured["warmup"]], "forward", 0.5, clients=4,
+                    preprocess_workers=4)
+    assert w.arrival == "closed" and "4 closed-loop clients" in w.assumption
+    for k, tol in (("mean", 0.08), ("p50", 0.1)):
+        assert abs(w.calibration()[k]) < tol, (k, w.before, w.measured)
+    assert w.rate_after > 1.6 * w.rate  # a faster server is asked more often
+    assert w.after["mean"] == pytest.approx(w.before["mean"] * 0.5, rel=0.1)

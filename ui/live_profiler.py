@@ -12,6 +12,7 @@ from latency.analysis.validity import validity
 from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.execution.process import RunHandle
+from latency.figures import plots
 from ui.explain import COMPONENTS_TABLE, MISTAKES
 from ui.shared import downloads, figures, run_manager
 
@@ -71,7 +72,15 @@ def render(handle: RunHandle, slo_ms: float) -> None:
     if snap.failure:
         st.error(f"The run failed: {snap.failure}")
     if "bars" not in figs:
+        # the charts' places, each saying what it waits for: the layout does not jump when
+        # the data comes, and the browser has Plotly loaded by then (loading it on the first
+        # real chart took ~2 s of the first figures' time)
         st.caption("Waiting for the first measured requests…")
+        waiting = "waiting for the first measured requests…"
+        left, right = st.columns(2)
+        left.plotly_chart(plots.empty_figure(message=waiting), key="bars")
+        right.plotly_chart(plots.empty_figure(message=waiting), key="histogram")
+        st.plotly_chart(plots.empty_figure(message=waiting, height=320), key="timeseries")
         return
     s = snap.summary
     m = st.columns(5)

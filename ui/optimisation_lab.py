@@ -231,23 +231,28 @@ def whatif_panel(ab: ABResult) -> None:
                 f"*Assumes* {flat.assumption}.")
     sim = None
     if comp in whatif.SERVICE_COMPONENTS:
-        load = st.radio("Simulated load", ["as recorded", "Poisson at a rate"], horizontal=True,
-                        key=f"wi_load_{arm}",
-                        help="As recorded: this arm's own send times replayed, so the rate "
-                             "and the bursts it was measured under. Poisson: independent "
-                             "arrivals at the rate you choose (default: the arm's measured "
-                             "throughput).")
+        cfg = stats.config
+        clients = int(cfg["concurrency"]) if cfg.get("concurrency") else None
+        closed = f"its {clients} clients (closed loop)" if clients else None
+        options = [o for o in (closed, "as recorded", "Poisson at a rate") if o]
+        load = st.radio("Simulated load", options, horizontal=True, key=f"wi_load_{arm}",
+                        help="Its clients: the arm's closed loop replayed as a closed loop — "
+                             "each client asks again when answered, so a faster server is "
+                             "asked more often (how the arm was measured). As recorded: the "
+                             "arm's own send times replayed, whatever the server does. "
+                             "Poisson: independent arrivals at the rate you choose (default: "
+                             "the arm's measured throughput).")
         rate = None
-        if load != "as recorded":
+        if load == "Poisson at a rate":
             rate = float(st.number_input("Simulated arrival rate (req/s)", 0.1, 100000.0,
                                          max(round(stats.throughput_rps, 1), 0.1),
                                          key=f"wi_rate_{arm}",
                                          help="Open-loop Poisson arrivals in the simulator; "
                                               "the default is this arm's measured "
                                               "throughput."))
-        cfg = stats.config
         try:
             sim = whatif.load_whatif(stats.rows, comp, faster, rate,
+                                     clients=clients if load == closed else None,
                                      replicas=int(cfg["replicas"]),
                                      batch_size=int(cfg["batch_size"]),
                                      max_batch_delay_ms=float(cfg["max_batch_delay_ms"]),

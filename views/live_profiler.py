@@ -7,7 +7,7 @@ from latency.host.cores import usable_cores
 from ui import live_profiler as live
 from ui.compare_runs import history_note, history_state
 from ui.controls import profiler_controls
-from ui.shared import is_instructor, run_manager, session_id, yield_cpu_to_runs
+from ui.shared import figures, is_instructor, run_manager, session_id, yield_cpu_to_runs
 
 st.title("Live Profiler")
 config, slo_ms = profiler_controls()
@@ -60,9 +60,18 @@ def follow() -> None:
         st.rerun()
 
 
+def has_figures() -> bool:
+    return handle is not None and "bars" in figures(handle.run_id, handle.version, slo_ms)
+
+
 # Charts refresh every second only while the run is in flight; a finished run's charts are
-# static, so a room of idle browsers costs the server next to nothing.
-@st.fragment(run_every=1.0 if in_flight else None)
+# static, so a room of idle browsers costs the server next to nothing. Until the first
+# figures exist the view looks four times a second (the run process hands its rows over as
+# often then), so they appear within 2 s of measuring starting; then once a second again.
+first_wait = in_flight and not has_figures()
+
+
+@st.fragment(run_every=(0.25 if first_wait else 1.0) if in_flight else None)
 def live_view() -> None:
     yield_cpu_to_runs()
     if handle is None:
@@ -70,6 +79,8 @@ def live_view() -> None:
     else:
         live.render(handle, slo_ms)
         history_note(mgr, handle)
+        if first_wait and has_figures():
+            st.rerun()  # the first figures are up: back to the once-a-second cadence
 
 
 follow()

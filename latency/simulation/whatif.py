@@ -49,6 +49,9 @@ class WhatIf:
     arrival: str | None = None
     #: simulated: the measurement the "before" simulation should reproduce (mean, p50, p99)
     measured: dict[str, float] | None = None
+    #: closed loop: the clients, and the throughput they reach once faster (req/s)
+    clients: int | None = None
+    rate_after: float | None = None
 
     @property
     def change(self) -> dict[str, float]:
@@ -63,10 +66,16 @@ class WhatIf:
         if not self.simulated:
             return ("every measured request keeps its other components as they were: nothing "
                     "else moves, not even the queue")
-        load = ("the run's own send times replayed (its rate and bursts), so the same load, "
-                "not the same clients: a closed-loop client would send sooner when served "
-                "faster" if self.arrival == "recorded" else
-                f"Poisson arrivals at {self.rate:g} req/s")
+        if self.arrival == "closed":
+            load = (f"the run's {self.clients} closed-loop clients, each asking again as soon "
+                    "as it is answered (so a faster server is asked more often: "
+                    f"{self.rate:.4g} → {self.rate_after or 0:.4g} req/s)")
+        elif self.arrival == "recorded":
+            load = ("the run's own send times replayed (its rate and bursts), so the same load, "
+                    "not the same clients: a closed-loop client would send sooner when served "
+                    "faster")
+        else:
+            load = f"Poisson arrivals at {self.rate:g} req/s"
         return (f"the measured service times resampled through the same workers, batching and "
                 f"replicas, with {load}; the queue is an outcome; the CPU cores the stages "
                 "share are not modelled")
@@ -79,9 +88,13 @@ class WhatIf:
 
     def sentence(self) -> str:
         c = self.change
-        where = ((f"simulated at {self.rate:.4g} req/s"
-                  + (" as recorded" if self.arrival == "recorded" else ", Poisson"))
-                 if self.simulated else "from the measured requests")
+        if not self.simulated:
+            where = "from the measured requests"
+        elif self.arrival == "closed":
+            where = f"simulated with {self.clients} closed-loop clients"
+        else:
+            where = (f"simulated at {self.rate:.4g} req/s"
+                     + (" as recorded" if self.arrival == "recorded" else ", Poisson"))
         return (f"{self.component} {fmt.share(self.faster)} faster → mean "
                 f"{fmt.change(c['mean'])}, p50 {fmt.change(c['p50'])}, p99 "
                 f"{fmt.change(c['p99'])} ({where}; {self.component} was "
@@ -116,13 +129,14 @@ def decomposition_whatif(rows: np.ndarray, component: str, faster: float) -> Wha
 
 
 def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float | None = None,
-                *, replicas: int = 1, batch_size: int = 1, max_batch_delay_ms: float = 0.0,
-                preprocess_workers: int | None = None, requests: int = 20_000,
-                seed: int = 0) -> WhatIf:
+                *, clients: int | None = None, replicas: int = 1, batch_size: int = 1,
+                max_batch_delay_ms: float = 0.0, preprocess_workers: int | None = None,
+                requests: int = 20_000, seed: int = 0) -> WhatIf:
     """Simulate the server with the measured service times, as measured and with
-    ``component`` scaled by (1 − ``faster``); the queue responds to the change. ``rate``
-    None: the run's own recorded send times, replayed (cycled to ``requests``); a rate:
-    Poisson arrivals at it."""
+    ``component`` scaled by (1 − ``faster``); the queue responds to the change. ``clients``:
+    a closed loop of that many clients (the load of a closed-loop run: a faster server is
+    asked more often); else ``rate`` None: the run's own recorded send times, replayed
+    (cycled to ``requests``); a rate: Poisson arrivals at it."""
     from latency.simulation.calibration import recorded_arrivals
     from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
 
@@ -135,6 +149,15 @@ def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float | N
         after.forward_by_batch = {k: v * (1 - faster) for k, v in after.forward_by_batch.items()}
     else:
         after.samples = {**after.samples, component: after.samples[component] * (1 - faster)}
+    _, ok = measured_and_ok(rows)
+    comps = component_ns(ok)
+    share = float(comps[component].mean() / comps["total"].mean()) if len(ok) else 0.0
+    if clients is not None:
+        return _closed_whatif(component, faster, before, after, clients, share,
+                              measured=_stats(comps["total"] / 1e6), replicas=replicas,
+                              batch_size=batch_size, max_batch_delay_ms=max_batch_delay_ms,
+                              preprocess_workers=preprocess_workers, requests=requests,
+                              seed=seed)
     if rate is None:
         times, sim_rate = recorded_arrivals(rows)
         arrival: dict[str, Any] = {"arrival": "recorded", "arrival_times_ms": times}
@@ -148,12 +171,35 @@ def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float | N
         sim = simulate(cfg, svc)
         total = component_ns(sim[~sim["warmup"]])["total"] / 1e6
         out.append(_stats(total))
-    _, ok = measured_and_ok(rows)
-    comps = component_ns(ok)
-    share = float(comps[component].mean() / comps["total"].mean()) if len(ok) else 0.0
     return WhatIf(component, faster, out[0], out[1], share, simulated=True, rate=sim_rate,
                   utilisation=(utilisation(cfg, before), utilisation(cfg, after)),
                   arrival=cfg.arrival, measured=_stats(comps["total"] / 1e6))
+
+
+def _closed_whatif(component: str, faster: float, before: Any, after: Any, clients: int,
+                   share: float, *, measured: dict[str, float], replicas: int,
+                   batch_size: int, max_batch_delay_ms: float, preprocess_workers: int | None,
+                   requests: int, seed: int) -> WhatIf:
+    """The closed-loop pair: the same clients, as measured and faster. The rate is an
+    outcome (reported: the simulated throughput before), and so is the utilisation."""
+    from latency.simulation.closed_loop import simulate_closed
+    from latency.simulation.simulator import SimConfig, utilisation
+
+    out, rates = [], []
+    for svc in (before, after):
+        sim = simulate_closed(clients, svc, requests=requests, replicas=replicas,
+                              batch_size=batch_size, max_batch_delay_ms=max_batch_delay_ms,
+                              preprocess_workers=preprocess_workers, seed=seed)
+        kept = sim[~sim["warmup"]]
+        out.append(_stats(component_ns(kept)["total"] / 1e6))
+        span_s = (kept["t_done"].max() - kept["t_intended"].min()) / 1e9
+        rates.append(len(kept) / span_s if span_s > 0 else 0.0)
+    rho = tuple(utilisation(SimConfig(rate=r, replicas=replicas, batch_size=batch_size,
+                                      preprocess_workers=preprocess_workers), svc)
+                for r, svc in zip(rates, (before, after)))
+    return WhatIf(component, faster, out[0], out[1], share, simulated=True, rate=rates[0],
+                  utilisation=(float(rho[0]), float(rho[1])), arrival="closed",
+                  measured=measured, clients=clients, rate_after=rates[1])
 
 
 def component_means(rows: np.ndarray) -> dict[str, float]:
