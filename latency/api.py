@@ -129,11 +129,12 @@ def simulate(rate: float | None = None, *, service_ms: float = 5.0,
              batch_size: int | None = None, max_batch_delay_ms: float | None = None,
              arrival: str = "poisson",
              preprocess_workers: int | None = None, requests: int = 100_000,
-             seed: int = 0) -> SimSummary:
+             seed: int = 0, clients: int | None = None) -> SimSummary:
     """Simulate the serving system (no model runs) and return its SimSummary (``repr``: the
     summary, marked SIMULATED). ``from_run``: a RunResult, a run JSON/CSV path or a history
-    id whose service times — and, unless given, its rate, batching, replicas and preprocess
-    workers — are taken."""
+    id whose service times — and, unless given, its rate (or, for a closed-loop run, its
+    clients), batching, replicas and preprocess workers — are taken. ``clients``: a closed
+    loop of that many clients instead of arrivals at a rate."""
     from latency.simulation.calibration import recorded_arrivals
     from latency.simulation.simulator import (
         ARRIVALS,
@@ -161,10 +162,14 @@ def simulate(rate: float | None = None, *, service_ms: float = 5.0,
                 raise ConfigError(f"from_run: {exc}") from None
         service = ServiceModel.from_rows(rows)
         times, recorded_rate = recorded_arrivals(rows)
+        if (clients is None and rate is None and arrival != "recorded"
+                and recorded.get("concurrency") and not recorded.get("rate")):
+            clients = int(recorded["concurrency"])  # a closed loop replays as one
         rate = recorded_rate if rate is None or arrival == "recorded" else rate
     else:
-        if rate is None:
-            raise ConfigError("simulate() needs a rate (or from_run=)")
+        if rate is None and clients is None:
+            raise ConfigError("simulate() needs a rate, clients= or from_run=")
+        rate = rate if rate is not None else 1.0  # a closed loop's rate is an outcome
         service = ServiceModel(forward_ms=service_ms, dist=service_dist, cv=service_cv)
     if not rate or rate <= 0:
         raise ConfigError("rate must be > 0")
@@ -176,7 +181,7 @@ def simulate(rate: float | None = None, *, service_ms: float = 5.0,
                        max_batch_delay_ms=given(max_batch_delay_ms, "max_batch_delay_ms", 0.0),
                        arrival=arrival, requests=requests, seed=seed, arrival_times_ms=times,
                        preprocess_workers=given(preprocess_workers, "preprocess_workers",
-                                                None))
+                                                None), clients=clients)
     return summarize_simulation(config, service)
 
 

@@ -52,10 +52,12 @@ def test_replaying_a_run_reproduces_its_percentiles(rho):
     assert abs(m99 / s99 - 1) < 0.10, (m99, s99)
 
 
-@pytest.mark.parametrize("rho,tau_ms,duration_s", [(0.5, 1.0, 20.0), (0.8, 0.5, 30.0)])
+@pytest.mark.parametrize("rho,tau_ms,duration_s", [(0.5, 1.0, 20.0), (0.8, 1.0, 40.0)])
 def test_prediction_matches_the_engine(rho, tau_ms, duration_s):
-    # at ρ 0.8 a shorter service gives twice the requests (~48,000) in the same time: the
-    # p99's own scatter (±10 % at 24,000) halves
+    # at ρ 0.8, 32,000 requests: the p99's own scatter is ~±8 %. A 0.5 ms service (1,600
+    # req/s) gave more requests but needed most of a core for the engine itself: on a machine
+    # also running another test suite the run was CPU-starved (p99 +40-50 %), a different
+    # system from the one predicted
     log = measure(tau_ms, rho, duration_s)
     times, rate = recorded_arrivals(log)
     svc = calibrated(ServiceModel(forward_ms=tau_ms, dist="exponential"), log)

@@ -26,6 +26,10 @@ def add_parser(sub: Any) -> None:
     sm.add_argument("--max-batch-delay-ms", type=number,
                     help="longest wait for a batch to fill (default: the --from-run run's, "
                          "else 0)" + NO_DEFAULT)
+    sm.add_argument("--clients", type=int,
+                    help="a closed loop of this many clients, each asking again when answered "
+                         "(the rate is then an outcome); default: a closed-loop --from-run "
+                         "run's own clients, unless --rate is given" + NO_DEFAULT)
     sm.add_argument("--arrival", default="poisson",
                     help="poisson, constant, bursty (on/off at twice the rate) or recorded "
                          "(the --from-run run's own arrival times)")
@@ -73,6 +77,11 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     positive_int("requests", a.requests, MAX_REQUESTS)
     if a.preprocess_workers is not None:
         positive_int("preprocess-workers", a.preprocess_workers, 1024)
+    if a.clients is not None:
+        positive_int("clients", a.clients, 100_000)
+        if a.rate is not None:
+            raise UsageError("--clients (a closed loop) and --rate (arrivals) exclude each "
+                             "other: choose one")
     if a.arrival not in ARRIVALS:
         raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
     if a.service_dist not in DISTS:
@@ -84,7 +93,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
             raise ConfigError(f"--{flag} must be > 0 (got {value:g})")
     if a.max_batch_delay_ms is not None and not 0 <= a.max_batch_delay_ms <= 1e5:
         raise ConfigError("--max-batch-delay-ms must be between 0 and 100000")
-    if a.from_run is None and (a.rate is None or a.arrival == "recorded"):
+    if a.from_run is None and a.clients is None and (a.rate is None or a.arrival == "recorded"):
         raise UsageError("--rate is required (or --from-run RUN to take a recorded run's)"
                          if a.rate is None else "--arrival recorded needs --from-run RUN")
     times = None
@@ -98,6 +107,11 @@ def cmd_simulate(a: argparse.Namespace) -> int:
             times, recorded_rate = recorded_arrivals(rows)
         except ValueError as exc:
             raise ConfigError(f"--from-run: {exc}") from None
+        # a closed-loop run replays as a closed loop of its clients: open-loop arrivals at a
+        # saturated closed loop's throughput would run its server at ρ ≈ 1 and call it unstable
+        if (a.clients is None and a.rate is None and a.arrival != "recorded"
+                and recorded_config.get("concurrency") and not recorded_config.get("rate")):
+            a.clients = int(recorded_config["concurrency"])
         if a.rate is None or a.arrival == "recorded":
             a.rate = recorded_rate
         # the recorded server, unless a flag says otherwise: its worker pool, batching and
@@ -120,13 +134,13 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     cfg = SimConfig(rate=a.rate, replicas=a.replicas, batch_size=a.batch_size,
                     max_batch_delay_ms=a.max_batch_delay_ms, arrival=a.arrival,
                     requests=a.requests, seed=a.seed, arrival_times_ms=times,
-                    preprocess_workers=a.preprocess_workers)
+                    preprocess_workers=a.preprocess_workers, clients=a.clients)
     sim = summarize_simulation(cfg, svc)
     s = sim.summary
     cv = {"constant": 0.0, "exponential": 1.0}.get(a.service_dist, a.service_cv)
     theory = None
-    if (a.from_run is None and a.batch_size == 1 and a.arrival == "poisson"
-            and not sim.unstable):
+    if (a.from_run is None and a.clients is None and a.batch_size == 1
+            and a.arrival == "poisson" and not sim.unstable):
         rate_per_ms, tau = a.rate / 1000, a.service_ms
         theory = (queueing.mmc(rate_per_ms, tau, a.replicas) if cv == 1.0 else
                   queueing.mg1(rate_per_ms, tau, cv) if a.replicas == 1 else
@@ -134,7 +148,9 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     sim.closed_form = None if theory is None else {
         "model": theory.model, "wait_mean_ms": theory.wait_mean,
         "response_mean_ms": theory.response_mean}
-    print(f"SIMULATED (no model ran): {a.rate:g} req/s {a.arrival}, {a.replicas} replica(s), "
+    load = (f"closed loop, {a.clients} client(s)" if a.clients else
+            f"{a.rate:g} req/s {a.arrival}")
+    print(f"SIMULATED (no model ran): {load}, {a.replicas} replica(s), "
           f"batch ≤ {a.batch_size} / {a.max_batch_delay_ms:g} ms, "
           f"{a.preprocess_workers or 'unlimited'} preprocess worker(s), {source}; "
           f"utilisation {sim.utilisation:.2f}")

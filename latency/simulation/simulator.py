@@ -27,6 +27,7 @@ import numpy as np
 
 from latency.analysis.findings import Finding
 from latency.analysis.summary import Summary, summarize_rows
+from latency.core import fmt
 from latency.core.records import RECORD_DTYPE
 from latency.simulation.queueing import UnstableQueue
 from latency.simulation.service import DISTS, ServiceModel
@@ -55,6 +56,9 @@ class SimConfig:
     #: ``arrival="recorded"``: arrival times (ms from the start) of a recorded run, replayed
     #: (cycled with the run's length as the period when more requests are asked for)
     arrival_times_ms: np.ndarray | None = None
+    #: a closed loop of this many clients instead of arrivals (``rate`` and ``arrival`` are
+    #: then ignored: the rate is an outcome; ``latency.simulation.closed_loop``)
+    clients: int | None = None
 
 
 def arrivals_ms(config: SimConfig, rng: np.random.Generator) -> np.ndarray:
@@ -92,6 +96,14 @@ def utilisation(config: SimConfig, service: ServiceModel) -> float:
 
 def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
     """Simulated request rows (the engine's record format, stamps in ns), warm-up labelled."""
+    if config.clients:
+        from latency.simulation.closed_loop import simulate_closed
+
+        return simulate_closed(config.clients, service, requests=config.requests,
+                               replicas=config.replicas, batch_size=config.batch_size,
+                               max_batch_delay_ms=config.max_batch_delay_ms,
+                               preprocess_workers=config.preprocess_workers,
+                               warmup_fraction=config.warmup_fraction, seed=config.seed)
     if not config.allow_unstable and utilisation(config, service) >= 1:
         raise UnstableQueue(f"utilisation {utilisation(config, service):.2f} ≥ 1")
     # one random stream per quantity: a run of n requests then begins with exactly the draws
@@ -261,8 +273,9 @@ class SimSummary:
     def __repr__(self) -> str:
         from latency.analysis.summary_text import format_summary_block
 
-        head = (f"SIMULATED (no model ran): {self.summary.offered_rps:g} req/s, utilisation "
-                f"{self.utilisation:.2f}")
+        load = (f"{self.summary.offered_rps:g} req/s" if self.summary.offered_rps else
+                f"closed loop, {fmt.rate(self.summary.throughput_rps)} req/s served")
+        head = f"SIMULATED (no model ran): {load}, utilisation {self.utilisation:.2f}"
         text = head + "\n" + format_summary_block(self.summary)
         if self.queue_growth:
             text += ("\nqueue length over the simulated horizon: "
@@ -282,11 +295,14 @@ class SimSummary:
 def summarize_simulation(config: SimConfig, service: ServiceModel) -> SimSummary:
     """The same summary as a measured run, marked simulated, with the utilisation."""
     rows = simulate(config, service)
-    rho = utilisation(config, service)
     measured = rows[~rows["warmup"]]
-    summary = summarize_rows(rows, {}, measure_start_ns=int(measured["t_intended"][0]),
+    summary = summarize_rows(rows, {}, measure_start_ns=int(measured["t_intended"].min()),
                              measure_end_ns=int(measured["t_done"].max()),
-                             config={"rate": config.rate})
+                             config={"concurrency": config.clients} if config.clients
+                             else {"rate": config.rate})
+    # a closed loop's rate is an outcome: its utilisation is that of the throughput it reached
+    rho = utilisation(replace(config, rate=summary.throughput_rps) if config.clients
+                      else config, service)
     if rho < 1:
         return SimSummary(summary, rho)
     unstable = Finding(f"unstable: utilisation {rho:.2f} ≥ 1 — the queue grows for as long as "
