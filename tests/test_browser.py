@@ -50,7 +50,9 @@ def test_live_profiler_updates_while_a_run_is_in_flight():
                 measuring_at = time.monotonic()  # rows exist only once measuring has begun
             if drawn_now:
                 chart_at = time.monotonic()
-            elif page.locator("[data-testid='stPlotlyChart']").count():
+            elif measuring_at is None and page.locator("[data-testid='stPlotlyChart']").count():
+                # before measuring, every chart's place is a labelled placeholder (once it
+                # has begun, a real chart may be on the page a moment before its bars draw)
                 assert "waiting for the first measured requests" in body.lower()
             time.sleep(0.1)
         assert measuring_at is not None and chart_at is not None

@@ -10,7 +10,7 @@ import numpy as np
 import streamlit as st
 
 from latency.analysis.snapshot import build_snapshot
-from latency.analysis.stats import LatencyStats, missing_interval_reason, quantile_spread
+from latency.analysis.stats import LatencyStats, interval_note
 from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.simulation.calibration import calibrated, recorded_arrivals
@@ -118,9 +118,8 @@ def predict(source: str, service_ms: float, dist: str, cv: float, rate: float, r
     # on the line, and the line's neighbours share its first requests (common random numbers)
     marked = grid.with_point(rho, lat.p50, lat.p99, lat.p99_ci95, theory) if rho < 1 else grid
     return {"snapshot": snap, "utilisation": rho, "curve": marked, "theory": theory,
-            "interval_note": (None if lat.p99_ci95 else missing_interval_reason(
-                quantile_spread(measured["t_done"] - measured["t_intended"], lat.p99 * 1e6),
-                " for the simulated p99"))}
+            "interval_note": interval_note(measured["t_done"] - measured["t_intended"], lat,
+                                           " for the simulated p99")}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -20,8 +20,7 @@ from latency.analysis.snapshot import MAKEUP_POINTS, QUANTILE_GRID
 from latency.analysis.stats import (
     LatencyStats,
     describe_ms,
-    missing_interval_reason,
-    quantile_spread,
+    interval_note,
     tail_makeup_ms,
 )
 from latency.core import fmt
@@ -133,9 +132,8 @@ def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
         raise ValueError(f"arm {arm} has no successful measured requests")
     comps = component_ns(rows)
     latency_ms = describe_ms(comps["total"])
-    if latency_ms.p99_ci95 is None:  # judged on the pool, not block by block
-        reason = missing_interval_reason(
-            quantile_spread(comps["total"], (latency_ms.p99 or 0.0) * 1e6), " in this arm")
+    reason = interval_note(comps["total"], latency_ms, " in this arm")  # the pool, not a block
+    if reason:
         warnings.append(f"{reason} (longer blocks or more pairs)")
     total_ms = comps["total"] / 1e6
     comps_ms = {c: comps[c] / 1e6 for c in COMPONENTS}

@@ -112,6 +112,14 @@ def missing_interval_reason(spread: QuantileSpread, what: str = "") -> str | Non
             "trustworthy tail")
 
 
+def interval_note(values_ns: np.ndarray, stats: LatencyStats, what: str = "") -> str | None:
+    """Why ``stats`` (``describe_ms`` of ``values_ns``) has no p99 interval; None when it has
+    one."""
+    if stats.p99_ci95 is not None:
+        return None
+    return missing_interval_reason(quantile_spread(values_ns, (stats.p99 or 0.0) * 1e6), what)
+
+
 def _linear_positions(n: int, qs: list[float]) -> list[tuple[int, int, float]]:
     """numpy's default ('linear') percentile as (lower index, upper index, weight) triples."""
     out = []

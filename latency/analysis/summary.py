@@ -16,11 +16,9 @@ import numpy as np
 
 from latency.analysis.findings import Finding, Verdict, findings
 from latency.analysis.stats import (
-    MIN_EFFECTIVE_FOR_P99,
     LatencyStats,
     describe_ms,
-    missing_interval_reason,
-    quantile_spread,
+    interval_note,
 )
 from latency.analysis.transport_summary import TransportSummary, transport_summary
 from latency.analysis.verdict import verdict
@@ -33,8 +31,6 @@ from latency.core.records import COMPONENTS, component_ns, measured_and_ok
 LAG_WARN_MS = 2.0
 #: open loop: served below this share of the offered rate means the server is overloaded.
 OVERLOAD_SHARE = 0.9
-#: below this many successful requests a p99 has no confidence interval worth the name.
-MIN_FOR_P99 = MIN_EFFECTIVE_FOR_P99
 #: the statistics of the schedule lag the summary repeats on its own (it is ``overhead``).
 LAG_KEYS = ("mean", "p50", "p99", "max")
 
@@ -171,9 +167,9 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
     w = findings(warnings, "run")
     w += transport.findings()
     latency_ms = describe_ms(comps["total"])
-    if latency_ms.p99_ci95 is None:
-        spread = quantile_spread(comps["total"], (latency_ms.p99 or 0.0) * 1e6)
-        w.append(Finding(missing_interval_reason(spread) or "", "too_few"))
+    note = interval_note(comps["total"], latency_ms)
+    if note:
+        w.append(Finding(note, "too_few"))
     if overloaded:
         drop = (f", {dropped:,} dropped (never sent, or still waiting when the drain grace "
                 "ended)" if dropped else "")

@@ -121,7 +121,7 @@ class _Run:
         self._reporter.start()
 
     def _report_wait(self) -> float:
-        early = self.phase in ("loading", "warm-up", "warmup", "waiting") or (
+        early = self.phase in ("loading", "warmup", "waiting") or (
             self.phase == "measuring" and time.monotonic() - self.phase_started < 2.0)
         return min(self.interval, 0.2) if early else self.interval
 

@@ -21,7 +21,7 @@ from collections import deque
 import numpy as np
 
 from latency.core.records import RECORD_DTYPE
-from latency.simulation.service import ServiceModel
+from latency.simulation.service import ServiceModel, request_draws
 
 #: event kinds, in the order ties are resolved (a replica freed before a timer fires)
 _ARRIVE, _PRE_DONE, _REPLICA_FREE, _TIMER, _ANSWERED = range(5)
@@ -35,24 +35,13 @@ def simulate_closed(clients: int, service: ServiceModel, *, requests: int, repli
     if clients < 1 or requests < 1:
         raise ValueError("a closed loop needs at least one client and one request")
     n = requests
-    arr_rng, pre_rng, post_rng, net_rng, lag_rng, fwd_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(6))
-    del arr_rng  # arrivals are an outcome here; the stream is kept for the other indices
-    if service.samples:
-        pre = pre_rng.choice(service.samples["preprocess"], n)
-        post = post_rng.choice(service.samples["postprocess"], n)
-        net = net_rng.choice(service.samples["network"], n)
-        lag = (lag_rng.choice(service.samples["overhead"], n) if "overhead" in service.samples
-               else np.zeros(n))
-    else:
-        pre = service.draw(pre_rng, service.preprocess_ms, n)
-        post = service.draw(post_rng, service.postprocess_ms, n)
-        net, lag = np.full(n, service.network_ms), np.full(n, service.lag_ms)
+    d = request_draws(service, n, seed)  # the arrival stream goes unused: arrivals are an outcome
+    fwd_rng = d.forward
     if service.forward_by_batch:
         fwd_u = fwd_rng.random(n).tolist()
     else:
         fwd_base = service.draw(fwd_rng, service.forward_ms, n).tolist()
-    pre_l, post_l, net_l, lag_l = pre.tolist(), post.tolist(), net.tolist(), lag.tolist()
+    pre_l, post_l, net_l, lag_l = d.pre.tolist(), d.post.tolist(), d.net.tolist(), d.lag.tolist()
     stamps = {k: [0.0] * n for k in ("intended", "sent", "received", "pre_start", "pre_end",
                                      "fwd_start", "fwd_end", "post_start", "post_end", "done")}
     batch_of, size_of, replica_of = [0] * n, [0] * n, [0] * n

@@ -113,3 +113,36 @@ class ServiceModel:
             return rng.exponential(mean, n)
         sigma = np.sqrt(np.log(1 + self.cv ** 2))
         return rng.lognormal(np.log(mean) - sigma ** 2 / 2, sigma, n)
+
+
+@dataclass
+class RequestDraws:
+    """The random part of ``n`` requests, one stream per quantity (``streams`` seeded from
+    one seed): a run of n requests begins with exactly the draws of a shorter run with the
+    same seed — common random numbers across lengths and rates, in both simulators."""
+
+    arrivals: np.random.Generator
+    forward: np.random.Generator
+    pre: np.ndarray
+    post: np.ndarray
+    net: np.ndarray
+    lag: np.ndarray
+
+
+def request_draws(service: ServiceModel, n: int, seed: int) -> RequestDraws:
+    """Per-request preprocess, postprocess, network and send-lag times (ms) of ``n``
+    requests — resampled from a recording, or drawn from the parametric model — and the
+    generators of the arrivals and the forward passes."""
+    arr, pre_g, post_g, net_g, lag_g, fwd = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(6))
+    if service.samples:
+        pre = pre_g.choice(service.samples["preprocess"], n)
+        post = post_g.choice(service.samples["postprocess"], n)
+        net = net_g.choice(service.samples["network"], n)
+        lag = (lag_g.choice(service.samples["overhead"], n) if "overhead" in service.samples
+               else np.zeros(n))
+    else:
+        pre = service.draw(pre_g, service.preprocess_ms, n)
+        post = service.draw(post_g, service.postprocess_ms, n)
+        net, lag = np.full(n, service.network_ms), np.full(n, service.lag_ms)
+    return RequestDraws(arr, fwd, pre, post, net, lag)

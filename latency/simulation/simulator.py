@@ -30,7 +30,7 @@ from latency.analysis.summary import Summary, summarize_rows
 from latency.core import fmt
 from latency.core.records import RECORD_DTYPE
 from latency.simulation.queueing import UnstableQueue
-from latency.simulation.service import DISTS, ServiceModel
+from latency.simulation.service import DISTS, ServiceModel, request_draws
 
 __all__ = ["ARRIVALS", "DISTS", "ServiceModel", "SimConfig", "simulate", "summarize_simulation",
            "utilisation"]
@@ -106,24 +106,12 @@ def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
                                warmup_fraction=config.warmup_fraction, seed=config.seed)
     if not config.allow_unstable and utilisation(config, service) >= 1:
         raise UnstableQueue(f"utilisation {utilisation(config, service):.2f} ≥ 1")
-    # one random stream per quantity: a run of n requests then begins with exactly the draws
-    # of a shorter run with the same seed (common random numbers across lengths and rates),
-    # so the hockey stick's points and the headline's longer run describe the same luck
-    arr_rng, pre_rng, post_rng, net_rng, lag_rng, fwd_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(config.seed).spawn(6))
+    # one random stream per quantity (common random numbers across lengths and rates), so
+    # the hockey stick's points and the headline's longer run describe the same luck
     n = config.requests
-    arrive = arrivals_ms(config, arr_rng)
-    if service.samples:
-        pre = pre_rng.choice(service.samples["preprocess"], n)
-        post = post_rng.choice(service.samples["postprocess"], n)
-        net = net_rng.choice(service.samples["network"], n)
-        lag = (lag_rng.choice(service.samples["overhead"], n) if "overhead" in service.samples
-               else np.zeros(n))
-    else:
-        pre = service.draw(pre_rng, service.preprocess_ms, n)
-        post = service.draw(post_rng, service.postprocess_ms, n)
-        net = np.full(n, service.network_ms)
-        lag = np.full(n, service.lag_ms)
+    d = request_draws(service, n, config.seed)
+    pre, post, net, lag, fwd_rng = d.pre, d.post, d.net, d.lag, d.forward
+    arrive = arrivals_ms(config, d.arrivals)
     sent = arrive + lag
     received = sent + net / 2
     pre_start = (received if not config.preprocess_workers else

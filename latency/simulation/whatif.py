@@ -19,7 +19,7 @@ Two answers, because they differ exactly where it matters:
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -152,54 +152,31 @@ def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float | N
     _, ok = measured_and_ok(rows)
     comps = component_ns(ok)
     share = float(comps[component].mean() / comps["total"].mean()) if len(ok) else 0.0
-    if clients is not None:
-        return _closed_whatif(component, faster, before, after, clients, share,
-                              measured=_stats(comps["total"] / 1e6), replicas=replicas,
-                              batch_size=batch_size, max_batch_delay_ms=max_batch_delay_ms,
-                              preprocess_workers=preprocess_workers, requests=requests,
-                              seed=seed)
-    if rate is None:
+    arrival: dict[str, Any]
+    if clients is not None:  # the rate is an outcome of the loop: reported as served
+        sim_rate, arrival = 1.0, {"clients": clients}
+    elif rate is None:
         times, sim_rate = recorded_arrivals(rows)
-        arrival: dict[str, Any] = {"arrival": "recorded", "arrival_times_ms": times}
+        arrival = {"arrival": "recorded", "arrival_times_ms": times}
     else:
         sim_rate, arrival = rate, {"arrival": "poisson"}
     cfg = SimConfig(rate=sim_rate, replicas=replicas, batch_size=batch_size,
                     max_batch_delay_ms=max_batch_delay_ms, requests=requests, seed=seed,
                     preprocess_workers=preprocess_workers, **arrival)
-    out = []
+    out, rates, rho = [], [], []
     for svc in (before, after):
-        sim = simulate(cfg, svc)
-        total = component_ns(sim[~sim["warmup"]])["total"] / 1e6
-        out.append(_stats(total))
-    return WhatIf(component, faster, out[0], out[1], share, simulated=True, rate=sim_rate,
-                  utilisation=(utilisation(cfg, before), utilisation(cfg, after)),
-                  arrival=cfg.arrival, measured=_stats(comps["total"] / 1e6))
-
-
-def _closed_whatif(component: str, faster: float, before: Any, after: Any, clients: int,
-                   share: float, *, measured: dict[str, float], replicas: int,
-                   batch_size: int, max_batch_delay_ms: float, preprocess_workers: int | None,
-                   requests: int, seed: int) -> WhatIf:
-    """The closed-loop pair: the same clients, as measured and faster. The rate is an
-    outcome (reported: the simulated throughput before), and so is the utilisation."""
-    from latency.simulation.closed_loop import simulate_closed
-    from latency.simulation.simulator import SimConfig, utilisation
-
-    out, rates = [], []
-    for svc in (before, after):
-        sim = simulate_closed(clients, svc, requests=requests, replicas=replicas,
-                              batch_size=batch_size, max_batch_delay_ms=max_batch_delay_ms,
-                              preprocess_workers=preprocess_workers, seed=seed)
-        kept = sim[~sim["warmup"]]
+        kept = simulate(cfg, svc)
+        kept = kept[~kept["warmup"]]
         out.append(_stats(component_ns(kept)["total"] / 1e6))
         span_s = (kept["t_done"].max() - kept["t_intended"].min()) / 1e9
-        rates.append(len(kept) / span_s if span_s > 0 else 0.0)
-    rho = tuple(utilisation(SimConfig(rate=r, replicas=replicas, batch_size=batch_size,
-                                      preprocess_workers=preprocess_workers), svc)
-                for r, svc in zip(rates, (before, after)))
+        served = len(kept) / span_s if clients is not None and span_s > 0 else sim_rate
+        rates.append(served)
+        rho.append(utilisation(replace(cfg, rate=served), svc))
     return WhatIf(component, faster, out[0], out[1], share, simulated=True, rate=rates[0],
-                  utilisation=(float(rho[0]), float(rho[1])), arrival="closed",
-                  measured=measured, clients=clients, rate_after=rates[1])
+                  utilisation=(rho[0], rho[1]),
+                  arrival="closed" if clients is not None else cfg.arrival,
+                  measured=_stats(comps["total"] / 1e6), clients=clients,
+                  rate_after=rates[1] if clients is not None else None)
 
 
 def component_means(rows: np.ndarray) -> dict[str, float]:
