@@ -14,6 +14,7 @@ from latency.core.config import RunConfig
 from latency.host.cores import usable_cores
 from latency.host.devices import available_devices, supported_dtypes
 from latency.pipelines.registry import list_pipelines
+from latency.serve.ray_serve import ray_installed
 
 KEEP: dict[str, Any] = {"bind": "query-params", "persist_state": "session"}
 
@@ -126,15 +127,36 @@ def profiler_controls() -> tuple[RunConfig, float]:
 
 
 def transport_controls(sb: Any) -> dict[str, Any]:
-    """Transport selector and the EMULATED WAN settings; RunConfig fields out."""
+    """Serving engine and transport selectors and the EMULATED WAN settings; RunConfig fields
+    out. Ray Serve is offered only where it is installed (an optional extra)."""
     sb.subheader("Network")
-    kind = sb.radio("Transport", ["in-process", "HTTP"], horizontal=True, key="transport",
+    serving: dict[str, Any] = {}
+    if ray_installed():
+        engine = sb.radio("Serving backend", ["Latency Lab", "Ray Serve"], horizontal=True,
+                          key="backend",
+                          help="Latency Lab: our server (preprocess pool, batch queue, replica "
+                               "threads). Ray Serve: a local Ray instance started for the run "
+                               "(~20 s), replicas as Ray actors (processes: no shared GIL), "
+                               "Ray's @serve.batch and its HTTP proxy — network then includes "
+                               "the proxy.", **KEEP)
+        if engine == "Ray Serve":
+            where = sb.radio("Preprocess on Ray", ["in the replica", "own deployment"],
+                             horizontal=True, key="ray_preprocess",
+                             help="In the replica: as our server does. Own deployment: a CPU "
+                                  "deployment in front of the model's; the tensor travels "
+                                  "between actors (that hop counts as network).", **KEEP)
+            serving = {"backend": "ray", "ray_preprocess":
+                       "deployment" if where == "own deployment" else "replica"}
+    kind = "HTTP" if serving else sb.radio(
+                    "Transport", ["in-process", "HTTP"], horizontal=True, key="transport",
                     help="In-process: the client hands requests to the server thread (network "
                          "= a thread hand-off). HTTP: a real server in its own process on "
                          "127.0.0.1, speaking the Open Inference Protocol, and a pooled "
                          "keep-alive client: network = sockets, HTTP and JSON.", **KEEP)
     if kind != "HTTP":
         return {"transport": "in-process"}
+    if serving:
+        sb.caption("Ray Serve is reached over HTTP (Open Inference Protocol) through its proxy.")
     payload = sb.radio("Payload", ["json", "raw"], horizontal=True, key="payload",
                        help="json: OIP v2 JSON, binary inputs base64-encoded (a third bigger, "
                             "plus encode/decode). raw: the input's bytes as the body.", **KEEP)
@@ -153,6 +175,6 @@ def transport_controls(sb: Any) -> dict[str, Any]:
                               key="net_bw", help="Link speed each way: a message waits "
                               "bytes ÷ bandwidth (and for messages ahead of it). A 2 MB image "
                               "at 20 Mbit/s costs 0.8 s before the model sees it.", **KEEP)
-    return {"transport": "http", "payload": payload, "net_rtt_ms": float(rtt),
+    return {**serving, "transport": "http", "payload": payload, "net_rtt_ms": float(rtt),
             "net_jitter_ms": float(jitter),
             "net_bandwidth_mbps": None if bw == "unlimited" else float(bw)}

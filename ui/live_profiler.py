@@ -11,6 +11,7 @@ from latency.analysis.transport_summary import TransportSummary
 from latency.analysis.validity import validity
 from latency.core import fmt
 from latency.core.config import RunConfig
+from latency.core.describe import OUR_SERVER, server_label
 from latency.execution.process import RunHandle
 from latency.figures import plots
 from ui.explain import COMPONENTS_TABLE, MISTAKES
@@ -127,8 +128,11 @@ def render(handle: RunHandle, slo_ms: float) -> None:
 
 def transport_caption(c: dict, t: TransportSummary | None) -> str:
     """One line saying what carried the requests, with the emulated WAN labelled."""
-    text = (f"Transport: HTTP to our server (own process, 127.0.0.1), Open Inference Protocol, "
-            f"{c.get('payload', 'json')} payload")
+    server = server_label(c)
+    who = "our server (own process, 127.0.0.1)" if server == OUR_SERVER else server
+    text = f"Transport: HTTP to {who}, Open Inference Protocol, {c.get('payload', 'json')} payload"
+    if c.get("backend") == "ray":
+        text += " · network includes Ray's HTTP proxy and router"
     if t and (t.request_bytes or {}).get("mean") is not None:
         text += (f" · request {t.request_bytes['mean']:.0f} B, response "
                  f"{(t.response_bytes or {})['mean']:.0f} B (mean)")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from latency.analysis.stats import LatencyStats
 from latency.analysis.transport_summary import TransportSummary
 from latency.core import fmt
-from latency.core.describe import model_label
+from latency.core.describe import OUR_SERVER, model_label
 from latency.core.optimization import OptimizationReport
 from latency.core.records import COMPONENTS
 
@@ -36,7 +36,8 @@ def transport_lines(t: TransportSummary) -> list[str]:
     """Terminal lines describing an HTTP run's transport (none in-process)."""
     if not t.is_http:
         return []
-    where = f"target {t.target}" if t.target else "our server (own process, 127.0.0.1)"
+    where = (f"target {t.target}" if t.target else "our server (own process, 127.0.0.1)"
+             if t.server in (None, OUR_SERVER) else t.server)
     req, resp = t.request_bytes or {}, t.response_bytes or {}
     size = (f"request {req['mean']:.0f} B, response {resp['mean']:.0f} B (mean)"
             if req.get("mean") is not None else "no successful requests")

@@ -10,6 +10,7 @@ import numpy as np
 
 from latency.analysis.findings import Finding
 from latency.analysis.stats import LatencyStats, describe_ms
+from latency.core.describe import server_label
 from latency.core.records import component_ns
 
 NO_BREAKDOWN = ("the target sent no Server-Timing header with queue/preprocess/forward/"
@@ -141,7 +142,7 @@ def transport_summary(ok: np.ndarray, config: dict[str, Any]) -> TransportSummar
     empty = np.zeros(0)
     return TransportSummary(
         kind="http",
-        server="remote target" if config.get("target") else "ours, own process, 127.0.0.1",
+        server=server_label(config),
         target=config.get("target"),
         payload="bodies file" if config.get("bodies") else config.get("payload", "json"),
         request_bytes=_bytes(ok["req_bytes"] if len(ok) else empty),

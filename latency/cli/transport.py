@@ -11,7 +11,14 @@ import sys
 from typing import Any
 
 from latency.cli.args import NO_DEFAULT, number
-from latency.core.config import DEFAULT_MAX_BODY_MB, PAYLOADS, TRANSPORTS, RunConfig
+from latency.core.config import (
+    BACKENDS,
+    DEFAULT_MAX_BODY_MB,
+    PAYLOADS,
+    RAY_PREPROCESS,
+    TRANSPORTS,
+    RunConfig,
+)
 from latency.core.errors import ConfigError
 
 
@@ -22,6 +29,16 @@ def add_run_flags(r: argparse.ArgumentParser) -> None:
                    help="in-process: a thread hand-off; http: a real HTTP server (our own, in "
                         "its own process on 127.0.0.1) speaking the Open Inference Protocol "
                         "(default: in-process, or http with --target)")
+    g.add_argument("--backend", default="builtin", choices=BACKENDS,
+                   help="who serves the pipeline: builtin (our server) or ray (Ray Serve: "
+                        "replicas as Ray actors, @serve.batch, its HTTP proxy; pip install -r "
+                        "requirements-ray.txt)")
+    g.add_argument("--ray-address", metavar="ADDRESS",
+                   help="--backend ray: an existing Ray cluster (ray://head:10001, head:6379, "
+                        "auto) instead of a local instance started by the run" + NO_DEFAULT)
+    g.add_argument("--ray-preprocess", default="replica", choices=RAY_PREPROCESS,
+                   help="--backend ray: preprocess in the model's replica, or in a deployment "
+                        "of its own in front of it (the tensor then travels between actors)")
     g.add_argument("--payload", default="json", choices=PAYLOADS,
                    help="json: OIP v2 JSON (bytes base64-encoded); raw: the input's bytes as "
                         "the body (application/octet-stream)")
@@ -61,7 +78,13 @@ def config_kwargs(a: argparse.Namespace) -> dict[str, Any]:
     if a.target and a.transport == "in-process":
         raise ConfigError("--target profiles a remote endpoint over HTTP: drop "
                           "--transport in-process")
-    return {"transport": a.transport or ("http" if a.target else "in-process"),
+    if a.backend == "ray" and a.transport == "in-process":
+        raise ConfigError("Ray Serve is reached over HTTP, through its proxy: drop "
+                          "--transport in-process")
+    return {"transport": a.transport or ("http" if a.target or a.backend == "ray"
+                                         else "in-process"),
+            "backend": a.backend, "ray_address": a.ray_address,
+            "ray_preprocess": a.ray_preprocess,
             "payload": a.payload, "target": a.target, "bodies": a.bodies,
             "target_protocol": a.target_protocol, "http_method": a.method,
             "content_type": a.content_type, "health_url": a.health_url,

@@ -33,6 +33,10 @@ MAX_GRACE_S = 600.0
 DEFAULT_MAX_BODY_MB = 32.0
 ARRIVALS = ("poisson", "constant")
 TRANSPORTS = ("in-process", "http")
+#: who serves the pipeline: our server (in this process or its own), or Ray Serve
+BACKENDS = ("builtin", "ray")
+#: Ray Serve: preprocess in the model's replica, or in a deployment of its own in front
+RAY_PREPROCESS = ("replica", "deployment")
 INPUT_ORDERS = ("in-order", "shuffle")
 TARGET_PROTOCOLS = ("oip", "http")
 HTTP_METHODS = ("POST", "PUT", "GET")
@@ -79,6 +83,12 @@ class RunConfig:
     #: ``sample_inputs(input_pool, seed)``
     inputs: str | None = None
     input_order: str = "in-order"  # in-order | shuffle (seeded by ``seed``)
+    # ---- serving engine: our server, or Ray Serve (over its HTTP proxy)
+    backend: str = "builtin"  # builtin | ray
+    #: Ray Serve: an existing cluster ("ray://head:10001", "head:6379", "auto"); None: a local
+    #: instance started and stopped by the run
+    ray_address: str | None = None
+    ray_preprocess: str = "replica"  # replica | deployment
     # ---- transport: in-process, or real HTTP to our server or a target
     transport: str = "in-process"  # in-process | http
     payload: str = "json"  # json (OIP v2 JSON) | raw (the input's bytes as the body)
@@ -203,8 +213,32 @@ class RunConfig:
         c._check_transport()
         return c
 
+    def _check_backend(self) -> None:
+        """Ray Serve is reached over HTTP, through its proxy; it serves our pipeline, so it
+        takes no remote target."""
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"--backend must be one of: {', '.join(BACKENDS)}")
+        if self.ray_preprocess not in RAY_PREPROCESS:
+            raise ConfigError(f"--ray-preprocess must be one of: {', '.join(RAY_PREPROCESS)}")
+        if self.backend != "ray":
+            if self.ray_address is not None or self.ray_preprocess != "replica":
+                raise ConfigError("--ray-address and --ray-preprocess are for --backend ray")
+            return
+        if self.target is not None:
+            raise ConfigError("--backend ray serves the pipeline itself: drop --target (to "
+                              "profile a Ray Serve app that is already running, give its URL "
+                              "as --target without --backend)")
+        self.transport = "http"  # Ray Serve is reached through its HTTP proxy
+        if self.ray_address is not None:
+            addr = str(self.ray_address).strip()
+            if not addr or any(ch.isspace() for ch in addr):
+                raise ConfigError(f"--ray-address must be an address like ray://head:10001, "
+                                  f"head:6379 or auto (got {self.ray_address!r})")
+            self.ray_address = addr
+
     def _check_transport(self) -> None:
         """The transport's values; ``--target`` implies ``--transport http``."""
+        self._check_backend()
         if self.target is not None:
             self.transport = "http"  # a target is always reached over HTTP
             parts = urlsplit(str(self.target))

@@ -45,6 +45,28 @@ def setup_description(config: dict[str, Any]) -> str:
     for stage in ("pre", "post"):
         if config.get(stage) not in (None, "fast"):
             parts.append(f"{config[stage]} {stage}")
-    if config.get("transport") not in (None, "in-process"):
+    if config.get("backend") == "ray":
+        parts.append("Ray Serve" + (" + preprocess deployment"
+                                    if config.get("ray_preprocess") == "deployment" else ""))
+    elif config.get("transport") not in (None, "in-process"):
         parts.append(str(config["transport"]))
     return " · ".join(parts)
+
+
+#: who served an HTTP run when it was our own server
+OUR_SERVER = "ours, own process, 127.0.0.1"
+
+
+def server_label(config: dict[str, Any]) -> str:
+    """Who answered an HTTP run's requests: 'remote target', 'Ray Serve (local instance; 2
+    replica actor(s), preprocess in the replica)' or our own server."""
+    if config.get("target"):
+        return "remote target"
+    if config.get("backend") == "ray":
+        where = (f"cluster {config['ray_address']}" if config.get("ray_address")
+                 else "local instance")
+        pre = ("a preprocess deployment" if config.get("ray_preprocess") == "deployment"
+               else "the replica")
+        return (f"Ray Serve ({where}; {config.get('replicas') or 1} replica actor(s), "
+                f"preprocess in {pre})")
+    return OUR_SERVER

@@ -15,12 +15,14 @@ from typing import Any
 import torch
 
 from latency.core.config import RunConfig
+from latency.core.describe import server_label
 from latency.load.bodies import load_bodies
 from latency.load.http_client import HttpTransport, split_target
 from latency.pipelines.inputs import read_inputs
 from latency.pipelines.registry import build_pipeline
 from latency.serve.http_app import parse_metrics
 from latency.serve.http_server import ServerProcess
+from latency.serve.ray_serve import RayServe
 
 #: open loop: the client pool's connections (requests beyond wait for a free one, and that
 #: wait is part of their network time, as in any pooled client).
@@ -55,7 +57,7 @@ class HttpBackend:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.wan = config.wan
-        self.server: ServerProcess | None = None
+        self.server: ServerProcess | RayServe | None = None
         self.transport: HttpTransport | None = None
         self.base = ""
         self.model = config.model
@@ -77,7 +79,8 @@ class HttpBackend:
         c = self.config
         t = time.perf_counter()
         if c.target is None:
-            self.server = ServerProcess(c, c.max_body_mb).start()
+            self.server = (RayServe(c) if c.backend == "ray"
+                           else ServerProcess(c, c.max_body_mb)).start()
             self.base = self.server.url
             timings["server_start_s"] = time.perf_counter() - t
             timings.update(self.server.ready.get("timings") or {})  # measured in the server
@@ -107,12 +110,15 @@ class HttpBackend:
         plain = c.target_protocol == "http"
         env["transport"] = {"kind": "http", "url": self.base, "model": self.model,
                             "protocol": "plain HTTP" if plain else "Open Inference Protocol",
-                            "server": "remote target" if c.target else
-                            "ours, own process on 127.0.0.1", "payload":
+                            "server": server_label(c.to_dict()), "payload":
                             "bodies file" if c.bodies else c.payload,
                             "wan": self.wan.to_dict() if self.wan.active else None}
         if plain:
             env["transport"].update(method=c.http_method, content_type=c.content_type)
+        if isinstance(self.server, RayServe):
+            env["transport"].update(ray_preprocess=c.ray_preprocess,
+                                    ray_address=c.ray_address or "local instance",
+                                    ray_logs=self.server.logs)
         self._before = None if plain else server_counts(self.base)
         connections = (c.concurrency or 1) if c.rate is None else OPEN_LOOP_CONNECTIONS
         self.transport = HttpTransport(self.base, self.model, payload=c.payload, wan=self.wan,

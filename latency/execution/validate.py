@@ -17,6 +17,7 @@ from latency.pipelines.contract import Pipeline
 from latency.pipelines.inputs import check_inputs
 from latency.pipelines.levers import check
 from latency.pipelines.registry import PipelineSource, parse_model_args, source
+from latency.serve.ray_serve import INSTALL_HINT, ray_installed
 
 
 def validated(config: RunConfig, pipeline: Pipeline | None = None) -> RunConfig:
@@ -24,6 +25,12 @@ def validated(config: RunConfig, pipeline: Pipeline | None = None) -> RunConfig:
     ConfigError if it cannot run here. ``pipeline``: an object the caller built, served as it
     is (its model-args and device are its own)."""
     c = config.checked()
+    if c.backend == "ray":
+        if pipeline is not None:
+            raise ConfigError("a pipeline object is served in this process: pass its class or "
+                              "'module:Name' to serve it on Ray Serve")
+        if not ray_installed():
+            raise ConfigError(INSTALL_HINT)
     if c.bodies is not None:  # fails here, before anything runs
         load_bodies(c.bodies, require_json=c.target_protocol == "oip")
     if c.inputs is not None:

@@ -39,13 +39,23 @@ def changes_pipeline(config: RunConfig) -> bool:
     return bool(config.optimize) or config.pre != "fast" or config.post != "fast"
 
 
-def build_server(config: RunConfig, on_phase: Callable[[str], None] | None = None,
-                 pipeline: Pipeline | None = None) -> BuiltServer:
-    """Build and start the server a validated ``config`` describes. ``on_phase("optimising")``
-    is called before the levers are applied (they may take seconds: compilation, calibration).
-    ``pipeline``: one the caller built already (``latency.profile`` of a pipeline object): it
-    is served as it is, on the device it was built for.
-    """
+@dataclass
+class PreparedPipeline:
+    """A pipeline built as a config says, with what the levers did and how long it took."""
+
+    pipeline: Pipeline
+    optimization: OptimizationReport | None = None
+    #: ``model_load_s``, and ``optimize_s`` when levers or variants were applied
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def prepare_pipeline(config: RunConfig, on_phase: Callable[[str], None] | None = None,
+                     pipeline: Pipeline | None = None) -> PreparedPipeline:
+    """The pipeline a validated ``config`` describes, built on its device and dtype with its
+    model-args, the levers and pre/post variants applied — what every server serves (ours in
+    this process or its own, and each Ray Serve replica). ``on_phase("optimising")`` is called
+    before the levers are applied (they may take seconds: compilation, calibration).
+    ``pipeline``: one the caller built already, served as it is."""
     torch.set_num_threads(config.threads)
     t = time.perf_counter()
     if pipeline is None:
@@ -63,8 +73,18 @@ def build_server(config: RunConfig, on_phase: Callable[[str], None] | None = Non
         report = prepare(pipeline, config.optimize, config.pre, config.post, config.batch_size,
                          raws=raws)
         timings["optimize_s"] = time.perf_counter() - t  # levers + accuracy check
-    server = Server(pipeline, replicas=config.replicas, threads=config.threads,
+    return PreparedPipeline(pipeline, report, timings)
+
+
+def build_server(config: RunConfig, on_phase: Callable[[str], None] | None = None,
+                 pipeline: Pipeline | None = None) -> BuiltServer:
+    """Build and start the server a validated ``config`` describes (its pipeline from
+    ``prepare_pipeline``). ``pipeline``: one the caller built already (``latency.profile`` of a
+    pipeline object): it is served as it is, on the device it was built for.
+    """
+    prepared = prepare_pipeline(config, on_phase, pipeline)
+    server = Server(prepared.pipeline, replicas=config.replicas, threads=config.threads,
                     max_batch=config.batch_size, max_delay_ms=config.max_batch_delay_ms,
                     preprocess_workers=config.preprocess_workers)
     server.start()
-    return BuiltServer(pipeline, server, report, timings)
+    return BuiltServer(prepared.pipeline, server, prepared.optimization, prepared.timings)

@@ -1,0 +1,597 @@
+"""Ray Serve as the serving engine of a run: the same pipeline, served by Ray's replicas
+(actors placed across a Ray cluster), Ray's HTTP proxy and Ray's own batching
+(``@serve.batch``: at most ``max_batch_size`` requests, at most ``batch_wait_timeout_s`` after
+the first — the same rule as our ``BatchQueue``).
+
+Why Ray Serve and not a home-made cluster: users who outgrow one machine move to an existing
+distributed engine; what they need profiled is that engine, with its proxy and its actors.
+
+What each replica measures, with its own clock (only durations leave a host: monotonic clocks
+of two hosts cannot be subtracted):
+
+    arrive ─(queue: a free preprocess thread)─▶ pre_start ─(preprocess)─▶ pre_end ─(queue:
+    the batch fills, the replica frees)─▶ fwd_start ─(forward, whole batch)─▶ fwd_end ─(queue:
+    earlier requests of the batch post-process)─▶ post_start ─(postprocess)─▶ post_end
+
+It answers them as ``Server-Timing`` (and the batch as ``Latency-Lab-Batch``); the client's
+time minus the server's is ``network``: the sockets, Ray's HTTP proxy and its router (and,
+with ``--ray-preprocess deployment``, the hop between the two deployments, sent as
+``hop`` for information). Every request is admitted at once (``max_ongoing_requests`` is
+high), so waiting for a busy replica happens inside it, where it is measured as queue.
+
+Preprocessing where the user chooses (``--ray-preprocess``): ``replica`` (in the model's
+replica, the default, as our own server does) or ``deployment`` (a separate CPU deployment in
+front of the model's: the raw input is preprocessed there and the tensor is shipped to the
+model replica — a real design choice whose cost the run measures).
+
+Started and stopped by the run (``RayServe``): a local Ray instance by default (logical CPUs
+bounded to what the replicas ask, no dashboard, its logs in the run's own directory), or an
+existing cluster by ``--ray-address`` (the app is deleted at the end, the cluster stays).
+Ray is an optional extra (``requirements-ray.txt``): nothing here imports it at module level.
+"""
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import itertools
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import torch
+
+from latency.core.config import RunConfig
+from latency.core.timing import now_ns
+from latency.host.devices import synchronize
+from latency.serve.builder import prepare_pipeline
+from latency.serve.http_app import error_status
+from latency.serve.oip import (
+    JSON_TYPE,
+    ProtocolError,
+    decode_request,
+    encode_response,
+    error_body,
+    format_server_timing,
+)
+
+APP_NAME = "latency-lab"
+#: every request is admitted to a replica at once, so waiting for a busy one is measured
+#: inside it (as queue) rather than hidden in Ray's router.
+MAX_ONGOING = 4096
+#: a deployment not running after this long (a cluster without the resources) is an error.
+READY_TIMEOUT_S = 240.0
+#: the port of Ray Serve's HTTP proxy on an existing cluster (Ray's own default).
+CLUSTER_HTTP_PORT = 8000
+#: the local instance's directory: /tmp/llray-<run pid>-… (Ray's socket paths must be short)
+TEMP_PREFIX = "llray-"
+INSTALL_HINT = "Ray Serve is not installed: pip install -r requirements-ray.txt"
+
+
+def ray_installed() -> bool:
+    """Whether Ray Serve can be imported here (the dashboard offers it only then)."""
+    try:
+        return importlib.util.find_spec("ray") is not None and \
+            importlib.util.find_spec("ray.serve") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# ---- what travels between the stages of one request ---------------------------------------
+@dataclass
+class Job:
+    """One preprocessed request on its way to a batch (stamps: this replica's clock)."""
+
+    item: Any
+    t_arrive: int  # entered the model replica (after preprocess, in a separate deployment)
+    t_pre_start: int = 0
+    t_pre_end: int = 0
+
+
+@dataclass
+class Outcome:
+    """What a model replica did with one request: its durations (ns), batch and answer."""
+
+    durations: dict[str, int]
+    batch: str
+    response: Any = None
+    error: str | None = None
+
+
+def _inference_thread(threads: int) -> None:
+    """Initialiser of a replica's forward thread: inference mode for the thread's life (not
+    per call: entering it costs ~20 µs inside the timed span) and its intra-op team."""
+    torch.set_num_threads(threads)
+    torch.inference_mode().__enter__()
+
+
+def _preprocess_thread() -> None:
+    torch.set_num_threads(1)  # preprocessing must not fight the forward pass for cores
+    torch.inference_mode().__enter__()
+
+
+class _Stages:
+    """The timed stages of one replica, shared by both deployments."""
+
+    def __init__(self, config_dict: dict[str, Any], forward: bool) -> None:
+        config = RunConfig.from_dict(config_dict)
+        if config.device.startswith("cuda"):
+            config.device = "cuda"  # Ray gives the replica its GPU as device 0
+        self.config = config
+        self.prepared = prepare_pipeline(config)
+        self.pipeline = self.prepared.pipeline
+        self.pre_pool = ThreadPoolExecutor(config.preprocess_workers, "pre",
+                                           initializer=_preprocess_thread)
+        self.fwd_pool = (ThreadPoolExecutor(1, "forward", initializer=_inference_thread,
+                                            initargs=(config.threads,)) if forward else None)
+
+    def describe(self) -> dict[str, Any]:
+        report = self.prepared.optimization
+        return {"timings": self.prepared.timings,
+                "optimization": report.to_dict() if report is not None else None}
+
+    def preprocess(self, raw: Any, t_arrive: int) -> Job:
+        job = Job(None, t_arrive, now_ns())
+        job.item = self.pipeline.preprocess(raw)
+        job.t_pre_end = now_ns()
+        return job
+
+    def run_batch(self, jobs: list[Job], batch_id: int, replica: int) -> list[Outcome]:
+        """Forward the whole batch, then post-process its requests one by one (on the
+        replica's forward thread: one batch at a time, as a replica of ours)."""
+        pipeline, n = self.pipeline, len(jobs)
+        batch = f"{batch_id};{n};{replica}"
+        t0 = now_ns()
+        try:
+            out = pipeline.forward(pipeline.collate([j.item for j in jobs]))
+            synchronize(pipeline.device)
+            t1 = now_ns()
+            outputs = pipeline.split(out, n)
+        except Exception as exc:  # noqa: BLE001 - the whole batch failed together
+            t1 = now_ns()
+            return [Outcome(_durations(j, t0, t1, t1, t1), batch,
+                            error=f"forward: {_error_text(exc)}") for j in jobs]
+        results = []
+        for j, o in zip(jobs, outputs):
+            j.item = None
+            t_post = now_ns()
+            response = error = None
+            try:
+                response = pipeline.postprocess(o)
+            except Exception as exc:  # noqa: BLE001 - one bad request fails alone
+                error = f"postprocess: {_error_text(exc)}"
+            results.append(Outcome(_durations(j, t0, t1, t_post, now_ns()), batch, response,
+                                   error))
+        return results
+
+
+def _durations(j: Job, t0: int, t1: int, t_post: int, t_post_end: int) -> dict[str, int]:
+    """One request's server-side durations; the three waits summed as ``queue``."""
+    pre = j.t_pre_end - j.t_pre_start
+    waited_pre = (j.t_pre_start - j.t_arrive) if j.t_pre_start else 0
+    waited_batch = t0 - (j.t_pre_end if j.t_pre_start else j.t_arrive)
+    return {"queue": waited_pre + waited_batch + (t_post - t1), "preprocess": pre,
+            "forward": t1 - t0, "postprocess": t_post_end - t_post}
+
+
+# ---- the HTTP face of an ingress deployment -----------------------------------------------
+async def _read(request: Any, max_body: int) -> bytes:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > max_body:
+        raise ProtocolError(413, f"body of {int(length)} bytes is over the {max_body}-byte "
+                                 "limit")
+    body = await request.body()
+    if len(body) > max_body:
+        raise ProtocolError(413, f"body is over the {max_body}-byte limit")
+    return body
+
+
+def _reply(model: str, outcome: Outcome, rid: str | None, hop_ns: int | None = None) -> Any:
+    from starlette.responses import Response
+
+    timing = dict(outcome.durations)
+    if hop_ns is not None:
+        timing["hop"] = max(hop_ns, 0)  # not a server stage: the client counts it as network
+    headers = {"Server-Timing": format_server_timing(timing),
+               "Latency-Lab-Batch": outcome.batch}
+    if outcome.error is not None:
+        return Response(error_body(outcome.error), error_status(outcome.error), headers,
+                        media_type=JSON_TYPE)
+    return Response(encode_response(model, outcome.response, rid), 200, headers,
+                    media_type=JSON_TYPE)
+
+
+def _route(request: Any, model: str) -> tuple[str, Any]:
+    """('infer', None) for an infer POST of ``model``, else ('done', the response)."""
+    from starlette.responses import JSONResponse, Response
+
+    path = request.url.path.rstrip("/")
+    parts = path.split("/")
+    if path in ("/v2/health/ready", "/v2/health/live"):
+        return "done", JSONResponse({"ready": True})
+    if path == "/v2":
+        return "done", JSONResponse({"name": "latency-lab on Ray Serve", "version": "1",
+                                     "extensions": []})
+    if len(parts) >= 4 and parts[1:3] == ["v2", "models"]:
+        name = parts[3]
+        if name != model:
+            return "done", Response(error_body(f"unknown model {name!r}; this server serves "
+                                               f"{model!r}"), 404, media_type=JSON_TYPE)
+        if parts[-1] == "infer":
+            if request.method != "POST":
+                return "done", Response(error_body("infer takes POST"), 405,
+                                        media_type=JSON_TYPE)
+            return "infer", None
+        if len(parts) == 4 or parts[-1] == "ready":
+            return "done", JSONResponse({"name": model, "ready": True, "platform": "pytorch",
+                                         "versions": ["1"]})
+    return "done", Response(error_body(f"no route {request.method} {path}"), 404,
+                            media_type=JSON_TYPE)
+
+
+def _client_error(exc: ProtocolError) -> Any:
+    from starlette.responses import Response
+
+    return Response(error_body(str(exc)), exc.status, media_type=JSON_TYPE)
+
+
+# ---- the deployments ------------------------------------------------------------------------
+class ModelReplica:
+    """A model replica: forward (batched by ``@serve.batch``) and postprocess; with
+    ``--ray-preprocess replica`` also the HTTP ingress and preprocess."""
+
+    def __init__(self, config_dict: dict[str, Any]) -> None:
+        from ray import serve
+
+        self.stages = _Stages(config_dict, forward=True)
+        c = self.stages.config
+        self.model = c.model
+        self.max_body = int(c.max_body_mb * 1024 * 1024)
+        # Ray's batching, one queue per replica: a batch is due at max_batch_size requests or
+        # batch_wait_timeout_s after its first — our BatchQueue's rule
+        self.forward_batch = serve.batch(max_batch_size=c.batch_size,
+                                         batch_wait_timeout_s=c.max_batch_delay_ms / 1000.0
+                                         )(self._forward)
+        rank = getattr(serve.get_replica_context(), "rank", 0)
+        self.rank = int(getattr(rank, "rank", rank) or 0)
+        self.replicas = max(c.replicas, 1)
+        self._ids = itertools.count()
+
+    def describe(self) -> dict[str, Any]:
+        return self.stages.describe()
+
+    async def _forward(self, jobs: list[Job]) -> list[Outcome]:
+        batch_id = next(self._ids) * self.replicas + self.rank  # unique across replicas
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.stages.fwd_pool, self.stages.run_batch, jobs,
+                                          batch_id, self.rank)
+
+    async def __call__(self, request: Any) -> Any:
+        kind, response = _route(request, self.model)
+        if kind != "infer":
+            return response
+        try:
+            raw, rid = decode_request(await _read(request, self.max_body),
+                                      request.headers.get("content-type", JSON_TYPE))
+        except ProtocolError as exc:
+            return _client_error(exc)
+        t_arrive = now_ns()
+        loop = asyncio.get_running_loop()
+        try:
+            job = await loop.run_in_executor(self.stages.pre_pool, self.stages.preprocess, raw,
+                                             t_arrive)
+        except Exception as exc:  # noqa: BLE001 - one bad request fails alone
+            t = now_ns()
+            outcome = Outcome({"queue": 0, "preprocess": t - t_arrive, "forward": 0,
+                               "postprocess": 0}, "-1;0;-1",
+                              error=f"preprocess: {_error_text(exc)}")
+            return _reply(self.model, outcome, rid)
+        return _reply(self.model, await self.forward_batch(job), rid)
+
+    async def infer_item(self, item: Any) -> Outcome:
+        """A preprocessed request from the preprocess deployment."""
+        return await self.forward_batch(Job(item, now_ns()))
+
+
+class PreprocessIngress:
+    """``--ray-preprocess deployment``: the HTTP ingress and preprocess, in front of the
+    model's deployment; the tensor travels to a model replica through Ray."""
+
+    def __init__(self, config_dict: dict[str, Any], model_handle: Any) -> None:
+        self.stages = _Stages(config_dict, forward=False)
+        c = self.stages.config
+        self.model = c.model
+        self.max_body = int(c.max_body_mb * 1024 * 1024)
+        self.handle = model_handle
+
+    async def describe(self) -> dict[str, Any]:
+        return await self.handle.describe.remote()
+
+    async def __call__(self, request: Any) -> Any:
+        kind, response = _route(request, self.model)
+        if kind != "infer":
+            return response
+        try:
+            raw, rid = decode_request(await _read(request, self.max_body),
+                                      request.headers.get("content-type", JSON_TYPE))
+        except ProtocolError as exc:
+            return _client_error(exc)
+        t_arrive = now_ns()
+        loop = asyncio.get_running_loop()
+        try:
+            job = await loop.run_in_executor(self.stages.pre_pool, self.stages.preprocess, raw,
+                                             t_arrive)
+        except Exception as exc:  # noqa: BLE001 - one bad request fails alone
+            t = now_ns()
+            outcome = Outcome({"queue": 0, "preprocess": t - t_arrive, "forward": 0,
+                               "postprocess": 0}, "-1;0;-1",
+                              error=f"preprocess: {_error_text(exc)}")
+            return _reply(self.model, outcome, rid)
+        t_call = now_ns()
+        outcome = await self.handle.infer_item.remote(job.item)
+        hop = now_ns() - t_call - sum(outcome.durations.values())  # Ray's hop, both ways
+        outcome.durations["queue"] += job.t_pre_start - t_arrive
+        outcome.durations["preprocess"] = job.t_pre_end - job.t_pre_start
+        return _reply(self.model, outcome, rid, hop_ns=hop)
+
+
+def build_app(config: RunConfig) -> Any:
+    """The Ray Serve application of ``config``: the model's deployment (``replicas`` actors,
+    each ``threads`` CPUs and a GPU when the device is CUDA), behind the preprocess
+    deployment when ``ray_preprocess`` is ``deployment``."""
+    from ray import serve
+
+    gpu = 1 if config.device.startswith("cuda") else 0
+    model = serve.deployment(ModelReplica, name="model", num_replicas=config.replicas,
+                             ray_actor_options={"num_cpus": config.threads, "num_gpus": gpu},
+                             max_ongoing_requests=MAX_ONGOING).bind(config.to_dict())
+    if config.ray_preprocess != "deployment":
+        return model
+    return serve.deployment(PreprocessIngress, name="preprocess",
+                            num_replicas=config.replicas,
+                            ray_actor_options={"num_cpus": 1},
+                            max_ongoing_requests=MAX_ONGOING).bind(config.to_dict(), model)
+
+
+# ---- the engine's side: start, address, stop -----------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cluster_host(address: str) -> str:
+    """The host of a Ray address (``ray://head:10001``, ``head:6379``; ``auto``: this one),
+    where its Serve HTTP proxy listens."""
+    if address in ("auto", "local"):
+        return "127.0.0.1"
+    host = urlsplit(address if "://" in address else f"ray://{address}").hostname
+    return host or "127.0.0.1"
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A clear line within seconds when nothing listens at the address (Ray itself retries
+    for minutes); ``auto`` is left to Ray (it reads the address of this machine's cluster)."""
+    if address in ("auto", "local"):
+        return
+    parts = urlsplit(address if "://" in address else f"ray://{address}")
+    try:
+        port = parts.port or (10001 if address.startswith("ray://") else 6379)
+    except ValueError:
+        raise ConnectionError(f"--ray-address has a bad port: {address!r}") from None
+    host = parts.hostname or "127.0.0.1"
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"the Ray cluster at {address} is unreachable ({host}:{port}: "
+                              f"{exc.strerror or exc})") from None
+
+
+def cpus_needed(config: RunConfig) -> int:
+    """Logical CPUs the deployments ask of a local instance."""
+    pre = config.replicas if config.ray_preprocess == "deployment" else 0
+    return config.replicas * config.threads + pre
+
+
+@dataclass
+class RayServe:
+    """Ray Serve for one run, with the face of ``ServerProcess``: ``start()``, ``url``,
+    ``ready`` (the replica's build timings and optimisation report) and ``stop()``."""
+
+    config: RunConfig
+    url: str = ""
+    ready: dict[str, Any] = field(default_factory=dict)
+    #: where Ray wrote its logs (a local instance: under the run's own temporary directory)
+    logs: str | None = None
+    _started: bool = False
+    _temp: str | None = None
+
+    @property
+    def local(self) -> bool:
+        return self.config.ray_address is None
+
+    def start(self, timeout_s: float = READY_TIMEOUT_S) -> RayServe:
+        try:
+            import ray
+            from ray import serve
+        except ImportError:
+            raise RuntimeError(INSTALL_HINT) from None
+        c = self.config
+        timings: dict[str, float] = {}
+        t = time.perf_counter()
+        self._connect(ray)
+        self._started = True
+        timings["ray_start_s"] = time.perf_counter() - t
+        try:
+            t = time.perf_counter()
+            port = _free_port() if self.local else CLUSTER_HTTP_PORT
+            host = "127.0.0.1" if self.local else cluster_host(str(c.ray_address))
+            # on a cluster whose Serve already runs, its own HTTP options stay: read them back
+            serve.start(http_options={"host": "127.0.0.1" if self.local else "0.0.0.0",
+                                      "port": port},
+                        logging_config={"log_level": "WARNING", "enable_access_log": False})
+            port = _proxy_port(serve, port)
+            handle = self._deploy(serve, timeout_s)
+            timings["deploy_s"] = time.perf_counter() - t
+            described = handle.describe.remote().result(timeout_s=60)
+            timings.update(described.get("timings") or {})
+            self.ready = {"timings": timings, "optimization": described.get("optimization")}
+            self.url = f"http://{host}:{port}"
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _connect(self, ray: Any) -> None:
+        import logging
+
+        # the run prints its own progress and reports its own errors
+        logging.getLogger("ray").setLevel(logging.WARNING)
+        logging.getLogger("ray.serve").setLevel(logging.ERROR)
+        # "token authentication is enabled": right and kept, but not the run's news
+        logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)
+        c = self.config
+        common = {"include_dashboard": False, "log_to_driver": False,
+                  "logging_level": "WARNING", "namespace": APP_NAME,
+                  "ignore_reinit_error": False}
+        if not self.local:
+            _check_reachable(str(c.ray_address))
+            try:
+                ray.init(address=c.ray_address, runtime_env=_remote_env(), **common)
+            except Exception as exc:  # noqa: BLE001 - one line for the user
+                why = _first_line(exc)
+                if "auth" in why.lower() or "token" in why.lower():
+                    why += (" (a cluster with token authentication: set RAY_AUTH_MODE=token "
+                            "and its token, as Ray's token-auth page says)")
+                raise ConnectionError(f"the Ray cluster at {c.ray_address} is unreachable: "
+                                      f"{why}") from None
+            return
+        # Ray's socket paths must stay short: a fresh directory under /tmp, removed at stop
+        # (and, should a run have been killed, by the next run)
+        base = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
+        _remove_orphans(base)
+        self._temp = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=base)
+        self.logs = os.path.join(self._temp, "session_latest", "logs")
+        gpus = 1 if c.device.startswith("cuda") else 0
+        ray.init(num_cpus=cpus_needed(c), num_gpus=gpus, _temp_dir=self._temp,
+                 runtime_env={"env_vars": {"PYTHONPATH": _python_path()}}, **common)
+
+    def _deploy(self, serve: Any, timeout_s: float) -> Any:
+        """``serve.run`` in a thread, so that a cluster that cannot place the replicas is a
+        clear error after ``timeout_s`` and not a wait without end."""
+        app = build_app(self.config)
+        out: list[Any] = []
+
+        def run() -> None:
+            try:
+                out.append(serve.run(app, name=APP_NAME, route_prefix="/"))
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                out.append(exc)
+
+        worker = threading.Thread(target=run, name="ray-deploy", daemon=True)
+        worker.start()
+        worker.join(timeout_s)
+        if not out:
+            c = self.config
+            raise RuntimeError(f"Ray Serve did not start {c.replicas} replica(s) within "
+                               f"{timeout_s:g} s (each asks {c.threads} CPU"
+                               + (" and 1 GPU" if c.device.startswith("cuda") else "")
+                               + "): does the cluster have them free?")
+        if isinstance(out[0], BaseException):
+            raise RuntimeError(f"Ray Serve could not start the pipeline: "
+                               f"{_deploy_reason(out[0])}") from None
+        return out[0]
+
+    def stop(self) -> None:
+        """Delete the app (an existing cluster keeps running) or shut the local instance."""
+        if not self._started:
+            return
+        self._started = False
+        try:
+            import ray
+            from ray import serve
+
+            try:
+                if not self.local:
+                    serve.delete(APP_NAME)  # a local instance goes whole with ray.shutdown
+            finally:
+                ray.shutdown()
+        except Exception:  # noqa: BLE001, S110 - stopping must not fail a finished run
+            pass
+        if self._temp is not None:
+            shutil.rmtree(self._temp, ignore_errors=True)
+            self.logs = None
+
+
+def _remove_orphans(base: str) -> None:
+    """Remove the Ray directories of local instances whose run process has died."""
+    for name in os.listdir(base):
+        if not name.startswith(TEMP_PREFIX):
+            continue
+        pid = name[len(TEMP_PREFIX):].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _proxy_port(serve: Any, asked: int) -> int:
+    """The port Serve's HTTP proxy really listens on (Ray keeps no public accessor)."""
+    try:
+        return int(serve.context._get_global_client().http_config.port)
+    except Exception:  # noqa: BLE001 - an older or newer Ray: what we asked for
+        return asked
+
+
+def _deploy_reason(exc: BaseException) -> str:
+    """The user's own error out of Ray's (a replica's constructor traceback ends in it)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        if ":" in line and not line.startswith(("File ", "^", "Traceback")):
+            return line[:300]
+    return _error_text(exc)
+
+
+def _python_path() -> str:
+    """This process's import path for the replicas, so that a ``--pipeline module:Name``
+    found from here is found there too."""
+    paths = [os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                             if p]
+    return os.pathsep.join(dict.fromkeys(paths))
+
+
+def _remote_env() -> dict[str, Any]:
+    """An existing cluster gets this code with the job (Ray's ``py_modules``): its nodes
+    need Python, Ray, torch and the pipeline's own packages installed, not Latency Lab."""
+    import latency
+    import sample_models
+
+    return {"py_modules": [os.path.dirname(latency.__file__),
+                           os.path.dirname(sample_models.__file__)]}
+
+
+__all__ = ["APP_NAME", "INSTALL_HINT", "RayServe", "build_app", "cluster_host",
+           "cpus_needed", "ray_installed"]
