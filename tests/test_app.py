@@ -37,6 +37,15 @@ def test_live_profiler_renders_with_every_control():
         assert w.help, f"{w.label} has no tooltip"
 
 
+def test_ray_serve_is_offered_only_where_it_is_installed(monkeypatch):
+    monkeypatch.setattr("ui.controls.ray_installed", lambda: False)
+    at = app()
+    at.switch_page("views/live_profiler.py").run()
+    keys = {r.key for r in at.sidebar.radio}
+    assert "backend" not in keys and "transport" in keys
+    assert not at.exception
+
+
 def test_oversubscription_warns_before_start():
     from latency.host.cores import usable_cores
 

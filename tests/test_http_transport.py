@@ -57,6 +57,11 @@ def test_oip_bodies_round_trip_text_and_bytes_and_refuse_bad_ones():
     for raw in ("a sentence, with ünïcode", jpeg):
         body, ctype = encode_request(raw, "json")
         assert decode_request(body, ctype)[0] == raw
+    record = {"text": "a review", "stars": [4, 5], "id": None}  # a line of a .jsonl inputs file
+    body, ctype = encode_request(record, "json")
+    assert decode_request(body, ctype)[0] == record  # the pipeline gets the same value back
+    with pytest.raises(ValueError, match="--payload json"):
+        encode_request(record, "raw")
     body, ctype = encode_request(jpeg, "raw")
     assert body == jpeg and decode_request(body, ctype)[0] == jpeg
     body, ctype = encode_request("ünïcode text", "raw")  # a text pipeline gets a str back

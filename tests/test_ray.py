@@ -173,3 +173,33 @@ def test_ray_settings_are_checked_before_anything_runs(monkeypatch, capsys):
 def test_an_unreachable_cluster_fails_the_run_in_seconds_with_one_reason():
     r = execute(synthetic(requests=5, ray_address=f"127.0.0.1:{free_port()}"))
     assert r.status == "failed" and "unreachable" in r.failure and "refused" in r.failure
+
+
+def test_the_dashboard_serves_a_run_on_ray_serve_with_the_same_live_bars():
+    """The Live Profiler offers Ray Serve (it is installed here); a run started from the
+    widgets is served by it, says so above the charts and shows the five components."""
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import rerun_until
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"),
+                           default_timeout=60)
+    at.run()
+    at.switch_page("views/live_profiler.py").run()
+    at.sidebar.radio(key="backend").set_value("Ray Serve").run()
+    assert at.sidebar.radio(key="ray_preprocess").value == "in the replica"
+    assert not [r for r in at.sidebar.radio if r.key == "transport"]  # Ray is reached by HTTP
+    at.sidebar.slider(key="duration").set_value(2)
+    next(b for b in at.button if b.label == "Start").click().run()
+    rid = at.session_state["watch"]
+    done = lambda at: any("completed" in m.value and rid in m.value  # noqa: E731
+                          for m in at.markdown)
+    rerun_until(at, done, timeout=180)
+    assert done(at) and not at.exception and not at.error
+    assert any("Ray Serve (local instance" in c.value for c in at.caption)
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    bars = next(s for s in specs if {t.get("name") for t in s["data"]} >= {"queue", "forward"})
+    names = {t["name"] for t in bars["data"] if t.get("type") == "bar"}
+    assert {"network", "queue", "preprocess", "forward", "postprocess"} <= names

@@ -56,14 +56,24 @@ class ProtocolError(ValueError):
 # ---- request bodies -----------------------------------------------------------------------
 def encode_request(raw: Any, payload: str = "json", request_id: str | None = None
                    ) -> tuple[bytes, str]:
-    """(body, content type) carrying ``raw`` (str or bytes) in the chosen payload."""
+    """(body, content type) carrying ``raw`` in the chosen payload: text and bytes as they are
+    (OIP ``str`` / ``base64``), a JSON value (a record of a ``.jsonl`` inputs file) as its JSON
+    text, marked ``content_type: json`` so the server hands the pipeline the same value."""
+    json_value = not isinstance(raw, (str, bytes, bytearray, memoryview))
     if payload == "raw":
+        if json_value:
+            raise ValueError(f"the raw payload carries text or bytes, not a "
+                             f"{type(raw).__name__}: use --payload json for JSON inputs")
         if isinstance(raw, str):
             return raw.encode(), TEXT_TYPE
         return bytes(raw), RAW_TYPE
     if isinstance(raw, str):
         tensor = {"name": INPUT_NAME, "shape": [1], "datatype": "BYTES",
                   "parameters": {"content_type": "str"}, "data": [raw]}
+    elif json_value:
+        tensor = {"name": INPUT_NAME, "shape": [1], "datatype": "BYTES",
+                  "parameters": {"content_type": "json"},
+                  "data": [json.dumps(raw, separators=(",", ":"))]}
     else:
         tensor = {"name": INPUT_NAME, "shape": [1], "datatype": "BYTES",
                   "parameters": {"content_type": "base64"},
@@ -127,8 +137,15 @@ def decode_request(body: bytes, content_type: str) -> tuple[Any, str | None]:
             raise ProtocolError(400, f"invalid base64 data: {exc}") from None
     elif kind == "str":
         raw = item
+    elif kind == "json":
+        try:
+            raw = json.loads(item)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ProtocolError(400, f"content_type json: the element is not JSON: {exc}"
+                                ) from None
     else:
-        raise ProtocolError(400, f"unknown content_type {kind!r}: use 'str' or 'base64'")
+        raise ProtocolError(400, f"unknown content_type {kind!r}: use 'str', 'base64' or "
+                                 "'json'")
     rid = doc.get("id")
     return raw, rid if isinstance(rid, str) else None
 

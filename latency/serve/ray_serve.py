@@ -426,6 +426,8 @@ class RayServe:
         return self.config.ray_address is None
 
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> RayServe:
+        # gRPC (inside Ray) notes each later fork of this process at INFO: not the run's news
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
         try:
             import ray
             from ray import serve
