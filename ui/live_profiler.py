@@ -52,6 +52,7 @@ def render(handle: RunHandle, slo_ms: float) -> None:
     c = snap.config
     st.markdown(f"**{STATUS_ICON.get(snap.status, '')} {snap.status}** · `{handle.run_id}` · "
                 f"{c['model']} · batch ≤ {c['batch_size']} · replicas {c['replicas']} · "
+                + ("on Ray Serve · " if c.get("backend") == "ray" else "")
                 + (f"{c['rate']:g} req/s {c['arrival']}" if c.get("rate") else
                    f"clients {c['concurrency']}"))
     if c.get("transport") == "http":

@@ -27,6 +27,13 @@ ADVICE = {
 }
 
 
+#: on Ray Serve, network holds its HTTP proxy and router (and any hop between deployments)
+RAY_NETWORK_ADVICE = ("it holds Ray Serve's HTTP proxy and router: give the proxy cores of its "
+                      "own (replicas × threads + 2 or more), keep preprocessing in the replica "
+                      "(each hop between deployments adds one), or call the deployment "
+                      "through a handle from your own ingress")
+
+
 #: for a remote target: only what the person profiling it controls from here, or can ask of
 #: the server's operators — its batching and replicas are the server's own settings
 REMOTE_ADVICE = {
@@ -75,6 +82,8 @@ def verdict(successful: int, errors: int, component_means: dict[str, float | Non
     second = ranked[1]
     leads = "dominates" if share >= 0.5 else "is the largest share"
     advice = (REMOTE_ADVICE if config.get("target") else ADVICE)[top]
+    if top == "network" and config.get("backend") == "ray":
+        advice = RAY_NETWORK_ADVICE
     text = (f"{top} {leads} ({fmt.share(share)} of the mean {fmt.duration(total)}; next: "
             f"{second} {fmt.share(means[second] / total)}) — {advice}")
     if overloaded:
