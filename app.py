@@ -11,6 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui import room as room_ui
 from ui.shared import instructor_box, run_manager, session_id, startup_pipelines, yield_cpu_to_runs
 
 # the favicon ships with the app (an icon font or emoji would be fetched from the internet,
@@ -26,7 +27,7 @@ startup_pipelines()  # `streamlit run app.py -- --pipeline file.py:Name` (README
 run_manager()  # start the server-wide manager (and its thread) before lowering priority
 yield_cpu_to_runs()
 session_id()
-nav = st.navigation([
+pages = [
     st.Page("views/home.py", title="Home", icon=":material/home:", default=True),
     st.Page("views/live_profiler.py", title="Live Profiler", icon=":material/monitoring:",
             url_path="live"),
@@ -36,6 +37,15 @@ nav = st.navigation([
             url_path="lab"),
     st.Page("views/compare_runs.py", title="Compare Runs", icon=":material/compare_arrows:",
             url_path="compare"),
-], position="top")
+    st.Page("views/workshop.py", title="Workshop", icon=":material/school:",
+            url_path="workshop"),
+]
+nav = st.navigation(pages, position="top")
+here = nav.url_path
+followed = room_ui.follow({p.url_path: p for p in pages}, here)  # presenter mode
 instructor_box()
+room_ui.presenter_controls(here)
+room_ui.banner(followed)
+room_ui.watch()
 nav.run()
+room_ui.publish(here)

@@ -117,6 +117,19 @@ def controls() -> ABPlan:
     return ABPlan(base, variant, int(pairs))
 
 
+def group_title(plan: Any, lesson_step: str | None) -> str:
+    """What a group of A/B runs answers, as the history names its runs."""
+    if lesson_step == "quantise":
+        return "Lesson: a faster model, the same latency — step 1 (int8)"
+    if lesson_step == "help":
+        return "Lesson: a faster model, the same latency — step 2 (the levers that help)"
+    from latency.core.describe import setup_description
+
+    a, b = plan.baseline.to_dict(), plan.variant.to_dict()
+    return (f"A/B: {a['model']} · A = {setup_description(a) or 'plain'} · "
+            f"B = {setup_description(b) or 'plain'}")
+
+
 def group_progress(blocks: list[tuple[str, str]]) -> tuple[int, str]:
     """(blocks finished, a line about the one in flight or waiting)."""
     mgr = run_manager()

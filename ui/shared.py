@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from latency.execution.manager import RunManager
+from latency.execution.room import Room
 from latency.figures import plots
 
 INSTRUCTOR_ENV = "LATENCY_LAB_INSTRUCTOR_KEY"
@@ -75,6 +76,12 @@ def run_manager() -> RunManager:
     return RunManager()
 
 
+@st.cache_resource
+def room() -> Room:
+    """The server-wide presentation (presenter mode): who presents, and what they show."""
+    return Room()
+
+
 def session_id() -> str:
     """A random id for this browser session: it owns the runs it starts."""
     if "owner" not in st.session_state:
@@ -102,6 +109,12 @@ def may_manage(owner: str | None) -> bool:
     """Whether this session may rename or delete a saved run: always on a personal
     dashboard; in a shared room, only the session that ran it, or an instructor."""
     return not shared_room() or is_instructor() or (owner is not None and owner == session_id())
+
+
+def can_manage_room() -> bool:
+    """Whether this session runs the workshop's lessons and reveals their answers: anyone on a
+    personal dashboard; in a shared room, an instructor (students guess)."""
+    return not shared_room() or is_instructor()
 
 
 def may_see_server_details() -> bool:

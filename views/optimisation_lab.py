@@ -6,7 +6,7 @@ from latency.core import fmt
 from latency.core.errors import ConfigError
 from latency.execution.ab import submit_ab
 from ui import optimisation_lab as lab
-from ui.shared import run_manager, session_id, yield_cpu_to_runs
+from ui.shared import plain, run_manager, session_id, yield_cpu_to_runs
 
 yield_cpu_to_runs()
 st.title("Optimisation Lab")
@@ -41,14 +41,23 @@ run_now = st.button("Run A/B", type="primary", icon=":material/compare_arrows:",
                          "runs go one at a time, each in its own process.")
 if run_now or st.session_state.pop("lab_submit", False):
     try:
-        blocks = submit_ab(mgr, plan, me)
-        st.session_state["ab_group"] = {"blocks": blocks, "pairs": plan.pairs,
-                                        "lesson": st.session_state.get("lesson_step")}
+        lesson_step = st.session_state.get("lesson_step")
+        title = lab.group_title(plan, lesson_step)
+        blocks = submit_ab(mgr, plan, me, title=title)
+        # the result belongs to the room: kept by the server, shown to every viewer
+        st.session_state["ab_group"] = mgr.register_group(
+            title, me, blocks, {"kind": "ab", "pairs": plan.pairs,
+                                "lesson": lesson_step}).to_state()
         st.session_state.pop("lesson_answer", None)
     except ConfigError as exc:
         st.error(f"Cannot start: {exc}")
 
 group = st.session_state.get("ab_group")
+if group is None and (latest := mgr.latest_group("ab")) is not None:
+    group = latest.to_state()  # a newcomer, or a reload: the room's latest A/B
+    st.caption(f"The room's latest A/B: **{plain(group['title'])}**.")
+if group is not None and group.get("group_id"):
+    mgr.viewed(group["group_id"])
 in_flight = bool(group) and lab.group_progress(group["blocks"])[0] < len(group["blocks"])
 
 ANSWERS = ("Quantise harder: the model must still be the bottleneck",
@@ -65,7 +74,9 @@ def results() -> None:
         st.info("No A/B yet. Choose a baseline and levers in the sidebar and press **Run "
                 "A/B** — or start the lesson above.")
         return
-    blocks = group["blocks"]
+    blocks = [tuple(b) for b in group["blocks"]]
+    if group.get("group_id"):
+        mgr.viewed(group["group_id"])  # somebody still watches: the group is not abandoned
     done, line = lab.group_progress(blocks)
     if done < len(blocks):
         st.progress(done / len(blocks), text=f"{done} of {len(blocks)} blocks done · {line}")

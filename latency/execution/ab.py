@@ -87,7 +87,8 @@ def run_ab(plan: ABPlan, *, execute: Callable[..., RunResult] | None = None,
     return merge(plan, done)
 
 
-def submit_ab(manager: Any, plan: ABPlan, owner: str) -> list[tuple[str, str]]:
+def submit_ab(manager: Any, plan: ABPlan, owner: str, title: str | None = None
+              ) -> list[tuple[str, str]]:
     """Queue every block with the run manager, in order; returns [(arm, run id), ...].
 
     The manager runs them one at a time, in this order, each in its own process; they are
@@ -96,5 +97,9 @@ def submit_ab(manager: Any, plan: ABPlan, owner: str) -> list[tuple[str, str]]:
     """
     plan = plan.validated()
     blocks = plan.blocks()
-    tickets = manager.submit_group([cfg for _, cfg in blocks], owner=owner)
+    names = None
+    if title is not None:  # named in the history after what they answer, block by block
+        names = [f"{title} · {arm} {i // 2 + 1}/{plan.pairs}" for i, (arm, _) in
+                 enumerate(blocks)]
+    tickets = manager.submit_group([cfg for _, cfg in blocks], owner=owner, names=names)
     return [(arm, t.run_id) for (arm, _), t in zip(blocks, tickets)]

@@ -9,10 +9,12 @@ save state) and live on in the run history, so a server that runs all day keeps 
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
+import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from latency.core.config import RunConfig
@@ -25,6 +27,31 @@ DEFAULT_STORE: Any = object()
 
 #: finished runs kept in memory for viewers (the SQLite store keeps everything for history).
 KEEP_FINISHED = 20
+#: run groups (an A/B, a lesson step) the room remembers, newest last
+KEEP_GROUPS = 16
+#: a group nobody has looked at for this long, with blocks still to run, is cancelled
+ABANDON_S = 20.0
+
+
+@dataclass
+class RunGroup:
+    """Runs queued together for one question (an A/B's blocks, a lesson step), kept by the
+    manager — not by the browser session that asked — so every viewer of the room, a reload and
+    a late arrival see the same result. ``blocks``: (arm, run id) in order."""
+
+    group_id: str
+    title: str
+    owner: str
+    blocks: list[tuple[str, str]]
+    info: dict[str, Any] = field(default_factory=dict)
+    created: float = 0.0
+    last_viewed: float = 0.0
+    cancelled: bool = False
+
+    def to_state(self) -> dict[str, Any]:
+        """The page's view of the group (what a session keeps to show it)."""
+        return {"group_id": self.group_id, "title": self.title,
+                "blocks": [list(b) for b in self.blocks], **self.info}
 
 
 @dataclass(frozen=True)
@@ -54,6 +81,10 @@ class RunManager:
         self._finished: deque[RunHandle] = deque()
         self._owners: dict[str, str] = {}
         self._by_id: dict[str, RunHandle] = {}
+        self._names: dict[str, str] = {}
+        self._groups: deque[RunGroup] = deque()
+        self._group_ids = itertools.count(1)
+        self.abandon_s = ABANDON_S
         self._thread = threading.Thread(target=self._schedule, name="run-manager", daemon=True)
         self._thread.start()
 
@@ -68,17 +99,84 @@ class RunManager:
             self._lock.notify_all()
         return Ticket(handle.run_id, self.position(handle.run_id))
 
-    def submit_group(self, configs: list[RunConfig], owner: str) -> list[Ticket]:
+    def submit_group(self, configs: list[RunConfig], owner: str,
+                     names: list[str] | None = None) -> list[Ticket]:
         """Validate every config, then queue them all back to back (an A/B's blocks): nobody
-        else's run can land between them. Nothing is queued if any config is bad."""
+        else's run can land between them. Nothing is queued if any config is bad. ``names``:
+        what each run is called in the history."""
         handles = [RunHandle(c) for c in configs]  # validates all first
         with self._lock:
-            for handle in handles:
+            for i, handle in enumerate(handles):
                 self._queue.append(handle)
                 self._owners[handle.run_id] = owner
                 self._by_id[handle.run_id] = handle
+                if names is not None and i < len(names):
+                    self._names[handle.run_id] = names[i]
             self._lock.notify_all()
         return [Ticket(h.run_id, self.position(h.run_id) or 0) for h in handles]
+
+    # ---- groups: results that belong to the room ---------------------------------------------
+    def register_group(self, title: str, owner: str, blocks: list[tuple[str, str]],
+                       info: dict[str, Any] | None = None) -> RunGroup:
+        """Remember a group of queued runs for everyone (the oldest beyond KEEP_GROUPS is
+        forgotten; its runs live on in the history)."""
+        now = time.monotonic()
+        with self._lock:
+            group = RunGroup(f"g{next(self._group_ids)}", title, owner, list(blocks),
+                             dict(info or {}), now, now)
+            self._groups.append(group)
+            while len(self._groups) > KEEP_GROUPS:
+                self._groups.popleft()
+            self._lock.notify_all()
+        return group
+
+    def group(self, group_id: str) -> RunGroup | None:
+        with self._lock:
+            return next((g for g in self._groups if g.group_id == group_id), None)
+
+    def latest_group(self, kind: str | None = None) -> RunGroup | None:
+        """The newest group (of ``info['kind']`` when given): what a newcomer is shown."""
+        with self._lock:
+            for g in reversed(self._groups):
+                if kind is None or g.info.get("kind") == kind:
+                    return g
+            return None
+
+    def viewed(self, group_id: str) -> None:
+        """A viewer is looking at the group now (each live refresh says so)."""
+        with self._lock:
+            for g in self._groups:
+                if g.group_id == group_id:
+                    g.last_viewed = time.monotonic()
+
+    def _abandoned(self) -> list[str]:
+        """Run ids of groups in flight that nobody has viewed for ``abandon_s``: they are
+        cancelled, so a lesson left running by everyone does not hold the machine. Caller
+        holds the lock."""
+        now = time.monotonic()
+        out: list[str] = []
+        for g in self._groups:
+            if g.cancelled or now - g.last_viewed <= self.abandon_s:
+                continue
+            pending = [rid for _, rid in g.blocks
+                       if (h := self._by_id.get(rid)) is not None and not h.done()]
+            if pending:
+                g.cancelled = True
+                log.info("group %s (%s) abandoned: cancelling %d run(s)", g.group_id,
+                         g.title, len(pending))
+                out += pending
+        return out
+
+    def _cancel_abandoned(self) -> None:
+        with self._lock:
+            ids = self._abandoned()
+            handles = [self._by_id[rid] for rid in ids]
+            for h in handles:
+                if h in self._queue:
+                    self._queue.remove(h)
+                    self._retire(h)
+        for h in handles:
+            h.cancel()
 
     def stop(self, run_id: str, requester: str, instructor: bool = False) -> None:
         """Stop (or un-queue) a run; only its owner or an instructor may."""
@@ -132,14 +230,22 @@ class RunManager:
     # ---- scheduling ---------------------------------------------------------------------------
     def _schedule(self) -> None:
         while True:
+            self._cancel_abandoned()
             with self._lock:
                 while not self._queue:
-                    self._lock.wait()
+                    self._lock.wait(timeout=1.0)
+                    if not self._queue:
+                        self._cancel_abandoned()  # the lock is re-entrant (an RLock)
                 handle = self._queue.popleft()
                 self._current = handle
             handle.start()  # does nothing if it was stopped while it waited in line
             if handle.started_at is not None:
-                handle.wait()
+                while True:
+                    try:
+                        handle.wait(timeout=1.0)
+                        break
+                    except TimeoutError:  # a group may be abandoned meanwhile
+                        self._cancel_abandoned()
                 self._save(handle)
             with self._lock:
                 self._retire(handle)
@@ -152,7 +258,8 @@ class RunManager:
         self._finished.append(handle)
         while len(self._finished) > KEEP_FINISHED:
             old = self._finished.popleft().run_id
-            for table in (self._by_id, self._owners, self._saved, self._save_errors):
+            for table in (self._by_id, self._owners, self._saved, self._save_errors,
+                          self._names):
                 table.pop(old, None)
 
     def _save(self, handle: RunHandle) -> None:
@@ -163,7 +270,8 @@ class RunManager:
         if self._store is None:
             return
         try:
-            saved = self._store.save(handle.result(), source="dashboard",
+            saved = self._store.save(handle.result(), name=self._names.get(handle.run_id),
+                                     source="dashboard",
                                      origin_id=handle.run_id,
                                      owner=self._owners.get(handle.run_id))
         except Exception as exc:  # noqa: BLE001 - any failure: warn, keep the result

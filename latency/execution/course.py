@@ -1,0 +1,226 @@
+"""The workshop course: lessons in order, each a live measured experiment with a question asked
+before its answer is shown. This module says what each lesson runs and asks; the answers are
+computed from the runs when they finish (``answer``) — never a scripted number.
+
+Each lesson is sized for a 5-minute slot of a workshop on a 2-core machine: a few runs of a
+few seconds, queued back to back as one group (nobody else's run lands between them), so its
+wall time is the sum of its runs plus their start-up (``estimated_s``, shown on the page and
+checked by ``bench/bench_course.py``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from latency.analysis.littles_law import littles_law
+from latency.analysis.result import RunResult
+from latency.core.config import RunConfig
+from latency.core.records import REQUEST_COMPONENTS
+
+#: what starting one run costs besides its measured seconds (process, model load, warm-up),
+#: measured on this project's 2-core machine (bench/bench_course.py)
+RUN_STARTUP_S = 3.0
+#: the synthetic server of the queueing lessons: 4 ms exponential service, one replica
+SERVICE_MS = 4.0
+CAPACITY_RPS = 1000.0 / SERVICE_MS
+LOADS = (0.3, 0.6, 0.8, 0.9)
+STALL_MS = 400.0
+BATCHES = (1, 2, 4, 8, 16)
+
+
+def _synthetic(**kw: Any) -> RunConfig:
+    args = {k: kw.pop(k) for k in list(kw) if k in ("preprocess_ms", "forward_ms",
+                                                   "forward_per_item_ms", "postprocess_ms",
+                                                   "dist", "stall_ms", "stall_after")}
+    args.setdefault("preprocess_ms", 0.0)
+    args.setdefault("postprocess_ms", 0.0)
+    return RunConfig(model="synthetic", model_args=args, **kw)
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One lesson: its runs (label → config), the question asked before the answer, and the
+    choices (None: the guess is a number, in ``unit``)."""
+
+    key: str
+    title: str
+    question: str
+    runs: tuple[tuple[str, RunConfig], ...]
+    choices: tuple[str, ...] | None = None
+    unit: str = ""
+    idea: str = ""
+    warmups: int = field(default=20)
+
+    @property
+    def estimated_s(self) -> float:
+        """Wall time of the lesson's runs on this machine: measured seconds + start-up."""
+        return sum((c.duration_s or 0.0) + RUN_STARTUP_S for _, c in self.runs)
+
+    def configs(self) -> list[RunConfig]:
+        return [c for _, c in self.runs]
+
+    def labels(self) -> list[str]:
+        return [label for label, _ in self.runs]
+
+
+def where_the_time_goes(seconds: float = 4.0) -> Lesson:
+    cfg = RunConfig(model="image-cnn", pre="naive", post="naive", concurrency=1,
+                    duration_s=seconds, warmup=8)
+    return Lesson("where", "1. Where the time goes",
+                  "One request to a beginner's image server (naive preprocessing). Which "
+                  "component takes the largest share of its time?",
+                  (("one client", cfg),), choices=REQUEST_COMPONENTS,
+                  idea="Measure before you optimise: the model is often not where the time "
+                       "goes. The two classic mistakes: optimising the model first, and "
+                       "reading the mean instead of the tail.")
+
+
+def queueing(seconds: float = 4.0) -> Lesson:
+    runs = tuple((f"{load:.0%} load", _synthetic(forward_ms=SERVICE_MS, dist="exponential",
+                                                 rate=load * CAPACITY_RPS, duration_s=seconds,
+                                                 seed=1))
+                 for load in LOADS)
+    return Lesson("queueing", "2. Queueing: the hockey stick",
+                  f"The server does one request in {SERVICE_MS:g} ms on average "
+                  f"({CAPACITY_RPS:g} req/s). At 90 % of that load, how many times longer is "
+                  "the median latency than at 30 %?", runs, unit="× longer",
+                  idea="Near saturation the queue explodes: latency is not proportional to "
+                       "load. Little's law, L = λW, holds on the measured run: the requests "
+                       "in the system equal the arrival rate times the time each spends.")
+
+
+def coordinated_omission(seconds: float = 4.0) -> Lesson:
+    stall = {"forward_ms": 2.0, "stall_ms": STALL_MS, "stall_after": 300}
+    runs = (("closed loop, 1 client", _synthetic(**stall, concurrency=1, duration_s=seconds)),
+            ("open loop, 200 req/s", _synthetic(**stall, rate=200.0, duration_s=seconds,
+                                                arrival="constant")))
+    return Lesson("co", "3. Coordinated omission",
+                  f"The model freezes once for {STALL_MS:g} ms. Measured closed loop (one "
+                  "client that waits for each answer) and open loop (requests at their "
+                  "intended times): which p99 shows the stall?", runs,
+                  choices=("closed loop", "open loop", "both", "neither"),
+                  idea="A closed-loop client stops sending while the server is stuck, so the "
+                       "stall hits one request and hides below the p99. Real users keep "
+                       "arriving: the open loop times each request from its intended send "
+                       "time, and every request that arrived during the stall carries its "
+                       "wait.")
+
+
+def batching(seconds: float = 3.0) -> Lesson:
+    runs = tuple((f"batch ≤ {b}", _synthetic(forward_ms=4.0, forward_per_item_ms=0.5,
+                                             batch_size=b, max_batch_delay_ms=2.0,
+                                             concurrency=16, duration_s=seconds))
+                 for b in BATCHES)
+    return Lesson("batching", "4. Batching",
+                  "A forward pass costs 4 ms + 0.5 ms per extra request in the batch; 16 "
+                  "clients keep the server busy. How many times more requests per second does "
+                  "batch ≤ 8 serve than batch 1?", runs, unit="× the throughput",
+                  idea="Batching shares one forward pass among requests: throughput rises "
+                       "until the batch is rarely full; past the knee a bigger batch only "
+                       "adds waiting.")
+
+
+#: 5. application targets: the SLO each sets and why
+TARGETS: tuple[tuple[str, float, str], ...] = (
+    ("conversational reply", 1000.0, "a person waits for the answer to a message: under 1 s "
+                                     "end to end feels immediate"),
+    ("search autocomplete", 100.0, "suggestions must keep up with typing: ~100 ms"),
+    ("payment fraud check", 50.0, "inside the card payment's own budget: ~50 ms at p99"),
+    ("content moderation", 5000.0, "in the background, before the post is shown widely: "
+                                   "seconds are fine"),
+)
+
+
+def course() -> list[Lesson]:
+    """The measured lessons in order (the practice question — the quantisation paradox — is
+    the Optimisation Lab's lesson)."""
+    return [where_the_time_goes(), queueing(), coordinated_omission(), batching()]
+
+
+def lesson(key: str) -> Lesson:
+    for item in course():
+        if item.key == key:
+            return item
+    raise KeyError(key)
+
+
+# ---- answers, from the finished runs -----------------------------------------------------
+@dataclass(frozen=True)
+class Answer:
+    """What the runs measured, the value the question asked for, and the figures' data."""
+
+    value: Any
+    text: str
+    table: list[dict[str, Any]]
+    checks: list[str] = field(default_factory=list)
+
+
+def answer(item: Lesson, results: Sequence[RunResult]) -> Answer:
+    """The lesson's answer from its finished runs (in the lesson's order)."""
+    rows = [{"run": label, **_row(r)} for label, r in zip(item.labels(), results)]
+    if item.key == "where":
+        s = results[0].summary
+        means = {c: s.components_ms[c].mean or 0.0 for c in REQUEST_COMPONENTS}
+        top = max(means, key=means.__getitem__)
+        total = s.latency_ms.mean or 1.0
+        return Answer(top, f"{top}: {means[top] / total:.0%} of the mean "
+                           f"{s.latency_ms.mean:.1f} ms; the forward pass "
+                           f"{means['forward'] / total:.0%}.", rows)
+    if item.key == "queueing":
+        ratio = rows[-1]["p50_ms"] / rows[0]["p50_ms"] if rows[0]["p50_ms"] else float("nan")
+        law = littles_law(results[2].measured())
+        checks = [repr(law)] if law is not None else []
+        return Answer(ratio, f"the median is {ratio:.1f}× longer at 90 % load than at 30 % "
+                             f"({rows[0]['p50_ms']:.1f} → {rows[-1]['p50_ms']:.1f} ms).",
+                      rows, checks)
+    if item.key == "co":
+        closed, open_ = rows[0]["p99_ms"], rows[1]["p99_ms"]
+        shows = [label for label, p99 in (("closed loop", closed), ("open loop", open_))
+                 if p99 >= STALL_MS / 2]
+        value = shows[0] if len(shows) == 1 else ("both" if shows else "neither")
+        return Answer(value, f"closed-loop p99 {closed:.1f} ms, open-loop p99 {open_:.1f} ms: "
+                             f"the open loop's is {open_ - closed:.0f} ms longer (the stall: "
+                             f"{STALL_MS:g} ms).", rows)
+    if item.key == "batching":
+        thr = [r["throughput_rps"] for r in rows]
+        ratio = thr[BATCHES.index(8)] / thr[0] if thr[0] else float("nan")
+        k = knee(thr)
+        return Answer(ratio, f"batch ≤ 8 serves {ratio:.1f}× the requests of batch 1; the "
+                             f"knee is at batch ≤ {BATCHES[k]} (the smallest within 10 % of "
+                             "the best throughput).", rows, [f"knee: batch ≤ {BATCHES[k]}"])
+    raise KeyError(item.key)
+
+
+def knee(throughputs: Sequence[float], within: float = 0.10) -> int:
+    """Index of the smallest setting whose throughput is within ``within`` of the best."""
+    best = max(throughputs)
+    return next(i for i, t in enumerate(throughputs) if t >= (1 - within) * best)
+
+
+def _row(r: RunResult) -> dict[str, Any]:
+    s = r.summary
+    return {"status": r.status, "requests": s.requests, "throughput_rps": s.throughput_rps,
+            "p50_ms": s.latency_ms.p50 or 0.0, "p99_ms": s.latency_ms.p99 or 0.0,
+            "mean_ms": s.latency_ms.mean or 0.0,
+            "batch_mean": s.batch_size_mean or 1.0}
+
+
+def guess_histogram(guesses: Sequence[Any], item: Lesson) -> tuple[list[str], list[int]]:
+    """The room's guesses as (labels, counts): one bar per choice, or numeric guesses in bins."""
+    if item.choices is not None:
+        return list(item.choices), [sum(1 for g in guesses if g == c) for c in item.choices]
+    values = np.array([float(g) for g in guesses if isinstance(g, (int, float))])
+    if not len(values):
+        return [], []
+    edges = np.unique(np.quantile(values, np.linspace(0, 1, min(8, len(values)) + 1)))
+    if len(edges) < 2:
+        return [f"{values[0]:g}"], [len(values)]
+    counts, edges = np.histogram(values, bins=edges)
+    return [f"{a:.3g}–{b:.3g}" for a, b in zip(edges[:-1], edges[1:])], counts.tolist()
+
+
+__all__ = ["Answer", "Lesson", "TARGETS", "answer", "course", "guess_histogram", "knee",
+           "lesson"]

@@ -1,0 +1,160 @@
+"""A workshop room: who presents, and what every follower's screen shows.
+
+Presenter mode: an instructor's session publishes the page it is on, the settings of its
+controls and the run it watches; every other session of the dashboard server follows them —
+the same page, the same settings, the same run, live — until the instructor releases the room.
+This module holds that shared state for one server (the dashboard keeps one ``Room``, as it
+keeps one run manager); it knows nothing of Streamlit, so it is tested as a plain value.
+
+Bounded: settings are JSON values of at most ``MAX_SETTINGS`` keys and ``MAX_SETTINGS_BYTES``
+in all (anything larger is not a control's value and is left out), and a presentation whose
+presenter has not published for ``STALE_S`` (a closed laptop) ends by itself.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_SETTINGS = 256
+MAX_SETTINGS_BYTES = 64 * 1024
+#: a presenter silent this long (its browser closed) releases the room by itself
+STALE_S = 600.0
+#: guesses kept per question (one per session; a room is tens of people)
+MAX_GUESSES = 500
+
+
+@dataclass(frozen=True)
+class Presentation:
+    """What the presenter shows: a page (its URL path, '' for Home), the settings of its
+    controls (widget key → value), the run it watches, and a version that changes with them."""
+
+    presenter: str
+    page: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
+    version: int = 0
+    since: float = 0.0
+
+
+def json_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """The JSON-able part of ``values`` (controls' values: numbers, text, booleans, lists of
+    them), within the bounds; other values (objects a page keeps for itself) are left out."""
+    out: dict[str, Any] = {}
+    size = 0
+    for key in sorted(values):
+        if len(out) >= MAX_SETTINGS:
+            break
+        value = values[key]
+        try:
+            text = json.dumps(value)
+        except (TypeError, ValueError):
+            continue
+        if size + len(text) > MAX_SETTINGS_BYTES:
+            continue
+        size += len(text)
+        out[str(key)] = value
+    return out
+
+
+class Room:
+    """The presentation of one dashboard server; every method is thread-safe."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._current: Presentation | None = None
+        self._published = 0.0
+        self._versions = 0
+        self._guesses: dict[str, dict[str, Any]] = {}
+        self._revealed: set[str] = set()
+
+    def current(self) -> Presentation | None:
+        """The presentation followers follow now, or None (everyone explores freely)."""
+        with self._lock:
+            if self._current is not None and self._clock() - self._published > STALE_S:
+                self._current = None  # the presenter went away without releasing
+            return self._current
+
+    def present(self, presenter: str, page: str, settings: dict[str, Any],
+                run_id: str | None) -> Presentation:
+        """Start presenting (taking the room over from another presenter) or publish what the
+        presenter shows now. The version changes only when what is shown does, so followers
+        re-render only then."""
+        settings = json_settings(settings)
+        with self._lock:
+            now = self._clock()
+            self._published = now
+            cur = self._current
+            if (cur is not None and cur.presenter == presenter and cur.page == page
+                    and cur.settings == settings and cur.run_id == run_id):
+                return cur
+            self._versions += 1
+            since = cur.since if cur is not None and cur.presenter == presenter else now
+            self._current = Presentation(presenter, page, settings, run_id, self._versions,
+                                         since)
+            return self._current
+
+    def publish(self, presenter: str, page: str, settings: dict[str, Any],
+                run_id: str | None) -> Presentation | None:
+        """Like ``present`` but only for the session presenting now: a released or taken-over
+        presenter's late publish changes nothing."""
+        with self._lock:
+            cur = self._current
+            if cur is None or cur.presenter != presenter:
+                return None
+        return self.present(presenter, page, settings, run_id)
+
+    def release(self, presenter: str) -> bool:
+        """End the presentation if ``presenter`` holds it; followers keep what they see and may
+        explore from there."""
+        with self._lock:
+            if self._current is None or self._current.presenter != presenter:
+                return False
+            self._current = None
+            self._versions += 1
+            return True
+
+    # ---- a lesson's question: the room's guesses, then the answer ----------------------------
+    def guess(self, question: str, session: str, value: Any) -> bool:
+        """Record (or replace) ``session``'s guess; False once the room holds MAX_GUESSES
+        other sessions' guesses, or when the value is not a plain JSON value."""
+        if not json_settings({"v": value}):
+            return False
+        with self._lock:
+            book = self._guesses.setdefault(question, {})
+            if session not in book and len(book) >= MAX_GUESSES:
+                return False
+            book[session] = value
+            return True
+
+    def guesses(self, question: str) -> list[Any]:
+        with self._lock:
+            return list(self._guesses.get(question, {}).values())
+
+    def my_guess(self, question: str, session: str) -> Any:
+        with self._lock:
+            return self._guesses.get(question, {}).get(session)
+
+    def reveal(self, question: str) -> None:
+        with self._lock:
+            self._revealed.add(question)
+
+    def revealed(self, question: str) -> bool:
+        with self._lock:
+            return question in self._revealed
+
+    def reset(self, question: str) -> None:
+        """A new run of the lesson: a new round of guesses, the answer hidden again."""
+        with self._lock:
+            self._guesses.pop(question, None)
+            self._revealed.discard(question)
+
+    def presenting(self, session: str) -> bool:
+        cur = self.current()
+        return cur is not None and cur.presenter == session
+
+
+__all__ = ["MAX_SETTINGS", "Presentation", "Room", "json_settings"]

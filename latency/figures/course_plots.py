@@ -1,0 +1,74 @@
+"""The workshop's figures, as pure functions: the room's guesses, and each lesson's answer from
+its measured runs (``latency.execution.course.answer``'s table)."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from latency.figures.plots import COMPONENT_COLOURS, _base_layout, _figure
+
+GUESS_COLOUR = "#7F8C9D"
+P50_COLOUR, P99_COLOUR = "#0072B2", "#D55E00"
+
+
+def guesses_figure(labels: Sequence[str], counts: Sequence[int],
+                   answer: str | None = None) -> go.Figure:
+    """The room's guesses, one bar per choice or bin; the answer's bar marked once revealed."""
+    colours = [COMPONENT_COLOURS.get("forward", "#0072B2") if answer is not None and lab == answer
+               else GUESS_COLOUR for lab in labels]
+    layout = _base_layout(f"The room's guesses ({sum(counts)})", 300, top=70)
+    layout.update(xaxis={"title": None}, yaxis={"title": "guesses", "rangemode": "tozero",
+                                                "dtick": 1 if max(counts or [0]) < 10 else None},
+                  showlegend=False)
+    return _figure([go.Bar(x=list(labels), y=list(counts), marker_color=colours,
+                           hovertemplate="%{x}: %{y}<extra></extra>")], layout)
+
+
+def answer_figure(key: str, table: Sequence[Mapping[str, Any]],
+                  components: Mapping[str, float] | None = None) -> go.Figure:
+    """Each lesson's chart: the component means (where), latency against load (queueing),
+    p50/p99 closed vs open loop (coordinated omission), throughput and p50 against batch size
+    with the knee (batching)."""
+    runs = [str(r["run"]) for r in table]
+    if key == "where" and components:
+        layout = _base_layout("Mean time of one request, by component", 340)
+        layout.update(yaxis={"title": "ms"}, xaxis={"title": None}, showlegend=False)
+        names = list(components)
+        return _figure([go.Bar(x=names, y=[components[c] for c in names],
+                               marker_color=[COMPONENT_COLOURS.get(c, GUESS_COLOUR)
+                                             for c in names],
+                               text=[f"{components[c]:.2f} ms" for c in names],
+                               textposition="outside")], layout)
+    if key in ("queueing", "batching"):
+        title = ("Latency against load: the hockey stick" if key == "queueing"
+                 else "Throughput and latency against the batch size")
+        layout = _base_layout(title, 380)
+        data = [go.Scatter(x=runs, y=[r["p50_ms"] for r in table], name="p50",
+                           mode="lines+markers", line={"color": P50_COLOUR}),
+                go.Scatter(x=runs, y=[r["p99_ms"] for r in table], name="p99",
+                           mode="lines+markers", line={"color": P99_COLOUR})]
+        layout.update(xaxis={"title": None, "type": "category"},
+                      yaxis={"title": "latency (ms)", "rangemode": "tozero"})
+        if key == "batching":
+            data.append(go.Bar(x=runs, y=[r["throughput_rps"] for r in table],
+                               name="throughput (req/s)", yaxis="y2", opacity=0.35,
+                               marker_color=GUESS_COLOUR))
+            layout["yaxis2"] = {"title": "throughput (req/s)", "overlaying": "y",
+                                "side": "right", "rangemode": "tozero", "showgrid": False}
+            layout["margin"]["r"] = 80
+        return _figure(data, layout)
+    if key == "co":
+        layout = _base_layout("The same stall, measured two ways", 340)
+        layout.update(barmode="group", yaxis={"title": "latency (ms)"}, xaxis={"title": None})
+        return _figure([go.Bar(x=runs, y=[r["p50_ms"] for r in table], name="p50",
+                               marker_color=P50_COLOUR),
+                        go.Bar(x=runs, y=[r["p99_ms"] for r in table], name="p99",
+                               marker_color=P99_COLOUR,
+                               text=[f"{r['p99_ms']:.0f} ms" for r in table],
+                               textposition="outside")], layout)
+    raise KeyError(key)
+
+
+__all__ = ["answer_figure", "guesses_figure"]

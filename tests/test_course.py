@@ -1,0 +1,86 @@
+"""The workshop course: its lessons' known answers, measured (Little's law on a real run, the
+coordinated-omission stall), and the Workshop page through AppTest (guess, run, reveal; a
+second session sees the same lesson)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from latency.analysis.littles_law import littles_law
+from latency.execution import course
+from latency.execution.engine import execute
+from tests.conftest import rerun_until
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def test_littles_law_holds_on_the_queueing_lessons_measured_run():
+    label, config = course.queueing().runs[2]  # 80 % load
+    r = execute(config)
+    assert r.status == "completed", r.failure
+    law = littles_law(r.measured())
+    assert law is not None and law.l_sampled > 1  # a queue, not an idle server
+    assert law.l_sampled == pytest.approx(law.l_predicted, rel=0.10), repr(law)
+    assert law.throughput_rps == pytest.approx(0.8 * course.CAPACITY_RPS, rel=0.10)
+
+
+def test_the_open_loop_p99_exceeds_the_closed_loop_p99_by_about_the_stall():
+    item = course.coordinated_omission()
+    results = [execute(c) for c in item.configs()]
+    assert [r.status for r in results] == ["completed", "completed"]
+    ans = course.answer(item, results)
+    assert ans.value == "open loop"
+    closed, open_ = (row["p99_ms"] for row in ans.table)
+    assert closed < course.STALL_MS / 4  # one stalled request hides below the p99
+    assert 0.8 * course.STALL_MS < open_ - closed < 1.05 * course.STALL_MS
+
+
+def test_each_lesson_fits_its_five_minutes_and_the_knee_and_histograms_are_right():
+    for item in course.course():
+        assert item.estimated_s <= 300, item.key
+        assert item.question.endswith("?") and item.idea
+    assert course.knee([100, 180, 300, 330, 335]) == 2  # 300 is within 10 % of 335
+    item = course.coordinated_omission()
+    labels, counts = course.guess_histogram(["open loop", "open loop", "both"], item)
+    assert dict(zip(labels, counts)) == {"closed loop": 0, "open loop": 2, "both": 1,
+                                         "neither": 0}
+    labels, counts = course.guess_histogram([1, 2, 2, 3, 10], course.queueing())
+    assert sum(counts) == 5 and len(labels) == len(counts)
+
+
+def page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/workshop.py").run()
+    return at
+
+
+def test_a_lesson_is_guessed_run_and_revealed_and_a_second_session_sees_it():
+    from ui.shared import room, run_manager
+
+    room.clear()
+    at = page()
+    assert not at.exception
+    assert any("Where the time goes" in m.value for m in at.markdown)
+    at.radio(key="guess_where").set_value("forward").run()
+    next(b for b in at.button if b.key == "lesson_send_where").click().run()
+    next(b for b in at.button if b.key == "lesson_run_where").click().run()
+    done = lambda at: not next(b for b in at.button  # noqa: E731 - reveal enabled
+                               if b.key == "lesson_reveal_where").disabled
+    rerun_until(at, done, timeout=120)
+    assert done(at)
+    next(b for b in at.button if b.key == "lesson_reveal_where").click().run()
+    measured = [s.value for s in at.success if s.value.startswith("**Measured:**")]
+    assert measured and "of the mean" in measured[0]
+    # the answer is the measured top component, and the page says it
+    group = run_manager().latest_group("lesson:where")
+    result = run_manager().get(group.blocks[0][1]).result()
+    means = {c: result.summary.components_ms[c].mean for c in
+             ("network", "queue", "preprocess", "forward", "postprocess")}
+    assert max(means, key=means.get) in measured[0]
+    other = page()  # another student, or a reload: the same finished lesson
+    assert any(s.value == measured[0] for s in other.success)
+    assert not other.exception
+    room.clear()

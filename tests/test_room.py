@@ -1,0 +1,196 @@
+"""Presenter mode: the instructor presents, every other session follows the same page, the
+same settings and the same run; release hands control back.
+
+The shared state (``latency.execution.room.Room``) is tested as a value; the dashboard through
+two AppTest sessions of one server process (they share its ``st.cache_resource`` singletons,
+as two browsers share a Streamlit server).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from latency.execution.room import MAX_SETTINGS, STALE_S, Room, json_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+KEY = "room-test-key"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_presentation_changes_version_only_when_what_it_shows_changes():
+    room = Room()
+    assert room.current() is None
+    p1 = room.present("teacher", "live", {"replicas": 2}, None)
+    assert room.publish("teacher", "live", {"replicas": 2}, None).version == p1.version
+    p2 = room.publish("teacher", "live", {"replicas": 3}, None)
+    assert p2.version > p1.version and p2.settings == {"replicas": 3}
+    p3 = room.publish("teacher", "simulator", {"replicas": 3}, "run-1")
+    assert p3.version > p2.version and p3.page == "simulator" and p3.run_id == "run-1"
+    assert room.publish("student", "home", {}, None) is None  # only the presenter publishes
+    assert room.current() == p3
+    assert not room.release("student") and room.release("teacher")
+    assert room.current() is None
+    assert room.publish("teacher", "live", {}, None) is None  # a late publish after release
+
+
+def test_another_instructor_takes_over_and_a_silent_presenter_ends_by_itself():
+    clock = Clock()
+    room = Room(clock)
+    room.present("a", "live", {}, None)
+    room.present("b", "lab", {}, None)
+    assert room.current().presenter == "b" and room.publish("a", "live", {}, None) is None
+    clock.t += STALE_S + 1
+    assert room.current() is None  # a closed laptop does not hold the room for ever
+
+
+def test_settings_are_bounded_json_values():
+    values = {f"k{i:04d}": i for i in range(MAX_SETTINGS + 50)}
+    values.update({"obj": object(), "big": "x" * 100_000})
+    out = json_settings(values)
+    assert len(out) == MAX_SETTINGS and "obj" not in out and "big" not in out
+
+
+def test_every_button_key_is_kept_out_of_the_shared_settings():
+    """Streamlit refuses a button whose key was set from session state: each keyed button in
+    the dashboard's source must be one the followers never receive."""
+    from ui.room import BUTTON_KEYS
+
+    calls = re.compile(r"(?:button|form_submit_button|download_button|file_uploader)\((.*?)\)",
+                       re.S)
+    found = set()
+    for path in [ROOT / "app.py", *ROOT.glob("ui/*.py"), *ROOT.glob("views/*.py")]:
+        for args in calls.findall(path.read_text()):
+            found |= set(re.findall(r'key="(\w+)"', args))
+    assert found and found <= BUTTON_KEYS, found - BUTTON_KEYS
+
+
+@pytest.fixture
+def room_app(monkeypatch):
+    from ui.shared import room
+
+    monkeypatch.setenv("LATENCY_LAB_INSTRUCTOR_KEY", KEY)
+    room.clear()
+    yield
+    room.clear()
+
+
+def session() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    return at
+
+
+def instructor() -> AppTest:
+    at = session()
+    next(t for t in at.sidebar.text_input if t.label == "Instructor key").input(KEY).run()
+    assert any(b.label == "Present" for b in at.sidebar.button)
+    return at
+
+
+def button(at: AppTest, label: str):
+    return next(b for b in at.sidebar.button if b.label == label)
+
+
+def following(at: AppTest) -> bool:
+    return any("Following the instructor" in i.value for i in at.info)
+
+
+def test_students_follow_the_presenter_page_settings_and_run_until_release(room_app):
+    teacher, student = instructor(), session()
+    assert not following(student)
+    teacher.switch_page("views/live_profiler.py").run()
+    teacher.sidebar.slider(key="replicas").set_value(3).run()
+    button(teacher, "Present").click().run()
+    assert any(b.label == "Release" for b in teacher.sidebar.button)
+
+    student.run()  # the student was on Home: now on the presenter's page, with its settings
+    assert following(student) and not student.exception
+    assert student.sidebar.slider(key="replicas").value == 3
+    teacher.sidebar.slider(key="batch").set_value(4).run()
+    student.run()
+    assert student.sidebar.slider(key="batch").value == 4
+    student.sidebar.slider(key="replicas").set_value(5).run()
+    assert student.sidebar.slider(key="replicas").value == 3  # the projector's settings win
+
+    teacher.sidebar.number_input(key="fwd_ms").set_value(1.0)
+    teacher.sidebar.slider(key="duration").set_value(2)
+    next(b for b in teacher.button if b.label == "Start").click().run()
+    run_id = teacher.session_state["watch"]
+    student.run()
+    assert student.session_state["watch"] == run_id  # the same run, live
+
+    teacher.switch_page("views/load_simulator.py").run()
+    student.run()
+    assert any(h.value == "Load Simulator" for h in student.title)
+
+    button(teacher, "Release").click().run()
+    student.run()
+    assert not following(student)
+    student.switch_page("views/live_profiler.py").run()
+    student.sidebar.slider(key="replicas").set_value(5).run()
+    assert student.sidebar.slider(key="replicas").value == 5  # free to explore
+    assert not student.exception and not teacher.exception
+
+
+def test_only_an_instructor_can_present(room_app):
+    student = session()
+    assert not any(b.label == "Present" for b in student.sidebar.button)
+
+
+def synthetic_run(**kw):
+    from latency.core.config import RunConfig
+
+    return RunConfig(model="synthetic", model_args={"forward_ms": 1, "preprocess_ms": 0,
+                                                    "postprocess_ms": 0}, warmup=0, **kw)
+
+
+def test_a_group_belongs_to_the_room_and_its_runs_are_named_after_it(tmp_path):
+    from latency.execution.ab import ABPlan, submit_ab
+    from latency.execution.manager import RunManager
+    from latency.storage.store import RunStore
+
+    store = RunStore(tmp_path / "h.sqlite")
+    mgr = RunManager(store=store)
+    base = synthetic_run(requests=30)
+    plan = ABPlan(base, synthetic_run(requests=30, batch_size=2), pairs=1)
+    blocks = submit_ab(mgr, plan, "teacher", title="Lesson: batching")
+    group = mgr.register_group("Lesson: batching", "teacher", blocks, {"kind": "ab"})
+    assert mgr.latest_group("ab") is group and mgr.latest_group("other") is None
+    assert mgr.group(group.group_id).to_state()["blocks"] == [list(b) for b in blocks]
+    assert mgr.wait_idle(120)
+    names = {store.info(mgr.saved_id(rid)).name for _, rid in blocks}
+    assert names == {"Lesson: batching · A 1/1", "Lesson: batching · B 1/1"}
+
+
+def test_a_group_nobody_watches_is_cancelled_and_a_watched_one_is_not():
+    import time
+
+    from latency.execution.manager import RunManager
+
+    mgr = RunManager(store=None)
+    mgr.abandon_s = 1.5
+    watched = mgr.submit_group([synthetic_run(duration_s=3.0)], owner="a")
+    wg = mgr.register_group("watched", "a", [("A", watched[0].run_id)])
+    left = mgr.submit_group([synthetic_run(duration_s=60.0) for _ in range(3)], owner="b")
+    lg = mgr.register_group("left", "b", [("A", t.run_id) for t in left])
+    t0 = time.monotonic()
+    while not all(mgr.get(t.run_id).done() for t in watched + left):
+        mgr.viewed(wg.group_id)  # one viewer keeps watching the first group only
+        time.sleep(0.2)
+        assert time.monotonic() - t0 < 90, "the abandoned group was not cancelled"
+    assert mgr.get(watched[0].run_id).result().status == "completed"
+    assert lg.cancelled and not wg.cancelled
+    statuses = [mgr.get(t.run_id).result().status for t in left]
+    assert all(s in ("stopped", "cancelled") for s in statuses), statuses
+    assert time.monotonic() - t0 < 30  # not three minutes of a lesson nobody watches

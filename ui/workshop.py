@@ -1,0 +1,145 @@
+"""The Workshop page's parts: one lesson's card — its question, the room's guesses, its runs
+and, once revealed, the measured answer.
+
+Who may run and reveal: anyone on a private dashboard; in a shared room (a server started with
+an instructor key) only an instructor — the students guess, the instructor asks the machine.
+The lesson's runs are one group kept by the run manager (``kind: lesson:<key>``), so every
+viewer, a reload and a late arrival see the same finished lesson.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from latency.core import fmt
+from latency.core.records import REQUEST_COMPONENTS
+from latency.execution.course import Lesson, answer, guess_histogram
+from latency.figures import course_plots
+from ui.optimisation_lab import group_progress
+from ui.shared import can_manage_room, room, run_manager, session_id
+
+
+def lesson_group(item: Lesson) -> dict | None:
+    g = run_manager().latest_group(f"lesson:{item.key}")
+    return g.to_state() if g is not None else None
+
+
+def run_lesson(item: Lesson) -> None:
+    """Queue the lesson's runs as one group, named after it; a new round of guesses."""
+    mgr = run_manager()
+    names = [f"Workshop {item.title} · {label}" for label in item.labels()]
+    tickets = mgr.submit_group(item.configs(), owner=session_id(), names=names)
+    mgr.register_group(item.title, session_id(),
+                       [(label, t.run_id) for label, t in zip(item.labels(), tickets)],
+                       {"kind": f"lesson:{item.key}"})
+    room().reset(item.key)
+
+
+def signature(lessons: list[Lesson]) -> tuple:
+    """What the page shows that others can change: each lesson's group and its progress, the
+    number of guesses, whether it is revealed."""
+    out = []
+    for item in lessons:
+        g = lesson_group(item)
+        progress = group_progress([tuple(b) for b in g["blocks"]])[0] if g else None
+        out.append((g["group_id"] if g else None, progress, len(room().guesses(item.key)),
+                    room().revealed(item.key)))
+    return tuple(out)
+
+
+def guess_input(item: Lesson) -> None:
+    """A student's guess, sent to the room (one per session; a new guess replaces it)."""
+    me = session_id()
+    mine = room().my_guess(item.key, me)
+    c1, c2 = st.columns([3, 1])
+    if item.choices is not None:
+        value = c1.radio("Your guess", item.choices, index=None, horizontal=True,
+                         key=f"guess_{item.key}")
+    else:
+        value = c1.number_input(f"Your guess ({item.unit})", 0.0, 1e6, None, 0.5,
+                                key=f"guess_{item.key}")
+    if c2.button("Send my guess", key=f"lesson_send_{item.key}", disabled=value is None):
+        room().guess(item.key, me, value)
+        mine = value
+    if mine is not None:
+        c1.caption(f"Your guess: **{mine}**.")
+
+
+def results(item: Lesson, group: dict) -> list | None:
+    """The finished runs of the lesson's group, in order (None while some still run)."""
+    mgr = run_manager()
+    out = []
+    for _, rid in group["blocks"]:
+        h = mgr.get(rid)
+        if h is None or not h.done():
+            return None
+        out.append(h.result())
+    return out
+
+
+def card(item: Lesson) -> bool:
+    """Render one lesson; returns whether its runs are in flight (the page then refreshes)."""
+    manage = can_manage_room()
+    group = lesson_group(item)
+    with st.container(border=True):
+        st.markdown(f"#### {item.title}")
+        st.caption(f"About {fmt.duration(item.estimated_s * 1000)} of runs on this machine: "
+                   f"{len(item.runs)} run(s) — " + ", ".join(item.labels()) + ".")
+        st.markdown(f"**Question.** {item.question}")
+        guess_input(item)
+        guesses = room().guesses(item.key)
+        revealed = room().revealed(item.key)
+        in_flight = False
+        if group is not None:
+            run_manager().viewed(group["group_id"])
+            done, line = group_progress([tuple(b) for b in group["blocks"]])
+            in_flight = done < len(group["blocks"])
+            if in_flight:
+                st.progress(done / len(group["blocks"]),
+                            text=f"measuring: {done} of {len(group['blocks'])} runs · {line}")
+        if manage:
+            b1, b2, _ = st.columns([1, 1, 2])
+            b1.button("Run this lesson", key=f"lesson_run_{item.key}", type="primary",
+                      icon=":material/play_arrow:", disabled=in_flight,
+                      on_click=run_lesson, args=(item,),
+                      help="Queue the lesson's runs (one after another, nobody else's in "
+                           "between) and open a new round of guesses.")
+            b2.button("Reveal the answer", key=f"lesson_reveal_{item.key}",
+                      disabled=group is None or in_flight or revealed,
+                      on_click=room().reveal, args=(item.key,),
+                      help="Show everyone the measured answer.")
+            if guesses:
+                labels, counts = guess_histogram(guesses, item)
+                st.plotly_chart(course_plots.guesses_figure(labels, counts),
+                                key=f"guesses_{item.key}")
+            else:
+                st.caption("No guesses yet.")
+        elif not revealed:
+            st.caption(f"{len(guesses)} guess(es) in the room. The instructor reveals the "
+                       "answer once the runs are measured.")
+        if group is None or in_flight or not revealed:
+            return in_flight
+        finished = results(item, group)
+        if finished is None:
+            return in_flight
+        if any(r.status != "completed" for r in finished):
+            st.warning("Some of the lesson's runs did not complete: "
+                       + ", ".join(f"{label}: {r.status}" for (label, _), r
+                                   in zip(group["blocks"], finished)))
+            return in_flight
+        ans = answer(item, finished)
+        st.success(f"**Measured:** {ans.text}")
+        comps = None
+        if item.key == "where":
+            s = finished[0].summary
+            comps = {c: s.components_ms[c].mean or 0.0 for c in REQUEST_COMPONENTS}
+        st.plotly_chart(course_plots.answer_figure(item.key, ans.table, comps),
+                        key=f"answer_{item.key}")
+        for check in ans.checks:
+            st.caption(check)
+        st.markdown(item.idea)
+        if guesses:
+            labels, counts = guess_histogram(guesses, item)
+            mark = ans.value if item.choices is not None else None
+            st.plotly_chart(course_plots.guesses_figure(labels, counts, mark),
+                            key=f"guesses_after_{item.key}")
+    return in_flight

@@ -1,0 +1,53 @@
+"""Workshop: the course of lessons on one page, in order — each a question, the room's guesses,
+a live measured experiment and, when the instructor reveals it, the measured answer."""
+import streamlit as st
+
+from latency.core import fmt
+from latency.execution.course import TARGETS, course
+from ui import workshop
+from ui.shared import can_manage_room, yield_cpu_to_runs
+
+yield_cpu_to_runs()
+st.title("Workshop")
+lessons = course()
+total_s = sum(item.estimated_s for item in lessons)
+st.caption("A course of lessons, in order. Each asks its question before it measures: guess, "
+           "the machine runs the experiment (real runs, queued one after another), then the "
+           f"answer is revealed. The lessons' runs take about {fmt.duration(total_s * 1000)} in "
+           "all on this machine; the practice question, the quantisation paradox, is the "
+           "Optimisation Lab's lesson.")
+if not can_manage_room():
+    st.caption("The instructor runs each lesson and reveals its answer; send your guess "
+               "first.")
+
+
+def lessons_view() -> None:
+    for item in lessons:
+        workshop.card(item)
+    with st.container(border=True):
+        st.markdown("#### 5. Targets are application-specific")
+        st.markdown("There is no one good latency: the target follows from the application. "
+                    "Set the SLO of each in the Load Simulator and ask its capacity question "
+                    "(the highest rate whose p99 stays within it).")
+        st.table([{"application": name, "SLO": fmt.duration(ms), "why": why}
+                  for name, ms, why in TARGETS])
+    with st.container(border=True):
+        st.markdown("#### 6. The practice question")
+        st.markdown("A 40 % faster model, about the same latency: the Optimisation Lab's "
+                    "lesson quantises a beginner's server and asks what to look at next.")
+        st.page_link("views/optimisation_lab.py", label="Open the lesson in the Optimisation "
+                     "Lab", icon=":material/school:")
+
+
+@st.fragment(run_every=1.0)
+def watch() -> None:
+    """Once a second, a cheap look: a lesson's runs progressed, a guess arrived or an answer
+    was revealed → redraw the page (an idle room of browsers costs next to nothing)."""
+    yield_cpu_to_runs()
+    if workshop.signature(lessons) != st.session_state.get("workshop_seen"):
+        st.rerun()
+
+
+st.session_state["workshop_seen"] = workshop.signature(lessons)
+lessons_view()
+watch()
