@@ -79,6 +79,8 @@ def live_view() -> None:
     else:
         live.render(handle, slo_ms)
         history_note(mgr, handle)
+        if in_flight:
+            mgr.viewed_run(handle.run_id)  # an A/B's or a lesson's block: watched here
         if first_wait and has_figures():
             st.rerun()  # the first figures are up: back to the once-a-second cadence
 

@@ -29,8 +29,10 @@ DEFAULT_STORE: Any = object()
 KEEP_FINISHED = 20
 #: run groups (an A/B, a lesson step) the room remembers, newest last
 KEEP_GROUPS = 16
-#: a group nobody has looked at for this long, with blocks still to run, is cancelled
-ABANDON_S = 20.0
+#: a group nobody has looked at for this long, with blocks still to run, is cancelled (long
+#: enough for a reload, and for a browser tab in the background, whose timers the browser
+#: slows to once a minute)
+ABANDON_S = 90.0
 
 
 @dataclass
@@ -148,6 +150,14 @@ class RunManager:
             for g in self._groups:
                 if g.group_id == group_id:
                     g.last_viewed = time.monotonic()
+
+    def viewed_run(self, run_id: str) -> None:
+        """A viewer watches one of a group's runs (the Live Profiler): the group is watched."""
+        with self._lock:
+            now = time.monotonic()
+            for g in self._groups:
+                if any(rid == run_id for _, rid in g.blocks):
+                    g.last_viewed = now
 
     def _abandoned(self) -> list[str]:
         """Run ids of groups in flight that nobody has viewed for ``abandon_s``: they are
