@@ -74,6 +74,20 @@ def chromium_page(width: int = 1280, height: int = 800) -> Iterator[object]:
             browser.close()
 
 
+@contextlib.contextmanager
+def chromium_browser() -> Iterator[object]:
+    """A headless Chromium for several pages in separate contexts (separate sessions, as two
+    people's browsers)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
 def wait_idle(page: object, timeout_ms: int = 60_000) -> None:
     """Wait until Streamlit has finished running the script (its own e2e tests' rule)."""
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']",  # type: ignore[attr-defined]

@@ -68,8 +68,28 @@ def follow(pages: dict[str, Any], here: str) -> Presentation | None:
     st.session_state["room_version"] = p.version
     st.session_state["room_following"] = True
     if p.page != here and p.page in pages:
-        st.switch_page(pages[p.page])
+        go_to(pages[p.page])
     return p
+
+
+def go_to(page: Any) -> None:
+    """``st.switch_page`` that keeps the query string. Streamlit 1.67's switch_page clears the
+    query parameters, which it refuses while widgets are bound to them (every control here
+    is); this asks for the same rerun on the other page without clearing them."""
+    try:
+        from streamlit.commands.execution_control import _force_yield_point
+        from streamlit.runtime.scriptrunner import RerunData
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+    except ImportError:  # another Streamlit: its own switch_page
+        st.switch_page(page)
+        return
+    ctx = get_script_run_ctx()
+    if ctx is None or ctx.script_requests is None:
+        return
+    ctx.script_requests.request_rerun(RerunData(
+        query_string=ctx.query_string, page_script_hash=page._script_hash,
+        cached_message_hashes=ctx.cached_message_hashes, context_info=ctx.context_info))
+    _force_yield_point()
 
 
 def publish(here: str) -> None:

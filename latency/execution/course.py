@@ -21,8 +21,10 @@ from latency.core.config import RunConfig
 from latency.core.records import REQUEST_COMPONENTS
 
 #: what starting one run costs besides its measured seconds (process, model load, warm-up),
-#: measured on this project's 2-core machine (bench/bench_course.py)
-RUN_STARTUP_S = 3.0
+#: measured on this project's 2-core machine (bench/bench_course.py: 4.3–5.0 s a synthetic
+#: run, 9 s for the image CNN with naive preprocessing)
+RUN_STARTUP_S = 5.0
+MODEL_STARTUP_S = {"image-cnn": 9.0}
 #: the synthetic server of the queueing lessons: 4 ms exponential service, one replica
 SERVICE_MS = 4.0
 CAPACITY_RPS = 1000.0 / SERVICE_MS
@@ -57,7 +59,8 @@ class Lesson:
     @property
     def estimated_s(self) -> float:
         """Wall time of the lesson's runs on this machine: measured seconds + start-up."""
-        return sum((c.duration_s or 0.0) + RUN_STARTUP_S for _, c in self.runs)
+        return sum((c.duration_s or 0.0) + MODEL_STARTUP_S.get(c.model, RUN_STARTUP_S)
+                   for _, c in self.runs)
 
     def configs(self) -> list[RunConfig]:
         return [c for _, c in self.runs]

@@ -1,0 +1,69 @@
+"""Presenter mode as two people see it: an instructor's browser and a student's, in separate
+Chromium contexts (two sessions) against one dashboard server. The student's page follows the
+instructor's to the same page and settings within seconds, says so, and is free again after
+Release. Screenshots go to ``artifacts/``."""
+import time
+
+import pytest
+
+from tests.browser import CHROMIUM, ROOT, chromium_browser, streamlit_server, wait_idle
+
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
+                                 "(apt-get install -y chromium)")]
+KEY = "browser-room-key"
+BANNER = "Following the instructor"
+
+
+def until(page, check, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check(page):
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def slider(page, label: str) -> str | None:
+    """The value a slider shows (its label, then its value, in its text)."""
+    for text in page.evaluate("Array.from(document.querySelectorAll("
+                              "'[data-testid=stSlider]')).map(e => e.innerText)"):
+        parts = [t for t in text.split("\n") if t.strip()]
+        if parts and parts[0] == label:
+            return parts[1]
+    return None
+
+
+def body(page) -> str:
+    return page.inner_text("[data-testid='stApp']")
+
+
+def test_a_student_follows_the_presenter_and_is_released():
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    with streamlit_server({"LATENCY_LAB_INSTRUCTOR_KEY": KEY}) as url, \
+            chromium_browser() as browser:
+        teacher = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+        student = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+        student.goto(url)
+        wait_idle(student)
+        assert BANNER not in body(student)
+        teacher.goto(f"{url}/live?replicas=3&batch=4")
+        wait_idle(teacher)
+        teacher.get_by_text("Instructor", exact=True).click()
+        key_box = teacher.locator("input[aria-label='Instructor key']")
+        key_box.fill(KEY)
+        key_box.press("Enter")
+        wait_idle(teacher)
+        teacher.get_by_role("button", name="Present").click()
+        wait_idle(teacher)
+        assert until(teacher, lambda p: "Presenting" in body(p))
+        # the student's page follows within seconds: the Live Profiler, the same settings
+        assert until(student, lambda p: BANNER in body(p) and "Live Profiler" in body(p))
+        assert until(student, lambda p: slider(p, "Replicas") == "3")
+        assert slider(student, "Max batch size") == "4"
+        student.screenshot(path=str(ROOT / "artifacts" / "room_student_following.png"))
+        teacher.screenshot(path=str(ROOT / "artifacts" / "room_teacher_presenting.png"))
+        teacher.get_by_role("button", name="Release").click()
+        wait_idle(teacher)
+        assert until(student, lambda p: BANNER not in body(p))
+        student.screenshot(path=str(ROOT / "artifacts" / "room_student_released.png"))
