@@ -107,11 +107,11 @@ def card(item: Lesson) -> bool:
                       disabled=group is None or in_flight or revealed,
                       on_click=room().reveal, args=(item.key,),
                       help="Show everyone the measured answer.")
-            if guesses:
+            if guesses and not revealed:  # once revealed, shown with the answer marked
                 labels, counts = guess_histogram(guesses, item)
                 st.plotly_chart(course_plots.guesses_figure(labels, counts),
                                 key=f"guesses_{item.key}")
-            else:
+            elif not guesses:
                 st.caption("No guesses yet.")
         elif not revealed:
             st.caption(f"{len(guesses)} guess(es) in the room. The instructor reveals the "
