@@ -37,6 +37,7 @@ import itertools
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -48,7 +49,7 @@ from urllib.parse import urlsplit
 import torch
 
 from latency.core.config import RunConfig
-from latency.core.timing import now_ns
+from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
 from latency.host.devices import synchronize
 from latency.serve.builder import prepare_pipeline
 from latency.serve.http_app import error_status
@@ -129,6 +130,9 @@ class _Stages:
     """The timed stages of one replica, shared by both deployments."""
 
     def __init__(self, config_dict: dict[str, Any], forward: bool) -> None:
+        # the GIL hand-over our own server process uses: a thread woken from a stage's sleep
+        # (or a reply) waits at most this long behind a busy one, not Python's default 5 ms
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         config = RunConfig.from_dict(config_dict)
         if config.device.startswith("cuda"):
             config.device = "cuda"  # Ray gives the replica its GPU as device 0
