@@ -18,7 +18,7 @@ from typing import Any
 import streamlit as st
 
 from latency.execution.room import Presentation
-from ui.shared import is_instructor, room, session_id, yield_cpu_to_runs
+from ui.shared import is_instructor, room, run_manager, session_id, yield_cpu_to_runs
 
 #: session-state keys that are this session's own, never copied from the presenter
 OWN_KEYS = frozenset({
@@ -99,8 +99,6 @@ def publish(here: str) -> None:
         return
     rid = st.session_state.get("watch")
     if rid is None:
-        from ui.shared import run_manager
-
         latest = run_manager().latest()
         rid = latest.run_id if latest is not None else None
     p = room().publish(me, here, shared_settings(), rid)

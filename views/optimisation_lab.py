@@ -56,8 +56,6 @@ group = st.session_state.get("ab_group")
 if group is None and (latest := mgr.latest_group("ab")) is not None:
     group = latest.to_state()  # a newcomer, or a reload: the room's latest A/B
     st.caption(f"The room's latest A/B: **{plain(group['title'])}**.")
-if group is not None and group.get("group_id"):
-    mgr.viewed(group["group_id"])
 in_flight = bool(group) and lab.group_progress(group["blocks"])[0] < len(group["blocks"])
 
 ANSWERS = ("Quantise harder: the model must still be the bottleneck",

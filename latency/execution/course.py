@@ -54,7 +54,6 @@ class Lesson:
     choices: tuple[str, ...] | None = None
     unit: str = ""
     idea: str = ""
-    warmups: int = field(default=20)
 
     @property
     def estimated_s(self) -> float:

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from latency.host.processes import pid_alive
+
 LOCK_DIR_ENV = "LATENCY_LAB_LOCK_DIR"
 #: how often a waiting run retries (and checks whether it was cancelled).
 POLL_S = 0.2
@@ -135,7 +137,7 @@ class MachineLock:
             holder = _holder(json.loads((self.dir / "holder.json").read_text()))
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        return holder if holder.ended is None and _alive(holder.pid) else None
+        return holder if holder.ended is None and pid_alive(holder.pid) else None
 
     def overlaps(self, until: float) -> list[str]:
         """Warnings for every other run whose interval overlapped ``[started, until]``."""
@@ -148,11 +150,11 @@ class MachineLock:
             except (OSError, ValueError, KeyError, TypeError):
                 continue
             end = other.ended if other.ended is not None else (
-                until if _alive(other.pid) else other.started)
+                until if pid_alive(other.pid) else other.started)
             if other.ended is not None and time.time() - other.ended > NOTE_TTL_S:
                 path.unlink(missing_ok=True)
                 continue
-            if other.ended is None and not _alive(other.pid):  # died without a word
+            if other.ended is None and not pid_alive(other.pid):  # died without a word
                 path.unlink(missing_ok=True)
                 continue
             if other.started < until and end > self._started:
@@ -173,13 +175,3 @@ class MachineLock:
 def _holder(d: dict) -> Holder:
     return Holder(int(d["pid"]), str(d["what"]), float(d["started"]), bool(d.get("forced")),
                   None if d.get("ended") is None else float(d["ended"]))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

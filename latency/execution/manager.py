@@ -46,7 +46,6 @@ class RunGroup:
     owner: str
     blocks: list[tuple[str, str]]
     info: dict[str, Any] = field(default_factory=dict)
-    created: float = 0.0
     last_viewed: float = 0.0
     cancelled: bool = False
 
@@ -125,7 +124,7 @@ class RunManager:
         now = time.monotonic()
         with self._lock:
             group = RunGroup(f"g{next(self._group_ids)}", title, owner, list(blocks),
-                             dict(info or {}), now, now)
+                             dict(info or {}), now)
             self._groups.append(group)
             while len(self._groups) > KEEP_GROUPS:
                 self._groups.popleft()

@@ -36,7 +36,6 @@ class Presentation:
     settings: dict[str, Any] = field(default_factory=dict)
     run_id: str | None = None
     version: int = 0
-    since: float = 0.0
 
 
 def json_settings(values: dict[str, Any]) -> dict[str, Any]:
@@ -85,16 +84,13 @@ class Room:
         re-render only then."""
         settings = json_settings(settings)
         with self._lock:
-            now = self._clock()
-            self._published = now
+            self._published = self._clock()
             cur = self._current
             if (cur is not None and cur.presenter == presenter and cur.page == page
                     and cur.settings == settings and cur.run_id == run_id):
                 return cur
             self._versions += 1
-            since = cur.since if cur is not None and cur.presenter == presenter else now
-            self._current = Presentation(presenter, page, settings, run_id, self._versions,
-                                         since)
+            self._current = Presentation(presenter, page, settings, run_id, self._versions)
             return self._current
 
     def publish(self, presenter: str, page: str, settings: dict[str, Any],

@@ -51,6 +51,7 @@ import torch
 from latency.core.config import RunConfig
 from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
 from latency.host.devices import synchronize
+from latency.host.processes import pid_alive
 from latency.serve.builder import prepare_pipeline
 from latency.serve.http_app import error_status
 from latency.serve.oip import (
@@ -61,6 +62,7 @@ from latency.serve.oip import (
     error_body,
     format_server_timing,
 )
+from latency.serve.server import error_text
 
 APP_NAME = "latency-lab"
 #: every request is admitted to a replica at once, so waiting for a busy one is measured
@@ -86,11 +88,6 @@ def ray_installed() -> bool:
 
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
-def _error_text(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 # ---- what travels between the stages of one request ---------------------------------------
@@ -137,6 +134,7 @@ class _Stages:
         if config.device.startswith("cuda"):
             config.device = "cuda"  # Ray gives the replica its GPU as device 0
         self.config = config
+        self.max_body = int(config.max_body_mb * 1024 * 1024)
         self.prepared = prepare_pipeline(config)
         self.pipeline = self.prepared.pipeline
         self.pre_pool = ThreadPoolExecutor(config.preprocess_workers, "pre",
@@ -148,6 +146,29 @@ class _Stages:
         report = self.prepared.optimization
         return {"timings": self.prepared.timings,
                 "optimization": report.to_dict() if report is not None else None}
+
+    async def receive(self, request: Any) -> tuple[Job, str | None] | Any:
+        """An ingress's HTTP request up to its preprocessed job: (job, request id), or the
+        response to send instead (another route, a bad body, a failed preprocess)."""
+        model = self.config.model
+        kind, response = _route(request, model)
+        if kind != "infer":
+            return response
+        try:
+            raw, rid = decode_request(await _read(request, self.max_body),
+                                      request.headers.get("content-type", JSON_TYPE))
+        except ProtocolError as exc:
+            return _client_error(exc)
+        t_arrive = now_ns()
+        try:
+            job = await asyncio.get_running_loop().run_in_executor(
+                self.pre_pool, self.preprocess, raw, t_arrive)
+        except Exception as exc:  # noqa: BLE001 - one bad request fails alone
+            outcome = Outcome({"queue": 0, "preprocess": now_ns() - t_arrive, "forward": 0,
+                               "postprocess": 0}, "-1;0;-1",
+                              error=f"preprocess: {error_text(exc)}")
+            return _reply(model, outcome, rid)
+        return job, rid
 
     def preprocess(self, raw: Any, t_arrive: int) -> Job:
         job = Job(None, t_arrive, now_ns())
@@ -169,7 +190,7 @@ class _Stages:
         except Exception as exc:  # noqa: BLE001 - the whole batch failed together
             t1 = now_ns()
             return [Outcome(_durations(j, t0, t1, t1, t1), batch,
-                            error=f"forward: {_error_text(exc)}") for j in jobs]
+                            error=f"forward: {error_text(exc)}") for j in jobs]
         results = []
         for j, o in zip(jobs, outputs):
             j.item = None
@@ -178,7 +199,7 @@ class _Stages:
             try:
                 response = pipeline.postprocess(o)
             except Exception as exc:  # noqa: BLE001 - one bad request fails alone
-                error = f"postprocess: {_error_text(exc)}"
+                error = f"postprocess: {error_text(exc)}"
             results.append(Outcome(_durations(j, t0, t1, t_post, now_ns()), batch, response,
                                    error))
         return results
@@ -286,25 +307,10 @@ class ModelReplica:
                                           batch_id, self.rank)
 
     async def __call__(self, request: Any) -> Any:
-        kind, response = _route(request, self.model)
-        if kind != "infer":
-            return response
-        try:
-            raw, rid = decode_request(await _read(request, self.max_body),
-                                      request.headers.get("content-type", JSON_TYPE))
-        except ProtocolError as exc:
-            return _client_error(exc)
-        t_arrive = now_ns()
-        loop = asyncio.get_running_loop()
-        try:
-            job = await loop.run_in_executor(self.stages.pre_pool, self.stages.preprocess, raw,
-                                             t_arrive)
-        except Exception as exc:  # noqa: BLE001 - one bad request fails alone
-            t = now_ns()
-            outcome = Outcome({"queue": 0, "preprocess": t - t_arrive, "forward": 0,
-                               "postprocess": 0}, "-1;0;-1",
-                              error=f"preprocess: {_error_text(exc)}")
-            return _reply(self.model, outcome, rid)
+        received = await self.stages.receive(request)
+        if not isinstance(received, tuple):
+            return received  # not an infer request, a bad body, or a failed preprocess
+        job, rid = received
         return _reply(self.model, await self.forward_batch(job), rid)
 
     async def infer_item(self, item: Any) -> Outcome:
@@ -320,36 +326,20 @@ class PreprocessIngress:
         self.stages = _Stages(config_dict, forward=False)
         c = self.stages.config
         self.model = c.model
-        self.max_body = int(c.max_body_mb * 1024 * 1024)
         self.handle = model_handle
 
     async def describe(self) -> dict[str, Any]:
         return await self.handle.describe.remote()
 
     async def __call__(self, request: Any) -> Any:
-        kind, response = _route(request, self.model)
-        if kind != "infer":
-            return response
-        try:
-            raw, rid = decode_request(await _read(request, self.max_body),
-                                      request.headers.get("content-type", JSON_TYPE))
-        except ProtocolError as exc:
-            return _client_error(exc)
-        t_arrive = now_ns()
-        loop = asyncio.get_running_loop()
-        try:
-            job = await loop.run_in_executor(self.stages.pre_pool, self.stages.preprocess, raw,
-                                             t_arrive)
-        except Exception as exc:  # noqa: BLE001 - one bad request fails alone
-            t = now_ns()
-            outcome = Outcome({"queue": 0, "preprocess": t - t_arrive, "forward": 0,
-                               "postprocess": 0}, "-1;0;-1",
-                              error=f"preprocess: {_error_text(exc)}")
-            return _reply(self.model, outcome, rid)
+        received = await self.stages.receive(request)
+        if not isinstance(received, tuple):
+            return received
+        job, rid = received
         t_call = now_ns()
         outcome = await self.handle.infer_item.remote(job.item)
         hop = now_ns() - t_call - sum(outcome.durations.values())  # Ray's hop, both ways
-        outcome.durations["queue"] += job.t_pre_start - t_arrive
+        outcome.durations["queue"] += job.t_pre_start - job.t_arrive
         outcome.durations["preprocess"] = job.t_pre_end - job.t_pre_start
         return _reply(self.model, outcome, rid, hop_ns=hop)
 
@@ -550,18 +540,8 @@ def _remove_orphans(base: str) -> None:
         if not name.startswith(TEMP_PREFIX):
             continue
         pid = name[len(TEMP_PREFIX):].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _proxy_port(serve: Any, asked: int) -> int:
@@ -578,7 +558,7 @@ def _deploy_reason(exc: BaseException) -> str:
     for line in reversed(lines):
         if ":" in line and not line.startswith(("File ", "^", "Traceback")):
             return line[:300]
-    return _error_text(exc)
+    return error_text(exc)
 
 
 def _python_path() -> str:

@@ -30,7 +30,8 @@ from latency.pipelines.contract import Pipeline
 _STOP = object()
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
+    """'Type: first line' of an exception: how a failed stage names its error."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -161,7 +162,7 @@ class Server:
                 r.item = pipeline.preprocess(r.raw)
             except Exception as exc:  # one bad request fails alone
                 r.t_pre_end = now_ns()
-                r.error = f"preprocess: {_error_text(exc)}"
+                r.error = f"preprocess: {error_text(exc)}"
                 r.fill_missing_server()
                 r.reply(r)
                 continue
@@ -192,7 +193,7 @@ class Server:
                 outputs = pipeline.split(out, n)
             except Exception as exc:  # the whole batch failed together
                 t1 = now_ns()
-                msg = f"forward: {_error_text(exc)}"
+                msg = f"forward: {error_text(exc)}"
                 for r in batch:
                     r.t_fwd_start, r.t_fwd_end = t0, t1
                     r.error = msg
@@ -206,7 +207,7 @@ class Server:
                 try:
                     r.response = pipeline.postprocess(o)
                 except Exception as exc:
-                    r.error = f"postprocess: {_error_text(exc)}"
+                    r.error = f"postprocess: {error_text(exc)}"
                 r.t_post_end = now_ns()
                 r.reply(r)
 
