@@ -27,22 +27,25 @@ startup_pipelines()  # `streamlit run app.py -- --pipeline file.py:Name` (README
 run_manager()  # start the server-wide manager (and its thread) before lowering priority
 yield_cpu_to_runs()
 session_id()
-pages = [
-    st.Page("views/home.py", title="Home", icon=":material/home:", default=True),
-    st.Page("views/live_profiler.py", title="Live Profiler", icon=":material/monitoring:",
-            url_path="live"),
-    st.Page("views/load_simulator.py", title="Load Simulator", icon=":material/ssid_chart:",
-            url_path="simulator"),
-    st.Page("views/optimisation_lab.py", title="Optimisation Lab", icon=":material/tune:",
-            url_path="lab"),
-    st.Page("views/compare_runs.py", title="Compare Runs", icon=":material/compare_arrows:",
-            url_path="compare"),
-    st.Page("views/workshop.py", title="Workshop", icon=":material/school:",
-            url_path="workshop"),
-]
-nav = st.navigation(pages, position="top")
+#: URL path → page (the keys are the pages' own url_path; Home's is ""). Kept as literals:
+#: a Page's url_path property needs a running session, and a run process started by
+#: multiprocessing may import this file without one.
+pages = {
+    "": st.Page("views/home.py", title="Home", icon=":material/home:", default=True),
+    "live": st.Page("views/live_profiler.py", title="Live Profiler",
+                    icon=":material/monitoring:", url_path="live"),
+    "simulator": st.Page("views/load_simulator.py", title="Load Simulator",
+                         icon=":material/ssid_chart:", url_path="simulator"),
+    "lab": st.Page("views/optimisation_lab.py", title="Optimisation Lab",
+                   icon=":material/tune:", url_path="lab"),
+    "compare": st.Page("views/compare_runs.py", title="Compare Runs",
+                       icon=":material/compare_arrows:", url_path="compare"),
+    "workshop": st.Page("views/workshop.py", title="Workshop", icon=":material/school:",
+                        url_path="workshop"),
+}
+nav = st.navigation(list(pages.values()), position="top")
 here = nav.url_path
-followed = room_ui.follow({p.url_path: p for p in pages}, here)  # presenter mode
+followed = room_ui.follow(pages, here)  # presenter mode
 instructor_box()
 room_ui.presenter_controls(here)
 room_ui.banner(followed)
