@@ -80,7 +80,66 @@ def test_a_lesson_is_guessed_run_and_revealed_and_a_second_session_sees_it():
     means = {c: result.summary.components_ms[c].mean for c in
              ("network", "queue", "preprocess", "forward", "postprocess")}
     assert max(means, key=means.get) in measured[0]
+    assert {b.key for b in at.download_button} >= {"handout_pdf_where", "handout_png_where"}
     other = page()  # another student, or a reload: the same finished lesson
     assert any(s.value == measured[0] for s in other.success)
     assert not other.exception
+    from ui.workshop import lesson_handout  # the handout says what the page says
+
+    item = course.where_the_time_goes()
+    h = lesson_handout(item, group.to_state(), [result], room().guesses("where"))
+    assert h.answer in measured[0] and "1 guess(es): forward ×1" == h.guesses
+    assert h.render("pdf").startswith(b"%PDF")
     room.clear()
+
+
+def test_the_targets_lesson_reads_each_capacity_off_the_measured_curve():
+    """Known answer: p99s from the M/M/1 closed form at the lesson's loads → each target's
+    capacity read between the loads that bracket the exact one; a dip (noise) is pooled."""
+    import math
+
+    s = course.TARGET_SERVICE_MS
+    rows = [{"load": u, "p99_ms": math.log(100) * s / (1 - u)} for u in course.TARGET_LOADS]
+    got = {name: course.capacity_at_target(rows, name, slo, s) for name, slo, _ in course.TARGETS}
+    for name, slo, _ in course.TARGETS:
+        exact = 1 - math.log(100) * s / slo  # M/M/1: p99 = ln100·S/(1−ρ)
+        assert got[name]["theory"] == f"{exact:.0%}"
+        if exact > course.TARGET_LOADS[-1]:
+            assert got[name]["measured"].startswith("at least 90%")
+        else:  # a convex curve read linearly: a little below the exact load, never above
+            assert exact - 0.03 < got[name]["load_pct"] / 100 <= exact + 1e-9, name
+    assert got["payment fraud check"]["load_pct"] < got["search autocomplete"]["load_pct"]
+    assert course.monotone([40.0, 30.0, 60.0]) == [35.0, 35.0, 60.0]
+    banded = [{**r, "p99_lo_ms": 0.9 * r["p99_ms"], "p99_hi_ms": 1.1 * r["p99_ms"]}
+              for r in rows]
+    fraud = course.capacity_at_target(banded, "fraud", 50.0, s)
+    low, high = fraud["range_pct"]
+    assert low < fraud["load_pct"] < high and "95 % intervals" in fraud["measured"]
+    strict = course.capacity_at_target(rows, "x", 10.0, s)  # even 30 % misses 10 ms
+    assert strict["load_pct"] is None and strict["measured"].startswith("less than 30%")
+    assert strict["theory"].startswith("none")
+
+
+def test_shared_links_open_a_lesson_or_a_lab_step():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["lesson"] = "co"
+    at.run()
+    at.switch_page("views/workshop.py").run()
+    titles = [m.value for m in at.markdown if m.value.startswith("#### ")]
+    assert titles == ["#### 3. Coordinated omission"] and not at.error
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["lesson"] = "no-such-lesson"
+    at.run()
+    at.switch_page("views/workshop.py").run()
+    assert len([m for m in at.markdown if m.value.startswith("#### ")]) == 6
+    assert len(at.error) == 1 and "?lesson=co" in at.error[0].value
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["lesson"] = "help"  # the Lab's lesson at step 2, its preset loaded
+    at.run()
+    at.switch_page("views/optimisation_lab.py").run()
+    assert not at.exception and at.session_state["lesson_step"] == "help"
+    assert at.sidebar.selectbox(key="lab_b_pre").value == "fast"
+    assert at.sidebar.selectbox(key="lab_pre").value == "naive"
+    assert any(m.value.startswith("**Step 2.**") for m in at.markdown)

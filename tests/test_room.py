@@ -143,6 +143,17 @@ def test_students_follow_the_presenter_page_settings_and_run_until_release(room_
     assert not student.exception and not teacher.exception
 
 
+def test_a_follower_opens_the_lesson_the_presenter_opened_by_its_link(room_app):
+    teacher, student = instructor(), session()
+    teacher.query_params["lesson"] = "co"  # /workshop?lesson=co
+    teacher.switch_page("views/workshop.py").run()
+    button(teacher, "Present").click().run()
+    student.run()
+    titles = [m.value for m in student.markdown if m.value.startswith("#### ")]
+    assert following(student) and titles == ["#### 3. Coordinated omission"]
+    assert not student.exception and not teacher.exception
+
+
 def test_only_an_instructor_can_present(room_app):
     student = session()
     assert not any(b.label == "Present" for b in student.sidebar.button)

@@ -18,6 +18,7 @@ from latency.core.config import RunConfig
 from latency.core.optimization import LEVERS, VARIANTS
 from latency.execution import lesson
 from latency.execution.ab import ABPlan, variant_config
+from latency.execution.course import course
 from latency.figures import lab_plots as labplots
 from latency.simulation import whatif
 from ui.shared import plain, run_manager
@@ -48,6 +49,30 @@ def load_preset(values: dict[str, Any], step: str) -> None:
         st.session_state[k] = v
     st.session_state["lesson_step"] = step
     st.session_state.pop("lesson_answer", None)
+
+
+#: a shared link's step → the preset it loads
+LINK_STEPS: dict[str, dict[str, Any]] = {"quantise": LESSON_PRESET,
+                                         "help": {**LESSON_PRESET, **HELP_PRESET}}
+
+
+def open_shared_link() -> None:
+    """``/lab?lesson=quantise`` or ``?lesson=help``: load that step's preset into the controls,
+    once per link (the user's own changes after it stay). It does not queue the A/B — the
+    room's latest A/B is shown, and Run A/B measures this step. A follower's Lab follows the
+    presenter, not its own link; a workshop lesson's key (kept in the query string when a
+    follower is moved here) is not a Lab step and is left alone."""
+    step = st.query_params.get("lesson")
+    if step is None or st.session_state.get("room_following"):
+        return
+    if step not in LINK_STEPS:
+        if step not in {item.key for item in course()}:
+            st.error(f"No lesson step {step!r} in the Lab: the links are ?lesson=quantise "
+                     "(step 1) and ?lesson=help (step 2).")
+        return
+    if st.session_state.get("_lab_link") != step:
+        st.session_state["_lab_link"] = step
+        load_preset(LINK_STEPS[step], step)
 
 
 def start_step(values: dict[str, Any], step: str) -> None:

@@ -35,7 +35,7 @@ BUTTON_KEYS = frozenset({
 
 
 #: prefixes of keys that are a session's own (its guesses) or buttons made per lesson
-OWN_PREFIXES = ("_", "guess_", "lesson_run_", "lesson_reveal_", "lesson_send_")
+OWN_PREFIXES = ("_", "guess_", "lesson_run_", "lesson_reveal_", "lesson_send_", "handout_")
 
 
 def travels(key: str) -> bool:

@@ -12,10 +12,30 @@ import streamlit as st
 
 from latency.core import fmt
 from latency.core.records import REQUEST_COMPONENTS
-from latency.execution.course import Lesson, answer, guess_histogram
+from latency.execution.course import TARGETS, Lesson, answer, guess_histogram
 from latency.figures import course_plots
+from latency.figures.handout import Handout
 from ui.optimisation_lab import group_progress
 from ui.shared import can_manage_room, room, run_manager, session_id
+
+#: the query parameter of a shared link to one lesson: /workshop?lesson=co
+LINK_PARAM = "lesson"
+
+
+def focused_lesson(lessons: list[Lesson]) -> str | None:
+    """The lesson a shared link opens (``?lesson=<key>``), or None for the whole course. A
+    follower shows the presenter's (its settings carry ``workshop_focus``); a link to no
+    lesson gets a one-line error and the whole course."""
+    if st.session_state.get("room_following"):
+        return st.session_state.get("workshop_focus")
+    key = st.query_params.get(LINK_PARAM)
+    keys = [item.key for item in lessons]
+    if key is not None and key not in keys:
+        st.error(f"No lesson {key!r} in this course: the links are "
+                 + ", ".join(f"?{LINK_PARAM}={k}" for k in keys) + ".")
+        key = None
+    st.session_state["workshop_focus"] = key
+    return key
 
 
 def lesson_group(item: Lesson) -> dict | None:
@@ -24,14 +44,17 @@ def lesson_group(item: Lesson) -> dict | None:
 
 
 def run_lesson(item: Lesson) -> None:
-    """Queue the lesson's runs as one group, named after it; a new round of guesses."""
+    """Queue the lesson's runs as one group, named after it. Guesses sent before the runs
+    stay (students guess while the instructor starts them); a lesson run again after its
+    answer was revealed opens a new round of guesses."""
     mgr = run_manager()
     names = [f"Workshop {item.title} · {label}" for label in item.labels()]
     tickets = mgr.submit_group(item.configs(), owner=session_id(), names=names)
     mgr.register_group(item.title, session_id(),
                        [(label, t.run_id) for label, t in zip(item.labels(), tickets)],
                        {"kind": f"lesson:{item.key}"})
-    room().reset(item.key)
+    if room().revealed(item.key):
+        room().reset(item.key)
 
 
 def signature(lessons: list[Lesson]) -> tuple:
@@ -82,8 +105,14 @@ def card(item: Lesson) -> bool:
     group = lesson_group(item)
     with st.container(border=True):
         st.markdown(f"#### {item.title}")
+        st.page_link("views/workshop.py", label="Link to this lesson", icon=":material/link:",
+                     query_params={LINK_PARAM: item.key},
+                     help=f"Opens this lesson alone: /workshop?{LINK_PARAM}={item.key}")
         st.caption(f"About {fmt.duration(item.estimated_s * 1000)} of runs on this machine: "
                    f"{len(item.runs)} run(s) — " + ", ".join(item.labels()) + ".")
+        if item.key == "targets":
+            st.table([{"application": name, "p99 target": fmt.duration(ms), "why": why}
+                      for name, ms, why in TARGETS])
         st.markdown(f"**Question.** {item.question}")
         guess_input(item)
         guesses = room().guesses(item.key)
@@ -132,8 +161,12 @@ def card(item: Lesson) -> bool:
         if item.key == "where":
             s = finished[0].summary
             comps = {c: s.components_ms[c].mean or 0.0 for c in REQUEST_COMPONENTS}
-        st.plotly_chart(course_plots.answer_figure(item.key, ans.table, comps),
+        st.plotly_chart(course_plots.answer_figure(item.key, ans.table, comps, ans.details),
                         key=f"answer_{item.key}")
+        if ans.details:
+            st.table([{"application": d["application"], "p99 target": fmt.duration(d["slo_ms"]),
+                       "measured: load it can take": d["measured"],
+                       "M/M/1 theory": d["theory"]} for d in ans.details])
         for check in ans.checks:
             st.caption(check)
         st.markdown(item.idea)
@@ -142,4 +175,52 @@ def card(item: Lesson) -> bool:
             mark = ans.value if item.choices is not None else None
             st.plotly_chart(course_plots.guesses_figure(labels, counts, mark),
                             key=f"guesses_after_{item.key}")
+        handout_buttons(item, group, finished, guesses)
     return in_flight
+
+
+def lesson_handout(item: Lesson, group: dict, finished: list, guesses: list) -> Handout:
+    """The finished lesson as the handout's page: the same answer, chart and table as the card
+    (computed from the same runs), the room's guesses, and where the runs were measured."""
+    ans = answer(item, finished)
+    comps = None
+    if item.key == "where":
+        s = finished[0].summary
+        comps = {c: s.components_ms[c].mean or 0.0 for c in REQUEST_COMPONENTS}
+    if guesses:
+        labels, counts = guess_histogram(guesses, item)
+        said = f"{len(guesses)} guess(es): " + ", ".join(
+            f"{label} ×{n}" for label, n in zip(labels, counts) if n)
+    else:
+        said = "no guesses were sent."
+    env = finished[0].environment
+    provenance = (f"Measured live by Latency Lab on {env.get('cores', '?')} CPU core(s), "
+                  f"{env.get('device_name', env.get('device', '?'))}, torch "
+                  f"{env.get('torch', '?')}, {len(finished)} run(s), in the run history as "
+                  f"\"Workshop {item.title} · …\". Group {group['group_id']}.")
+    tables = [[{"run": r["run"], "requests": r["requests"], "req/s": r["throughput_rps"],
+                "p50 ms": r["p50_ms"], "p99 ms": r["p99_ms"]} for r in ans.table]]
+    if ans.details:
+        tables.insert(0, [{"application": d["application"],
+                           "p99 target": fmt.duration(d["slo_ms"]),
+                           "measured": d["measured"].replace(" from the p99s' 95 % intervals", "")
+                           .replace(" (every load measured)", ""), "M/M/1": d["theory"]}
+                          for d in ans.details])
+    checks = list(ans.checks)
+    return Handout(item.title, item.question, ans.text, item.idea,
+                   course_plots.answer_figure(item.key, ans.table, comps, ans.details),
+                   tables, said, provenance, checks)
+
+
+def handout_buttons(item: Lesson, group: dict, finished: list, guesses: list) -> None:
+    """Download the lesson's one-page handout; rendered when pressed, not on every rerun."""
+    c1, c2, _ = st.columns([1, 1, 3])
+    for col, kind in ((c1, "pdf"), (c2, "png")):
+        col.download_button(
+            f"Handout ({kind.upper()})", key=f"handout_{kind}_{item.key}",
+            data=lambda kind=kind: lesson_handout(item, group, finished, guesses).render(kind),
+            file_name=f"latency-lab-{item.key}.{kind}",
+            mime="application/pdf" if kind == "pdf" else "image/png", on_click="ignore",
+            icon=":material/download:",
+            help="One page to keep: the question, the room's guesses, the measured answer, "
+                 "its chart and numbers.")

@@ -14,6 +14,7 @@ st.caption("Pick a baseline (A) and what the variant (B) changes; the A/B runs b
            "alternating blocks on this machine and sets them side by side — latency with "
            "its effect on the answers. Every figure is measured when you press Run.")
 mgr, me = run_manager(), session_id()
+lab.open_shared_link()  # /lab?lesson=quantise (step 1) or ?lesson=help (step 2)
 step = st.session_state.get("lesson_step")
 
 with st.container(border=True):
@@ -34,6 +35,9 @@ with st.container(border=True):
     if step is not None:
         st.button("Leave the lesson", key="lesson_leave",
                   on_click=lambda: st.session_state.pop("lesson_step", None))
+        st.page_link("views/optimisation_lab.py", label="Link to this step",
+                     icon=":material/link:", query_params={"lesson": step},
+                     help=f"Opens the Lab at this step, its preset loaded: /lab?lesson={step}")
 
 plan = lab.controls()
 run_now = st.button("Run A/B", type="primary", icon=":material/compare_arrows:",

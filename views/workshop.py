@@ -3,7 +3,7 @@ a live measured experiment and, when the instructor reveals it, the measured ans
 import streamlit as st
 
 from latency.core import fmt
-from latency.execution.course import TARGETS, course
+from latency.execution.course import course
 from ui import workshop
 from ui.shared import can_manage_room, yield_cpu_to_runs
 
@@ -21,22 +21,24 @@ if not can_manage_room():
                "first.")
 
 
+focus = workshop.focused_lesson(lessons)
+
+
 def lessons_view() -> None:
+    if focus is not None:
+        st.page_link("views/workshop.py", label="All lessons", icon=":material/list:",
+                     query_params={})
     for item in lessons:
-        workshop.card(item)
-    with st.container(border=True):
-        st.markdown("#### 5. Targets are application-specific")
-        st.markdown("There is no one good latency: the target follows from the application. "
-                    "Set the SLO of each in the Load Simulator and ask its capacity question "
-                    "(the highest rate whose p99 stays within it).")
-        st.table([{"application": name, "SLO": fmt.duration(ms), "why": why}
-                  for name, ms, why in TARGETS])
+        if focus is None or item.key == focus:
+            workshop.card(item)
+    if focus is not None:
+        return
     with st.container(border=True):
         st.markdown("#### 6. The practice question")
         st.markdown("A 40 % faster model, about the same latency: the Optimisation Lab's "
                     "lesson quantises a beginner's server and asks what to look at next.")
         st.page_link("views/optimisation_lab.py", label="Open the lesson in the Optimisation "
-                     "Lab", icon=":material/school:")
+                     "Lab", icon=":material/school:", query_params={"lesson": "quantise"})
 
 
 @st.fragment(run_every=1.0)

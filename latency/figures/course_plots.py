@@ -27,10 +27,12 @@ def guesses_figure(labels: Sequence[str], counts: Sequence[int],
 
 
 def answer_figure(key: str, table: Sequence[Mapping[str, Any]],
-                  components: Mapping[str, float] | None = None) -> go.Figure:
+                  components: Mapping[str, float] | None = None,
+                  details: Sequence[Mapping[str, Any]] = ()) -> go.Figure:
     """Each lesson's chart: the component means (where), latency against load (queueing),
     p50/p99 closed vs open loop (coordinated omission), throughput and p50 against batch size
-    with the knee (batching)."""
+    with the knee (batching), the measured p99 against load with each application's target
+    and the load where the curve crosses it (targets)."""
     runs = [str(r["run"]) for r in table]
     if key == "where" and components:
         layout = _base_layout("Mean time of one request, by component", 340)
@@ -68,6 +70,26 @@ def answer_figure(key: str, table: Sequence[Mapping[str, Any]],
                                marker_color=P99_COLOUR,
                                text=[f"{r['p99_ms']:.0f} ms" for r in table],
                                textposition="outside")], layout)
+    if key == "targets":
+        layout = _base_layout("The p99 against load, and each application's target", 400)
+        layout.update(xaxis={"title": "load (% of the server's capacity)",
+                             "range": [0, 100], "ticksuffix": " %"},
+                      yaxis={"title": "p99 latency (ms)", "type": "log"})
+        data = [go.Scatter(x=[100 * r["load"] for r in table], y=[r["p99_ms"] for r in table],
+                           name="measured p99", mode="lines+markers",
+                           line={"color": P99_COLOUR})]
+        for d in details:
+            data.append(go.Scatter(x=[0, 100], y=[d["slo_ms"]] * 2, mode="lines",
+                                   name=f"{d['application']} ≤ {d['slo_ms']:g} ms",
+                                   line={"dash": "dash", "width": 1.5}))
+            if d["load_pct"] is not None and not d["measured"].startswith("at least"):
+                data.append(go.Scatter(x=[d["load_pct"]], y=[d["slo_ms"]], mode="markers",
+                                       marker={"size": 11, "symbol": "diamond",
+                                               "color": P99_COLOUR},
+                                       showlegend=False,
+                                       hovertemplate=f"{d['application']}: "
+                                                     f"{d['measured']}<extra></extra>"))
+        return _figure(data, layout)
     raise KeyError(key)
 
 
