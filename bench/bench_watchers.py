@@ -1,6 +1,6 @@
 """Do 30 watching browsers slow a run down? Forward-time median with N idle sessions vs none.
 
-    python bench/bench_watchers.py [--sessions 30] [--duration 15] [--repeats 2]
+    python bench/bench_watchers.py [--sessions 30] [--duration 15] [--repeats 2] [--presenter]
 
 A workshop room opens the Live Profiler in 30 browsers. The page's fragments
 (``st.fragment(run_every=...)``) rerun every second in the dashboard server's process, and
@@ -97,6 +97,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 RUN_ID = re.compile(r"`(run-[^`]+)`")
 FINISHED = ("completed", "stopped", "failed")
 JSON_LABEL = "Download result (JSON)"
+INSTRUCTOR_KEY = "bench-watchers-instructor"
 
 
 # ---- the fake browser tab ------------------------------------------------------------------
@@ -134,6 +135,7 @@ class FakeTab:
     page: str = "live"
     stats: TabStats = field(default_factory=TabStats)
     buttons: dict[str, str] = field(default_factory=dict)        # label -> widget id
+    inputs: dict[str, str] = field(default_factory=dict)         # text input label -> id
     downloads: dict[str, Download] = field(default_factory=dict)  # label -> latest button
     status_line: str = ""      # "**<icon> running** · `run-…` · …" of the live view
 
@@ -173,7 +175,8 @@ class FakeTab:
 
     # -- sending --------------------------------------------------------------------------------
     async def rerun(self, fragment_id: str = "", auto: bool = False,
-                    triggers: tuple[str, ...] = ()) -> None:
+                    triggers: tuple[str, ...] = (),
+                    strings: dict[str, str] | None = None) -> None:
         msg = BackMsg()
         rs = msg.rerun_script
         rs.query_string = self.query
@@ -186,6 +189,10 @@ class FakeTab:
             w = rs.widget_states.widgets.add()
             w.id = wid
             w.trigger_value = True
+        for wid, text in (strings or {}).items():
+            w = rs.widget_states.widgets.add()
+            w.id = wid
+            w.string_value = text
         ci = rs.context_info
         ci.timezone, ci.timezone_offset, ci.locale = "UTC", 0, "en-US"
         ci.url = f"{self.base_url}/{self.page}" + (f"?{self.query}" if self.query else "")
@@ -311,6 +318,8 @@ class FakeTab:
             self.stats.renders += 1
         elif which == "button":
             self.buttons[el.button.label] = el.button.id
+        elif which == "text_input":
+            self.inputs[el.text_input.label] = el.text_input.id
         elif which == "download_button":
             b = el.download_button
             self.downloads[b.label] = Download(self.run_id, b.url, b.deferred_file_id)
@@ -374,14 +383,46 @@ class Outcome:
     download_404s: int          # result downloads that 404'd before one succeeded
 
 
+async def full_run(tab: FakeTab, **rerun: Any) -> None:
+    """Send a rerun and wait until a whole-page run of it finished."""
+    tab.full_run_done.clear()
+    await tab.rerun(**rerun)
+    await asyncio.wait_for(tab.full_run_done.wait(), 300)
+
+
+async def until(test: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
+    t0 = time.monotonic()
+    while not test():
+        if time.monotonic() - t0 > timeout_s:
+            raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
+        await asyncio.sleep(0.05)
+
+
+async def present(driver: FakeTab) -> None:
+    """The driver signs in with the instructor key (the sidebar's text input) and presses
+    Present, as an instructor at the projector does."""
+    await until(lambda: "Instructor key" in driver.inputs, "the instructor key box")
+    await full_run(driver, strings={driver.inputs["Instructor key"]: INSTRUCTOR_KEY})
+    await until(lambda: "Present" in driver.buttons, "the Present button")
+    await full_run(driver, triggers=(driver.buttons["Present"],))
+    await until(lambda: "Release" in driver.buttons, "presenting (the Release button)")
+
+
 async def measured_run(url: str, pid: int, query: str, sessions: int, settle_s: float,
-                       timeout_s: float) -> Outcome:
+                       timeout_s: float, presenting: bool = False) -> Outcome:
+    """One run, watched by ``sessions`` idle tabs — or, ``presenting``, by that many
+    followers of the driver, who presents (in both arms) before they open."""
+    driver = FakeTab(url, query=query)
+    if presenting:
+        await driver.open()
+        await asyncio.wait_for(driver.full_run_done.wait(), 600)
+        await present(driver)
     idle = [FakeTab(url) for _ in range(sessions)]
     for tab in idle:  # spread over one second, so their timers are out of phase
         await tab.open()
         await asyncio.sleep(1.0 / sessions)
-    driver = FakeTab(url, query=query)
-    await driver.open()
+    if not presenting:
+        await driver.open()
     tabs = idle + [driver]
     await asyncio.wait_for(asyncio.gather(*(t.full_run_done.wait() for t in tabs)), 600)
     await asyncio.sleep(settle_s)
@@ -406,6 +447,11 @@ async def measured_run(url: str, pid: int, query: str, sessions: int, settle_s: 
     cpu1, bench1 = cpu_seconds(pid), time.process_time()
     after = snap()
     body = await driver.fetch(JSON_LABEL)
+    if presenting:
+        if not all(t.run_id == driver.run_id for t in idle):
+            raise RuntimeError("a follower did not show the presenter's run: "
+                               f"{[t.run_id for t in idle]} vs {driver.run_id}")
+        await full_run(driver, triggers=(driver.buttons["Release"],))
     for t in tabs:
         await t.close()
     return Outcome(
@@ -478,6 +524,9 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=3.0,
                     help="seconds the tabs watch before Start (default 3)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the unreported warm-up run")
+    ap.add_argument("--presenter", action="store_true",
+                    help="presenter mode: the driver signs in as instructor and presents (in "
+                         "both arms); the N tabs follow it instead of watching on their own")
     ap.add_argument("--post-script-gc", choices=("project", "on", "off"), default="project",
                     help="Streamlit's runner.postScriptGC (a gc.collect(2) after every script "
                          "run, fragment runs included): as .streamlit/config.toml says "
@@ -492,6 +541,9 @@ def main() -> None:
     print("idle tabs: Streamlit-protocol websocket clients (no Chromium); the driver tab also "
           "watches, in both arms")
     env = {"STREAMLIT_LOGGER_LEVEL": "error"}
+    if args.presenter:
+        env["LATENCY_LAB_INSTRUCTOR_KEY"] = INSTRUCTOR_KEY
+        print(f"presenter mode: the driver presents; the {args.sessions} tabs follow it")
     if args.post_script_gc != "project":  # an environment variable beats config.toml
         env["STREAMLIT_RUNNER_POST_SCRIPT_GC"] = "true" if args.post_script_gc == "on" else "false"
     print(f"server: streamlit run app.py, runner.postScriptGC = {post_script_gc(env)}")
@@ -508,7 +560,8 @@ def main() -> None:
             outs = []
             for _ in range(args.repeats):
                 for n in (0, args.sessions):
-                    o = await measured_run(url, pid, query, n, args.settle, timeout)
+                    o = await measured_run(url, pid, query, n, args.settle, timeout,
+                                           args.presenter)
                     cfg = o.result["config"]
                     if cfg["model"] != args.model or cfg["concurrency"] != args.concurrency:
                         raise RuntimeError(f"the run did not get the URL's settings: {cfg}")
