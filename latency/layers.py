@@ -24,7 +24,7 @@ LAYERS: dict[str, set[str]] = {
     "simulation": {"core", "analysis"},
     # the run history and files
     "storage": {"core", "analysis"},
-    # figures for people (Plotly)
+    # figures for people (Plotly; the lesson handout drawn with matplotlib)
     "figures": {"core", "analysis", "simulation", "storage"},
     # one run from start to end, and plans of several
     "execution": {"core", "host", "pipelines", "serve", "load", "analysis", "storage"},
