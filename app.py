@@ -12,7 +12,14 @@ from pathlib import Path
 import streamlit as st
 
 from ui import room as room_ui
-from ui.shared import instructor_box, run_manager, session_id, startup_pipelines, yield_cpu_to_runs
+from ui.shared import (
+    instructor_box,
+    page_done,
+    run_manager,
+    session_id,
+    startup_pipelines,
+    yield_cpu_to_runs,
+)
 
 # the favicon ships with the app (an icon font or emoji would be fetched from the internet,
 # which a workshop room may not have)
@@ -49,6 +56,8 @@ followed = room_ui.follow(pages, here)  # presenter mode
 instructor_box()
 room_ui.presenter_controls(here)
 room_ui.banner(followed)
-room_ui.watch()
+if here not in room_ui.OWN_WATCH:
+    room_ui.watch()
 nav.run()
 room_ui.publish(here)
+page_done()  # a timer's whole-page rerun is over: the next page's turn (ui/page_turns.py)

@@ -67,3 +67,31 @@ def test_a_student_follows_the_presenter_and_is_released():
         wait_idle(teacher)
         assert until(student, lambda p: BANNER not in body(p))
         student.screenshot(path=str(ROOT / "artifacts" / "room_student_released.png"))
+
+
+def test_a_shared_lesson_link_runs_reveals_and_downloads_its_handout():
+    """What a person does with a lesson's link: /workshop?lesson=co opens that lesson alone;
+    Run, Reveal, then the handout downloads as a one-page PDF."""
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    with streamlit_server() as url, chromium_browser() as browser:
+        ctx = browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
+        page = ctx.new_page()
+        page.goto(f"{url}/workshop?lesson=co")
+        wait_idle(page)
+        text = body(page)
+        assert "3. Coordinated omission" in text and "1. Where the time goes" not in text
+        page.get_by_role("button", name="Run this lesson").click()
+        reveal = page.get_by_role("button", name="Reveal the answer")
+        assert until(page, lambda p: reveal.is_enabled(), timeout_s=240)
+        reveal.click()
+        wait_idle(page)
+        assert until(page, lambda p: "Measured:" in body(p))
+        page.screenshot(path=str(ROOT / "artifacts" / "workshop_lesson_link.png"),
+                        full_page=True)
+        with page.expect_download(timeout=60_000) as dl:
+            page.get_by_role("button", name="Handout (PDF)").click()
+        path = dl.value.path()
+        assert dl.value.suggested_filename == "latency-lab-co.pdf"
+        with open(path, "rb") as f:
+            assert f.read(5) == b"%PDF-"

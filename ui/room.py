@@ -18,7 +18,14 @@ from typing import Any
 import streamlit as st
 
 from latency.execution.room import Presentation
-from ui.shared import is_instructor, room, run_manager, session_id, yield_cpu_to_runs
+from ui.shared import (
+    is_instructor,
+    rerun_page,
+    room,
+    run_manager,
+    session_id,
+    yield_cpu_to_runs,
+)
 
 #: session-state keys that are this session's own, never copied from the presenter
 OWN_KEYS = frozenset({
@@ -114,21 +121,29 @@ def banner(p: Presentation | None) -> None:
                 "releases the room.", icon=":material/cast_for_education:")
 
 
-@st.fragment(run_every=1.0)
-def watch() -> None:
-    """Once a second: a newer presentation, or one that began or ended → rerun the page."""
-    yield_cpu_to_runs()
+def stale() -> bool:
+    """Whether the room changed since this page rendered: a newer presentation, or one that
+    began or ended (for the presenter itself, never)."""
     p = room().current()
     following = bool(st.session_state.get("room_following"))
     if p is None:
-        if following:
-            st.session_state.pop("room_following", None)
-            st.rerun()
-        return
+        return following
     if p.presenter == session_id():
-        return
-    if not following or st.session_state.get("room_version") != p.version:
-        st.rerun()
+        return False
+    return not following or st.session_state.get("room_version") != p.version
+
+
+#: pages whose own once-a-second look also asks ``stale()``: one timer a page, not two (a
+#: room of pages with two timers each saturated the server: ui/page_turns.py)
+OWN_WATCH = frozenset({"live", "workshop"})
+
+
+@st.fragment(run_every=1.0)
+def watch() -> None:
+    """Once a second, on pages without a look of their own: the room changed → rerun."""
+    yield_cpu_to_runs()
+    if stale():
+        rerun_page()
 
 
 def presenter_controls(here: str) -> None:
@@ -155,5 +170,5 @@ def presenter_controls(here: str) -> None:
         st.rerun()
 
 
-__all__ = ["BUTTON_KEYS", "OWN_KEYS", "banner", "follow", "presenter_controls", "publish",
-           "shared_settings", "watch"]
+__all__ = ["BUTTON_KEYS", "OWN_KEYS", "OWN_WATCH", "banner", "follow", "presenter_controls",
+           "publish", "shared_settings", "stale", "watch"]

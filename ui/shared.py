@@ -23,6 +23,7 @@ import streamlit as st
 from latency.execution.manager import RunManager
 from latency.execution.room import Room
 from latency.figures import plots
+from ui.page_turns import PageTurns
 
 INSTRUCTOR_ENV = "LATENCY_LAB_INSTRUCTOR_KEY"
 
@@ -80,6 +81,24 @@ def run_manager() -> RunManager:
 def room() -> Room:
     """The server-wide presentation (presenter mode): who presents, and what they show."""
     return Room()
+
+
+@st.cache_resource
+def page_turns() -> PageTurns:
+    """The server-wide turns of timer-driven whole-page reruns (ui/page_turns.py)."""
+    return PageTurns()
+
+
+def rerun_page() -> None:
+    """A fragment's whole-page rerun after it saw a change, when it is this page's turn;
+    otherwise nothing now — the fragment looks again at its next tick."""
+    if page_turns().take(session_id()):
+        st.rerun()
+
+
+def page_done() -> None:
+    """At the end of every whole-page run (``app.py``): this page's turn is over."""
+    page_turns().end(session_id())
 
 
 def session_id() -> str:

@@ -5,9 +5,17 @@ from latency.core.errors import ConfigError
 from latency.execution.manager import PermissionDenied
 from latency.host.cores import usable_cores
 from ui import live_profiler as live
+from ui import room as room_ui
 from ui.compare_runs import history_note, history_state
 from ui.controls import profiler_controls
-from ui.shared import figures, is_instructor, run_manager, session_id, yield_cpu_to_runs
+from ui.shared import (
+    figures,
+    is_instructor,
+    rerun_page,
+    run_manager,
+    session_id,
+    yield_cpu_to_runs,
+)
 
 st.title("Live Profiler")
 config, slo_ms = profiler_controls()
@@ -56,8 +64,8 @@ def follow() -> None:
     """Cheap check each second: a new run appeared, or the shown one ended → refresh the page."""
     yield_cpu_to_runs()
     h = shown_run()
-    if history_state(mgr, h) != st.session_state.get("shown"):
-        st.rerun()
+    if history_state(mgr, h) != st.session_state.get("shown") or room_ui.stale():
+        rerun_page()
 
 
 def has_figures() -> bool:
@@ -66,9 +74,11 @@ def has_figures() -> bool:
 
 # Charts refresh every second only while the run is in flight; a finished run's charts are
 # static, so a room of idle browsers costs the server next to nothing. Until the first
-# figures exist the view looks four times a second (the run process hands its rows over as
-# often then), so they appear within 2 s of measuring starting; then once a second again.
-first_wait = in_flight and not has_figures()
+# figures exist the page of the run's owner looks four times a second (the run process hands
+# its rows over as often then), so they appear within 2 s of measuring starting; then once a
+# second again. Other pages look once a second throughout: thirty pages looking four times a
+# second saturated the server (ui/page_turns.py).
+first_wait = in_flight and mine and not has_figures()
 
 
 @st.fragment(run_every=(0.25 if first_wait else 1.0) if in_flight else None)
@@ -76,13 +86,19 @@ def live_view() -> None:
     yield_cpu_to_runs()
     if handle is None:
         st.info("No run yet. Choose settings in the sidebar and press **Start**.")
+    elif in_flight and handle.done():
+        # finished since this page last ran: the finished view (and no more polling) comes
+        # with the page's rerun. While the page waits for its turn, a line — not the whole
+        # view again each second (ui/page_turns.py)
+        rerun_page()
+        st.info(f"`{handle.run_id}` finished — its result appears in a moment.")
     else:
         live.render(handle, slo_ms)
         history_note(mgr, handle)
         if in_flight:
             mgr.viewed_run(handle.run_id)  # an A/B's or a lesson's block: watched here
         if first_wait and has_figures():
-            st.rerun()  # the first figures are up: back to the once-a-second cadence
+            rerun_page()  # the first figures are up: back to the once-a-second cadence
 
 
 follow()

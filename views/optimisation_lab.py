@@ -6,7 +6,7 @@ from latency.core import fmt
 from latency.core.errors import ConfigError
 from latency.execution.ab import submit_ab
 from ui import optimisation_lab as lab
-from ui.shared import plain, run_manager, session_id, yield_cpu_to_runs
+from ui.shared import plain, rerun_page, run_manager, session_id, yield_cpu_to_runs
 
 yield_cpu_to_runs()
 st.title("Optimisation Lab")
@@ -83,8 +83,8 @@ def results() -> None:
     if done < len(blocks):
         st.progress(done / len(blocks), text=f"{done} of {len(blocks)} blocks done · {line}")
         return
-    if in_flight:  # just finished: rerun the page once, to stop polling
-        st.rerun()
+    if in_flight:  # just finished: rerun the page once (in its turn), to stop polling
+        rerun_page()
     ab = lab.merged(tuple(r for _, r in blocks), tuple(a for a, _ in blocks), group["pairs"])
     if isinstance(ab, str):
         st.error(f"The A/B has no result: {ab}")

@@ -4,8 +4,9 @@ import streamlit as st
 
 from latency.core import fmt
 from latency.execution.course import course
+from ui import room as room_ui
 from ui import workshop
-from ui.shared import can_manage_room, yield_cpu_to_runs
+from ui.shared import can_manage_room, rerun_page, yield_cpu_to_runs
 
 yield_cpu_to_runs()
 st.title("Workshop")
@@ -46,8 +47,8 @@ def watch() -> None:
     """Once a second, a cheap look: a lesson's runs progressed, a guess arrived or an answer
     was revealed → redraw the page (an idle room of browsers costs next to nothing)."""
     yield_cpu_to_runs()
-    if workshop.signature(lessons) != st.session_state.get("workshop_seen"):
-        st.rerun()
+    if workshop.signature(lessons) != st.session_state.get("workshop_seen") or room_ui.stale():
+        rerun_page()
 
 
 st.session_state["workshop_seen"] = workshop.signature(lessons)
