@@ -59,12 +59,18 @@ def shown_run():
     return mgr.get(rid) if rid else mgr.latest()
 
 
-@st.fragment(run_every=1.0)
+def changed() -> bool:
+    """A new run appeared, the shown one ended or was saved, or the room moved on."""
+    return (history_state(mgr, shown_run()) != st.session_state.get("shown")
+            or room_ui.stale())
+
+
+@st.fragment(run_every=None if in_flight else 1.0)
 def follow() -> None:
-    """Cheap check each second: a new run appeared, or the shown one ended → refresh the page."""
+    """Cheap check each second while no run is in flight (the live view checks while one
+    is): a new run appeared, or the room moved on → refresh the page."""
     yield_cpu_to_runs()
-    h = shown_run()
-    if history_state(mgr, h) != st.session_state.get("shown") or room_ui.stale():
+    if changed():
         rerun_page()
 
 
@@ -72,16 +78,20 @@ def has_figures() -> bool:
     return handle is not None and "bars" in figures(handle.run_id, handle.version, slo_ms)
 
 
-# Charts refresh every second only while the run is in flight; a finished run's charts are
+# Charts refresh only while the run is in flight — every second on the page of the run's
+# owner, every two seconds on the other pages watching it; a finished run's charts are
 # static, so a room of idle browsers costs the server next to nothing. Until the first
-# figures exist the page of the run's owner looks four times a second (the run process hands
-# its rows over as often then), so they appear within 2 s of measuring starting; then once a
-# second again. Other pages look once a second throughout: thirty pages looking four times a
-# second saturated the server (ui/page_turns.py).
+# figures exist the owner's page looks four times a second (the run process hands its rows
+# over as often then), so they appear within 2 s of measuring starting. Each look of a page
+# costs the server ~10-20 ms of a core whatever it shows (a Streamlit script run): thirty
+# pages looking every second took 0.8 of a core from the run they watched
+# (bench/bench_watchers.py; ui/page_turns.py).
+OWNER_REFRESH_S, VIEWER_REFRESH_S = 1.0, 2.0
 first_wait = in_flight and mine and not has_figures()
+refresh_s = 0.25 if first_wait else (OWNER_REFRESH_S if mine else VIEWER_REFRESH_S)
 
 
-@st.fragment(run_every=(0.25 if first_wait else 1.0) if in_flight else None)
+@st.fragment(run_every=refresh_s if in_flight else None)
 def live_view() -> None:
     yield_cpu_to_runs()
     if handle is None:
@@ -97,6 +107,8 @@ def live_view() -> None:
         history_note(mgr, handle)
         if in_flight:
             mgr.viewed_run(handle.run_id)  # an A/B's or a lesson's block: watched here
+            if changed():  # the look of ``follow``, which rests while a run is in flight
+                rerun_page()
         if first_wait and has_figures():
             rerun_page()  # the first figures are up: back to the once-a-second cadence
 
