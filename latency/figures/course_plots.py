@@ -11,6 +11,8 @@ from latency.figures.plots import COMPONENT_COLOURS, _base_layout, _figure
 
 GUESS_COLOUR = "#7F8C9D"
 P50_COLOUR, P99_COLOUR = "#0072B2", "#D55E00"
+#: the targets' lines: colour-blind-safe and apart from the measured p99's vermilion
+TARGET_COLOURS = ("#56B4E9", "#009E73", "#CC79A7", "#7F8C9D")
 
 
 def guesses_figure(labels: Sequence[str], counts: Sequence[int],
@@ -72,16 +74,18 @@ def answer_figure(key: str, table: Sequence[Mapping[str, Any]],
                                textposition="outside")], layout)
     if key == "targets":
         layout = _base_layout("The p99 against load, and each application's target", 400)
+        ticks = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
         layout.update(xaxis={"title": "load (% of the server's capacity)",
                              "range": [0, 100], "ticksuffix": " %"},
-                      yaxis={"title": "p99 latency (ms)", "type": "log"})
+                      yaxis={"title": "p99 latency (ms)", "type": "log", "tickvals": ticks,
+                             "ticktext": [f"{t:g}" for t in ticks]})
         data = [go.Scatter(x=[100 * r["load"] for r in table], y=[r["p99_ms"] for r in table],
                            name="measured p99", mode="lines+markers",
                            line={"color": P99_COLOUR})]
-        for d in details:
+        for d, colour in zip(details, TARGET_COLOURS):
             data.append(go.Scatter(x=[0, 100], y=[d["slo_ms"]] * 2, mode="lines",
                                    name=f"{d['application']} ≤ {d['slo_ms']:g} ms",
-                                   line={"dash": "dash", "width": 1.5}))
+                                   line={"dash": "dash", "width": 1.5, "color": colour}))
             if d["load_pct"] is not None and not d["measured"].startswith("at least"):
                 data.append(go.Scatter(x=[d["load_pct"]], y=[d["slo_ms"]], mode="markers",
                                        marker={"size": 11, "symbol": "diamond",

@@ -63,10 +63,11 @@ class Handout:
         fig.text(0.05, 0.95, self.title, fontsize=18, weight="bold", va="top")
         y = _paragraph(fig, 0.895, "Question", self.question)
         y = _paragraph(fig, y, "The room's guesses", self.guesses)
-        y = _paragraph(fig, y, "Measured", self.answer + "".join(f" {c}." for c in self.checks))
-        height = max(0.2, y - 0.25)
-        draw_plotly(self.figure, fig.add_axes((0.07, 0.17, 0.47, height)))
-        top = 0.17 + height
+        y = _paragraph(fig, y, "Measured", self.answer + "".join(
+            f" {c}" if c.endswith(".") else f" {c}." for c in self.checks))
+        height = max(0.2, y - 0.27)
+        draw_plotly(self.figure, fig.add_axes((0.07, 0.2, 0.47, height)))
+        top = 0.2 + height
         for rows in self.tables:  # stacked in the right column, each as tall as its rows
             h = 0.034 * (len(rows) + 1)
             _table(fig, rows, (0.64, top - h, 0.32, h))
@@ -171,6 +172,9 @@ def _axis(ax: Axes, spec: Any, which: str) -> None:
         (ax.set_xscale if which == "x" else ax.set_yscale)("log")
     elif spec.rangemode == "tozero" and which == "y":
         ax.set_ylim(bottom=0)
+    if spec.tickvals is not None:
+        labels = spec.ticktext if spec.ticktext is not None else [f"{v:g}" for v in spec.tickvals]
+        (ax.set_xticks if which == "x" else ax.set_yticks)(list(spec.tickvals), list(labels))
     if spec.range is not None and spec.type != "log":
         (ax.set_xlim if which == "x" else ax.set_ylim)(*spec.range)
 
