@@ -157,11 +157,8 @@ def card(item: Lesson) -> bool:
             return in_flight
         ans = answer(item, finished)
         st.success(f"**Measured:** {ans.text}")
-        comps = None
-        if item.key == "where":
-            s = finished[0].summary
-            comps = {c: s.components_ms[c].mean or 0.0 for c in REQUEST_COMPONENTS}
-        st.plotly_chart(course_plots.answer_figure(item.key, ans.table, comps, ans.details),
+        st.plotly_chart(course_plots.answer_figure(item.key, ans.table,
+                                                   components(item, finished), ans.details),
                         key=f"answer_{item.key}")
         if ans.details:
             st.table([{"application": d["application"], "p99 target": fmt.duration(d["slo_ms"]),
@@ -179,14 +176,18 @@ def card(item: Lesson) -> bool:
     return in_flight
 
 
+def components(item: Lesson, finished: list) -> dict[str, float] | None:
+    """The component means the "where the time goes" chart shows (None for other lessons)."""
+    if item.key != "where":
+        return None
+    s = finished[0].summary
+    return {c: s.components_ms[c].mean or 0.0 for c in REQUEST_COMPONENTS}
+
+
 def lesson_handout(item: Lesson, group: dict, finished: list, guesses: list) -> Handout:
     """The finished lesson as the handout's page: the same answer, chart and table as the card
     (computed from the same runs), the room's guesses, and where the runs were measured."""
     ans = answer(item, finished)
-    comps = None
-    if item.key == "where":
-        s = finished[0].summary
-        comps = {c: s.components_ms[c].mean or 0.0 for c in REQUEST_COMPONENTS}
     if guesses:
         labels, counts = guess_histogram(guesses, item)
         said = f"{len(guesses)} guess(es): " + ", ".join(
@@ -196,8 +197,8 @@ def lesson_handout(item: Lesson, group: dict, finished: list, guesses: list) -> 
     env = finished[0].environment
     provenance = (f"Measured live by Latency Lab on {env.get('cores', '?')} CPU core(s), "
                   f"{env.get('device_name', env.get('device', '?'))}, torch "
-                  f"{env.get('torch', '?')}, {len(finished)} run(s), in the run history as "
-                  f"\"Workshop {item.title} · …\". Group {group['group_id']}.")
+                  f"{env.get('torch', '?')}; in the run history as \"Workshop {item.title} · "
+                  f"…\": " + ", ".join(rid for _, rid in group["blocks"]) + ".")
     tables = [[{"run": r["run"], "requests": r["requests"], "req/s": r["throughput_rps"],
                 "p50 ms": r["p50_ms"], "p99 ms": r["p99_ms"]} for r in ans.table]]
     if ans.details:
@@ -208,7 +209,8 @@ def lesson_handout(item: Lesson, group: dict, finished: list, guesses: list) -> 
                           for d in ans.details])
     checks = list(ans.checks)
     return Handout(item.title, item.question, ans.text, item.idea,
-                   course_plots.answer_figure(item.key, ans.table, comps, ans.details),
+                   course_plots.answer_figure(item.key, ans.table, components(item, finished),
+                                              ans.details),
                    tables, said, provenance, checks)
 
 

@@ -74,7 +74,8 @@ class Handout:
             top -= h + 0.04
         fig.text(0.05, 0.115, "\n".join(textwrap.wrap(self.idea, 145)), fontsize=9.5,
                  va="top", style="italic")
-        fig.text(0.05, 0.025, self.provenance, fontsize=8, color="#555555")
+        fig.text(0.05, 0.02, "\n".join(textwrap.wrap(self.provenance, 200)), fontsize=8,
+                 color="#555555", va="bottom")
         return fig
 
 
@@ -95,6 +96,12 @@ def _table(fig: Figure, rows: Sequence[Mapping[str, Any]], box: tuple[float, ...
     t = ax.table(cellText=cells, colLabels=head, bbox=(0, 0, 1, 1), cellLoc="right")
     t.auto_set_font_size(False)
     t.set_fontsize(8.5)
+    width = [max(len(str(h)), *(len(row[i]) for row in cells)) + 2 for i, h in enumerate(head)]
+    for (_, col), cell in t.get_celld().items():  # columns as wide as their text
+        cell.set_width(width[col] / sum(width))
+        if col == 0:  # names read from the left
+            cell._loc = "left"  # noqa: SLF001 - matplotlib has no public setter for it
+            cell.set_text_props(ha="left")
 
 
 def _cell(v: Any) -> str:
