@@ -58,6 +58,8 @@ room_ui.presenter_controls(here)
 room_ui.banner(followed)
 if here not in room_ui.OWN_WATCH:
     room_ui.watch()
-nav.run()
-room_ui.publish(here)
-page_done()  # a timer's whole-page rerun is over: the next page's turn (ui/page_turns.py)
+try:
+    nav.run()
+    room_ui.publish(here)
+finally:  # however the page ended (st.stop, a rerun, an error): the next page's turn
+    page_done()  # ui/page_turns.py

@@ -41,8 +41,13 @@ def test_the_drawn_chart_carries_the_figures_numbers():
 
     fig, ax = axes()  # grouped bars: p50 and p99 side by side, each at its run
     draw_plotly(course_plots.answer_figure("co", TABLE[:2]), ax)
-    heights = sorted(p.get_height() for p in ax.patches)
-    assert heights == sorted([10.0, 11.0, 20.0, 23.0])
+    bars = {(round(p.get_x() + p.get_width() / 2, 3), p.get_height()) for p in ax.patches}
+    centres = sorted(x for x, _ in bars)
+    assert sorted(h for _, h in bars) == sorted([10.0, 11.0, 20.0, 23.0])
+    assert len(set(centres)) == 4  # side by side, none drawn over another
+    # each run's p50 left of its p99, both around the run's tick (0, then 1)
+    assert [h for _, h in sorted(bars)] == [10.0, 20.0, 11.0, 23.0]
+    assert centres[0] < 0 < centres[1] < centres[2] < 1 < centres[3]
 
 
 def test_a_handout_is_one_page_pdf_or_png_and_refuses_other_formats():

@@ -64,15 +64,22 @@ def test_settings_are_bounded_json_values():
 def test_every_button_key_is_kept_out_of_the_shared_settings():
     """Streamlit refuses a button whose key was set from session state: each keyed button in
     the dashboard's source must be one the followers never receive."""
-    from ui.room import BUTTON_KEYS
+    from ui.room import BUTTON_KEYS, travels
 
-    calls = re.compile(r"(?:button|form_submit_button|download_button|file_uploader)\((.*?)\)",
-                       re.S)
-    found = set()
+    calls = re.compile(r"(?:button|form_submit_button|download_button|file_uploader)\(")
+    found, made = set(), set()  # literal keys; keys made per item (f-strings, as a prefix)
     for path in [ROOT / "app.py", *ROOT.glob("ui/*.py"), *ROOT.glob("views/*.py")]:
-        for args in calls.findall(path.read_text()):
-            found |= set(re.findall(r'key="(\w+)"', args))
+        text = path.read_text()
+        for m in calls.finditer(text):
+            depth, end = 1, m.end()  # the call's own arguments: up to its closing parenthesis
+            while depth and end < len(text):
+                depth += {"(": 1, ")": -1}.get(text[end], 0)
+                end += 1
+            key = re.search(r'\bkey=(f?)"([^"]+)"', text[m.end():end])
+            if key is not None:
+                (made if key.group(1) else found).add(key.group(2).split("{")[0])
     assert found and found <= BUTTON_KEYS, found - BUTTON_KEYS
+    assert made and all(not travels(prefix + "x") for prefix in made), made
 
 
 @pytest.fixture

@@ -42,7 +42,8 @@ BUTTON_KEYS = frozenset({
 
 
 #: prefixes of keys that are a session's own (its guesses) or buttons made per lesson
-OWN_PREFIXES = ("_", "guess_", "lesson_run_", "lesson_reveal_", "lesson_send_", "handout_")
+OWN_PREFIXES = ("_", "guess_", "lesson_run_", "lesson_reveal_", "lesson_send_", "handout_",
+                "cmp_dl_")
 
 
 def travels(key: str) -> bool:

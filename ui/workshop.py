@@ -16,7 +16,7 @@ from latency.execution.course import TARGETS, Lesson, answer, guess_histogram
 from latency.figures import course_plots
 from latency.figures.handout import Handout
 from ui.optimisation_lab import group_progress
-from ui.shared import can_manage_room, room, run_manager, session_id
+from ui.shared import can_manage_room, room, run_manager, session_id, yield_cpu_to_runs
 
 #: the query parameter of a shared link to one lesson: /workshop?lesson=co
 LINK_PARAM = "lesson"
@@ -214,13 +214,20 @@ def lesson_handout(item: Lesson, group: dict, finished: list, guesses: list) -> 
                    tables, said, provenance, checks)
 
 
+def handout_bytes(item: Lesson, group: dict, finished: list, guesses: list, kind: str) -> bytes:
+    """A download's file, drawn in Streamlit's worker thread at the dashboard's low priority
+    (thirty students pressing it must not slow the next lesson's run)."""
+    yield_cpu_to_runs()
+    return lesson_handout(item, group, finished, guesses).render(kind)
+
+
 def handout_buttons(item: Lesson, group: dict, finished: list, guesses: list) -> None:
     """Download the lesson's one-page handout; rendered when pressed, not on every rerun."""
     c1, c2, _ = st.columns([1, 1, 3])
     for col, kind in ((c1, "pdf"), (c2, "png")):
         col.download_button(
             f"Handout ({kind.upper()})", key=f"handout_{kind}_{item.key}",
-            data=lambda kind=kind: lesson_handout(item, group, finished, guesses).render(kind),
+            data=lambda kind=kind: handout_bytes(item, group, finished, guesses, kind),
             file_name=f"latency-lab-{item.key}.{kind}",
             mime="application/pdf" if kind == "pdf" else "image/png", on_click="ignore",
             icon=":material/download:",

@@ -103,12 +103,12 @@ def live_view() -> None:
         rerun_page()
         st.info(f"`{handle.run_id}` finished — its result appears in a moment.")
     else:
+        if in_flight and changed():  # the look of ``follow``, which rests while a run is in
+            rerun_page()  # flight; before rendering, so a failing render cannot hide it
         live.render(handle, slo_ms)
         history_note(mgr, handle)
         if in_flight:
             mgr.viewed_run(handle.run_id)  # an A/B's or a lesson's block: watched here
-            if changed():  # the look of ``follow``, which rests while a run is in flight
-                rerun_page()
         if first_wait and has_figures():
             rerun_page()  # the first figures are up: back to the once-a-second cadence
 

@@ -52,5 +52,5 @@ def watch() -> None:
 
 
 st.session_state["workshop_seen"] = workshop.signature(lessons)
+watch()  # before the cards: a card that fails must not stop the page following the room
 lessons_view()
-watch()

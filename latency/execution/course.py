@@ -227,19 +227,21 @@ def answer(item: Lesson, results: Sequence[RunResult]) -> Answer:
     if item.key == "targets":
         for row, load in zip(rows, TARGET_LOADS):
             row["load"] = load
-        service_ms = float(np.mean([r.summary.components_ms["forward"].mean or 0.0
-                                    for r in results]))
+        means = [m for r in results if (m := r.summary.components_ms["forward"].mean)]
+        service_ms = float(np.mean(means)) if means else None  # None: no theory to set beside
         details = [capacity_at_target(rows, name, slo, service_ms) for name, slo, _ in TARGETS]
         asked = next(d for d in details if d["application"] == ASKED_TARGET)
         counts = [r["requests"] for r in rows]
-        checks = [] if asked["range_pct"] else [
-            f"Each p99 comes from one run of {min(counts):,}–{max(counts):,} requests, too few "
-            "for a p99 confidence interval: read these capacities to within several points."]
+        crossed = asked["measured"][:1].isdigit()
+        checks = [] if asked["range_pct"] or not crossed else [
+            f"Each p99 comes from one run of {min(counts):,}–{max(counts):,} requests, without "
+            "a p99 confidence interval for the runs around the crossing: read these "
+            "capacities to within several points."]
         return Answer(asked["load_pct"],
                       f"the {ASKED_TARGET} (p99 ≤ {asked['slo_ms']:g} ms) can use "
-                      f"{asked['measured']} of the capacity, read off the measured p99 curve; "
-                      f"M/M/1 theory with the measured {service_ms:.2f} ms service says "
-                      f"{asked['theory']}.", rows, checks, details)
+                      f"{asked['measured']} of the capacity, read off the measured p99 curve"
+                      + (f"; M/M/1 theory with the measured {service_ms:.2f} ms service says "
+                         f"{asked['theory']}." if service_ms else "."), rows, checks, details)
     raise KeyError(item.key)
 
 
@@ -257,7 +259,7 @@ def monotone(values: Sequence[float]) -> list[float]:
 
 
 def capacity_at_target(rows: Sequence[dict[str, Any]], name: str, slo_ms: float,
-                       service_ms: float = TARGET_SERVICE_MS) -> dict[str, Any]:
+                       service_ms: float | None = TARGET_SERVICE_MS) -> dict[str, Any]:
     """The highest load whose measured p99 meets ``slo_ms``, read off the measured curve
     (made non-decreasing, ``monotone``): linear between the last load that meets it and the
     first that misses it; "less than"/"at least" when the lowest load already misses it or
@@ -268,21 +270,36 @@ def capacity_at_target(rows: Sequence[dict[str, Any]], name: str, slo_ms: float,
     loads = [float(r["load"]) for r in rows]
     pct, text = _crossing(loads, [float(r["p99_ms"]) for r in rows], slo_ms)
     low = high = None
-    if pct is not None and text[0].isdigit():  # a crossing inside the measured loads
-        k = next(i for i, v in enumerate(monotone([float(r["p99_ms"]) for r in rows]))
-                 if v > slo_ms) + 1  # the runs up to the first that misses
-        ends = ([r.get("p99_hi_ms") for r in rows[:k]], [r.get("p99_lo_ms") for r in rows[:k]])
-        if all(v is not None for e in ends for v in e):
-            low, high = (_crossing(loads[:k], [float(v) for v in e], slo_ms)[0] for e in ends)
-        if low is not None and high is not None:
+    if pct is not None and text[0].isdigit():  # a crossing between two measured loads
+        miss = next(i for i, v in enumerate(monotone([float(r["p99_ms"]) for r in rows]))
+                    if v > slo_ms)
+        bracket = rows[miss - 1], rows[miss]
+        if all(r.get("p99_lo_ms") is not None and r.get("p99_hi_ms") is not None
+               for r in bracket):
+            (l0, l1) = (float(r["load"]) for r in bracket)
+            # the upper p99 ends cross first (less capacity), the lower ends last; each
+            # clamped to the bracket, where the measured curve says the crossing is
+            low = 100 * _between(l0, l1, float(bracket[0]["p99_hi_ms"]),
+                                 float(bracket[1]["p99_hi_ms"]), slo_ms)
+            high = 100 * _between(l0, l1, float(bracket[0]["p99_lo_ms"]),
+                                  float(bracket[1]["p99_lo_ms"]), slo_ms)
             text += f" ({low:.0f}–{high:.0f}% from the p99s' 95 % intervals)"
-    mu = 1000.0 / service_ms  # req/s the measured service sustains
-    rate = mu - np.log(100) / (slo_ms / 1000.0)
-    # as a share of the nominal capacity the loads are measured against
-    theory = (f"{rate / TARGET_CAPACITY_RPS:.0%}" if rate > 0
-              else "none (the service alone misses it)")
+    theory = "—"  # no measured service time to put into the closed form
+    if service_ms:
+        mu = 1000.0 / service_ms  # req/s the measured service sustains
+        rate = mu - np.log(100) / (slo_ms / 1000.0)
+        # as a share of the nominal capacity the loads are measured against
+        theory = (f"{rate / TARGET_CAPACITY_RPS:.0%}" if rate > 0
+                  else "none (the service alone misses it)")
     return {"application": name, "slo_ms": slo_ms, "load_pct": pct, "measured": text,
             "theory": theory, "range_pct": (low, high) if low is not None else None}
+
+
+def _between(l0: float, l1: float, y0: float, y1: float, slo_ms: float) -> float:
+    """The load in [l0, l1] where the line through (l0, y0), (l1, y1) reaches ``slo_ms``."""
+    if y1 == y0:
+        return l0 if y0 > slo_ms else l1
+    return min(max(l0 + (l1 - l0) * (slo_ms - y0) / (y1 - y0), l0), l1)
 
 
 def _crossing(loads: list[float], p99: list[float], slo_ms: float) -> tuple[float | None, str]:

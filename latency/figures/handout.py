@@ -15,13 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display: the server renders files  # noqa: E402
-import plotly.graph_objects as go  # noqa: E402
-from matplotlib import pyplot as plt  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import plotly.graph_objects as go
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 #: A4 landscape, inches; PNG at this many dots per inch
 PAGE_IN = (11.69, 8.27)
@@ -50,16 +46,14 @@ class Handout:
         """The page as PDF or PNG bytes."""
         if kind not in FORMATS:
             raise ValueError(f"a handout is {' or '.join(FORMATS)}, not {kind!r}")
-        fig = self.page()
-        try:
-            buf = io.BytesIO()
-            fig.savefig(buf, format=kind, dpi=PNG_DPI if kind == "png" else None)
-            return buf.getvalue()
-        finally:
-            plt.close(fig)
+        buf = io.BytesIO()
+        self.page().savefig(buf, format=kind, dpi=PNG_DPI if kind == "png" else None)
+        return buf.getvalue()
 
     def page(self) -> Figure:
-        fig = plt.figure(figsize=PAGE_IN)
+        """The page as a matplotlib Figure — not pyplot's: no global state, so downloads in
+        several threads at once cannot draw on each other's page."""
+        fig = Figure(figsize=PAGE_IN)
         fig.text(0.05, 0.95, self.title, fontsize=18, weight="bold", va="top")
         y = _paragraph(fig, 0.895, "Question", self.question)
         y = _paragraph(fig, y, "The room's guesses", self.guesses)
