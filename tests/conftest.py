@@ -27,3 +27,13 @@ def rerun_until(at, done, timeout: float = 90.0) -> None:
     while time.monotonic() < deadline and not done(at):
         time.sleep(1)
         at.run()
+
+
+class FakeClock:
+    """A clock a test moves by hand (``clock.t = …``), for time-outs without waiting."""
+
+    def __init__(self, t: float = 0.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t

@@ -1,18 +1,11 @@
 """Timer-driven whole-page reruns take turns (ui/page_turns.py): at most TURNS at once, a
 turn held past HOLD_S goes to the next page, a page's own turn is its own to re-take."""
+from tests.conftest import FakeClock
 from ui.page_turns import HOLD_S, TURNS, PageTurns
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def test_a_few_pages_catch_up_at_once_and_a_stuck_turn_expires():
-    clock = Clock()
+    clock = FakeClock()
     turns = PageTurns(clock=clock)
     pages = [f"s{i}" for i in range(TURNS + 3)]
     granted = [p for p in pages if turns.take(p)]

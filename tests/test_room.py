@@ -14,18 +14,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from latency.execution.room import MAX_SETTINGS, STALE_S, Room, json_settings
+from tests.conftest import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 KEY = "room-test-key"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def test_a_presentation_changes_version_only_when_what_it_shows_changes():
@@ -45,7 +38,7 @@ def test_a_presentation_changes_version_only_when_what_it_shows_changes():
 
 
 def test_another_instructor_takes_over_and_a_silent_presenter_ends_by_itself():
-    clock = Clock()
+    clock = FakeClock(1000.0)
     room = Room(clock)
     room.present("a", "live", {}, None)
     room.present("b", "lab", {}, None)

@@ -268,15 +268,20 @@ def capacity_at_target(rows: Sequence[dict[str, Any]], name: str, slo_ms: float,
     Beside it, the M/M/1 closed form with the measured service time (p99 = ln 100 / (μ − λ),
     so λ = μ − ln 100 / SLO)."""
     loads = [float(r["load"]) for r in rows]
-    pct, text = _crossing(loads, [float(r["p99_ms"]) for r in rows], slo_ms)
+    curve = monotone([float(r["p99_ms"]) for r in rows])
+    miss = next((i for i, v in enumerate(curve) if v > slo_ms), None)
     low = high = None
-    if pct is not None and text[0].isdigit():  # a crossing between two measured loads
-        miss = next(i for i, v in enumerate(monotone([float(r["p99_ms"]) for r in rows]))
-                    if v > slo_ms)
+    if miss is None:
+        pct, text = 100 * loads[-1], f"at least {loads[-1]:.0%} (every load measured)"
+    elif miss == 0:
+        pct, text = None, f"less than {loads[0]:.0%} (the lowest load measured misses it)"
+    else:  # a crossing between two measured loads
+        l0, l1 = loads[miss - 1], loads[miss]
+        pct = 100 * _between(l0, l1, curve[miss - 1], curve[miss], slo_ms)
+        text = f"{pct / 100:.0%}"
         bracket = rows[miss - 1], rows[miss]
         if all(r.get("p99_lo_ms") is not None and r.get("p99_hi_ms") is not None
                for r in bracket):
-            (l0, l1) = (float(r["load"]) for r in bracket)
             # the upper p99 ends cross first (less capacity), the lower ends last; each
             # clamped to the bracket, where the measured curve says the crossing is
             low = 100 * _between(l0, l1, float(bracket[0]["p99_hi_ms"]),
@@ -300,19 +305,6 @@ def _between(l0: float, l1: float, y0: float, y1: float, slo_ms: float) -> float
     if y1 == y0:
         return l0 if y0 > slo_ms else l1
     return min(max(l0 + (l1 - l0) * (slo_ms - y0) / (y1 - y0), l0), l1)
-
-
-def _crossing(loads: list[float], p99: list[float], slo_ms: float) -> tuple[float | None, str]:
-    """Where a p99 curve (non-decreasing once pooled) crosses ``slo_ms``, in % of capacity."""
-    curve = monotone(p99)
-    miss = next((i for i, v in enumerate(curve) if v > slo_ms), None)
-    if miss is None:
-        return 100 * loads[-1], f"at least {loads[-1]:.0%} (every load measured)"
-    if miss == 0:
-        return None, f"less than {loads[0]:.0%} (the lowest load measured misses it)"
-    (l0, y0), (l1, y1) = (loads[miss - 1], curve[miss - 1]), (loads[miss], curve[miss])
-    load = l0 + (l1 - l0) * (slo_ms - y0) / (y1 - y0)
-    return 100 * load, f"{load:.0%}"
 
 
 def knee(throughputs: Sequence[float], within: float = 0.10) -> int:
