@@ -1,7 +1,9 @@
 """The live part of the Live Profiler: status, progress, charts, verdict, downloads.
 
-Rendered inside ``st.fragment(run_every=1)``: only this part reruns each second. Everything it
-draws comes from cached figures of the shared snapshot (bins and statistics, never samples).
+Rendered inside ``st.fragment(run_every=...)``: only this part reruns while a run is in
+flight; its explanations (``explain``) sit outside the fragment and are sent once. Everything
+it draws comes from cached figures of the shared snapshot (bins and statistics, never
+samples).
 """
 from __future__ import annotations
 
@@ -13,9 +15,8 @@ from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.core.describe import OUR_SERVER, server_label
 from latency.execution.process import RunHandle
-from latency.figures import plots
 from ui.explain import COMPONENTS_TABLE, MISTAKES
-from ui.shared import downloads, figures, run_manager
+from ui.shared import downloads, figures, placeholder, run_manager
 
 STATUS_ICON = {"queued": ":material/hourglass_top:", "running": ":material/play_circle:",
                "completed": ":material/check_circle:", "stopped": ":material/stop_circle:",
@@ -80,9 +81,9 @@ def render(handle: RunHandle, slo_ms: float) -> None:
         st.caption("Waiting for the first measured requests…")
         waiting = "waiting for the first measured requests…"
         left, right = st.columns(2)
-        left.plotly_chart(plots.empty_figure(message=waiting), key="bars")
-        right.plotly_chart(plots.empty_figure(message=waiting), key="histogram")
-        st.plotly_chart(plots.empty_figure(message=waiting, height=320), key="timeseries")
+        left.plotly_chart(placeholder(waiting), key="bars")
+        right.plotly_chart(placeholder(waiting), key="histogram")
+        st.plotly_chart(placeholder(waiting, height=320), key="timeseries")
         return
     s = snap.summary
     m = st.columns(5)
@@ -93,24 +94,14 @@ def render(handle: RunHandle, slo_ms: float) -> None:
     m[3].metric(f"within SLO {slo_ms:g} ms", f"{share:.1%}" if share is not None else "—")
     m[4].metric("errors", f"{s.errors}")
     left, right = st.columns(2)
-    with left:
-        st.caption("Where the time goes. The p90/p99 bars show the components of the "
-                   "requests *in the tail* (around that percentile), not per-component "
-                   "percentiles, which do not add up.")
-        st.plotly_chart(figs["bars"], key="bars")
-        with st.expander("What am I looking at?"):
-            st.markdown(EXPLAIN_BARS)
-            st.markdown(COMPONENTS_TABLE, unsafe_allow_html=True)
-            st.markdown("**Two classic mistakes**\n\n" + MISTAKES)
-    with right:
-        st.caption("How long requests took: the distribution of the total, on a log axis, "
-                   "with your SLO.")
-        st.plotly_chart(figs["histogram"], key="histogram")
-        with st.expander("What am I looking at?"):
-            st.markdown(EXPLAIN_HIST)
+    left.caption("Where the time goes. The p90/p99 bars show the components of the requests "
+                 "*in the tail* (around that percentile), not per-component percentiles, "
+                 "which do not add up.")
+    left.plotly_chart(figs["bars"], key="bars")
+    right.caption("How long requests took: the distribution of the total, on a log axis, "
+                  "with your SLO.")
+    right.plotly_chart(figs["histogram"], key="histogram")
     st.plotly_chart(figs["timeseries"], key="timeseries")
-    with st.expander("What am I looking at?"):
-        st.markdown(EXPLAIN_SERIES)
     st.info(f"**Verdict:** {s.verdict}")
     if snap.finished:  # VALID / INVALID, as the CLI's exit code and the JSON say
         v = validity(s, c, snap.status)
@@ -125,6 +116,20 @@ def render(handle: RunHandle, slo_ms: float) -> None:
                            f"{rid}.csv", "text/csv", on_click="ignore")
         d2.download_button("Download result (JSON)", lambda: downloads(rid, version)[1],
                            f"{rid}.json", "application/json", on_click="ignore")
+
+
+def explain() -> None:
+    """What the three charts show, once below the live view (outside its fragment).
+
+    Static text is not re-sent with every refresh of the charts: each element a refresh
+    renders costs the dashboard's server about half a millisecond per watching page, and a
+    room has thirty (bench/bench_watchers.py)."""
+    with st.expander("What am I looking at?"):
+        st.markdown("**Where the time goes** (the bars)\n" + EXPLAIN_BARS)
+        st.markdown(COMPONENTS_TABLE, unsafe_allow_html=True)
+        st.markdown("**Two classic mistakes**\n\n" + MISTAKES)
+        st.markdown("**How long requests took** (the histogram)\n" + EXPLAIN_HIST)
+        st.markdown("**Over time** (throughput and latency per second)\n" + EXPLAIN_SERIES)
 
 
 def transport_caption(c: dict, t: TransportSummary | None) -> str:

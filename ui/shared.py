@@ -23,6 +23,7 @@ import streamlit as st
 from latency.execution.manager import RunManager
 from latency.execution.room import Room
 from latency.figures import plots
+from ui.audience import Audience
 from ui.page_turns import PageTurns
 
 INSTRUCTOR_ENV = "LATENCY_LAB_INSTRUCTOR_KEY"
@@ -81,6 +82,12 @@ def run_manager() -> RunManager:
 def room() -> Room:
     """The server-wide presentation (presenter mode): who presents, and what they show."""
     return Room()
+
+
+@st.cache_resource
+def audience() -> Audience:
+    """The server-wide count of pages watching runs (ui/audience.py)."""
+    return Audience()
 
 
 @st.cache_resource
@@ -185,15 +192,22 @@ def figures(run_id: str, version: int, slo_ms: float) -> dict[str, Any]:
     share = snap.share_within(slo_ms)
     return {
         "snapshot": snap,
-        "bars": SharedFigure(plots.stacked_components_figure(snap.makeup_ms)),
-        "histogram": SharedFigure(plots.latency_histogram_figure(
+        "bars": SharedFigure.of(plots.stacked_components_figure(snap.makeup_ms)),
+        "histogram": SharedFigure.of(plots.latency_histogram_figure(
             snap.hist_edges_ms, snap.hist_counts,
             {"p50": lat.p50, "p95": lat.p95, "p99": lat.p99}, slo_ms, share)),
-        "timeseries": SharedFigure(plots.timeseries_figure(snap.series,
-                                                           offered_rps=snap.config.get("rate"))),
+        "timeseries": SharedFigure.of(plots.timeseries_figure(
+            snap.series, offered_rps=snap.config.get("rate"))),
         "table": plots.summary_markdown(snap.summary),
         "share": share,
     }
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def placeholder(message: str, height: int | None = None) -> SharedFigure:
+    """An empty chart saying what it waits for, built once for every page that shows it."""
+    kwargs = {} if height is None else {"height": height}
+    return SharedFigure.of(plots.empty_figure(message=message, **kwargs))
 
 
 class SharedFigure(go.Figure):
@@ -203,6 +217,14 @@ class SharedFigure(go.Figure):
     with thirty browsers refreshing every second that was the server's largest cost. The
     figure is never mutated after it is built, so the dict is computed once and reused.
     """
+
+    @classmethod
+    def of(cls, fig: go.Figure) -> SharedFigure:
+        """The same figure object, now shared. Not ``SharedFigure(fig)``: that copies the
+        figure through Plotly's validators, template included — ~24 ms a chart, three charts
+        a snapshot version, once a second for every run being watched."""
+        fig.__class__ = cls
+        return fig  # type: ignore[return-value]
 
     def to_dict(self) -> dict[str, Any]:
         cached = self.__dict__.get("_shared_dict")

@@ -9,6 +9,7 @@ from ui import room as room_ui
 from ui.compare_runs import history_note, history_state
 from ui.controls import profiler_controls
 from ui.shared import (
+    audience,
     figures,
     is_instructor,
     rerun_page,
@@ -70,6 +71,7 @@ def follow() -> None:
     """Cheap check each second while no run is in flight (the live view checks while one
     is): a new run appeared, or the room moved on → refresh the page."""
     yield_cpu_to_runs()
+    audience().saw(me)
     if changed():
         rerun_page()
 
@@ -78,22 +80,23 @@ def has_figures() -> bool:
     return handle is not None and "bars" in figures(handle.run_id, handle.version, slo_ms)
 
 
-# Charts refresh only while the run is in flight — every second on the page of the run's
-# owner, every two seconds on the other pages watching it; a finished run's charts are
-# static, so a room of idle browsers costs the server next to nothing. Until the first
-# figures exist the owner's page looks four times a second (the run process hands its rows
-# over as often then), so they appear within 2 s of measuring starting. Each look of a page
-# costs the server ~10-20 ms of a core whatever it shows (a Streamlit script run): thirty
-# pages looking every second took 0.8 of a core from the run they watched
-# (bench/bench_watchers.py; ui/page_turns.py).
-OWNER_REFRESH_S, VIEWER_REFRESH_S = 1.0, 2.0
+# Charts refresh only while the run is in flight: every second on the page of the run's
+# owner (the projector, in presenter mode); on the other pages watching it, every two seconds
+# in a small room and less often in a large one, so that all of them together refresh at most
+# ui/audience.RENDERS_PER_S times a second — each refresh is a Streamlit script run costing
+# the server ~15-20 ms of a core, taken from the run it watches (bench/bench_watchers.py). A
+# finished run's charts are static, so a room of idle browsers costs next to nothing. Until
+# the first figures exist the owner's page looks four times a second (the run process hands
+# its rows over as often then), so they appear within 2 s of measuring starting.
+OWNER_REFRESH_S = 1.0
 first_wait = in_flight and mine and not has_figures()
-refresh_s = 0.25 if first_wait else (OWNER_REFRESH_S if mine else VIEWER_REFRESH_S)
+refresh_s = 0.25 if first_wait else (OWNER_REFRESH_S if mine else audience().refresh_s(me))
 
 
 @st.fragment(run_every=refresh_s if in_flight else None)
 def live_view() -> None:
     yield_cpu_to_runs()
+    audience().saw(me)
     if handle is None:
         st.info("No run yet. Choose settings in the sidebar and press **Start**.")
     elif in_flight and handle.done():
@@ -115,3 +118,5 @@ def live_view() -> None:
 
 follow()
 live_view()
+if handle is not None:
+    live.explain()
