@@ -19,7 +19,9 @@ import streamlit as st
 
 from latency.execution.room import Presentation
 from ui.shared import (
+    audience,
     is_instructor,
+    look_s,
     rerun_page,
     room,
     run_manager,
@@ -139,10 +141,15 @@ def stale() -> bool:
 OWN_WATCH = frozenset({"live", "workshop"})
 
 
-@st.fragment(run_every=1.0)
 def watch() -> None:
-    """Once a second, on pages without a look of their own: the room changed → rerun."""
+    """About once a second (ui/audience.py), on pages without a look of their own: the room
+    changed → rerun."""
+    st.fragment(run_every=look_s())(_look)()
+
+
+def _look() -> None:
     yield_cpu_to_runs()
+    audience().saw(session_id())
     if stale():
         rerun_page()
 
