@@ -1,4 +1,4 @@
-"""How many pages are open now, so that a room's chart refreshes and looks share a budget.
+"""How many pages watch runs now, so that a room's chart refreshes share one budget.
 
 Every refresh of a page's live charts is a Streamlit script run that costs the dashboard's
 server ~15-20 ms of a core, whoever watches (bench/bench_watchers.py). The run being watched
@@ -8,12 +8,6 @@ the run refresh at a pace that keeps the room's total at ``RENDERS_PER_S``: a fe
 still see their charts every two seconds, thirty see them every few seconds, and the run
 owner's page (the projector, in presenter mode) every second whatever the room's size. The
 cost of watching stays bounded however many people join.
-
-The same holds, at a third of the price, for the once-a-second looks with which every page
-notices that something changed (a new run, the projector moved on): ~6 ms each, thirty pages
-0.18 of a core while nothing happens and while a lesson's runs measure. They share
-``LOOKS_PER_S``: every second for a small room, every ~2 s for thirty (the presenter's page
-and the run owner's every second).
 
 The watchers' refreshes are also spread out in time. Pages that rerun together (when a run
 starts, every follower's page catches up) would otherwise all refresh in the same tenth of a
@@ -40,10 +34,6 @@ RENDERS_PER_S = 8.0
 FASTEST_S = 2.0
 #: and the slowest, however large the room
 SLOWEST_S = 10.0
-#: looks a second (a cheap check that something changed) that the room's pages may share
-LOOKS_PER_S = 15.0
-#: the fastest a page looks, and the slowest
-FASTEST_LOOK_S, SLOWEST_LOOK_S = 1.0, 5.0
 #: a session's period is the shared one times 1 + SPREAD × (its own fraction in [0, 1) - ½)
 SPREAD = 0.5
 
@@ -58,7 +48,7 @@ class Audience:
         self._seen: dict[str, float] = {}  # session -> last look; pruned on every look
 
     def saw(self, session: str) -> None:
-        """``session``'s page looked (any look: for a change, or refreshing a run)."""
+        """``session``'s page looked at a run (any look: idle or refreshing)."""
         with self._lock:
             now = self._clock()
             self._seen[session] = now
@@ -76,18 +66,8 @@ class Audience:
         """How often ``session``'s charts refresh so that all watchers together stay within
         ``renders_per_s``: from ``FASTEST_S`` for a small room up to ``SLOWEST_S``, each
         session at its own period around that (within ±``SPREAD``/2)."""
-        return spread(session, min(SLOWEST_S, max(FASTEST_S, self.size() / renders_per_s)))
-
-    def look_s(self, session: str, looks_per_s: float = LOOKS_PER_S) -> float:
-        """How often ``session``'s page looks for a change so that the room's pages together
-        stay within ``looks_per_s``: every second for a small room, up to ``SLOWEST_LOOK_S``."""
-        return spread(session, min(SLOWEST_LOOK_S,
-                                   max(FASTEST_LOOK_S, self.size() / looks_per_s)))
-
-
-def spread(session: str, shared_s: float) -> float:
-    """``session``'s own period around the shared one (within ±``SPREAD``/2)."""
-    return round(shared_s * (1.0 + SPREAD * (phase(session) - 0.5)), 2)
+        shared = min(SLOWEST_S, max(FASTEST_S, self.size() / renders_per_s))
+        return round(shared * (1.0 + SPREAD * (phase(session) - 0.5)), 2)
 
 
 def phase(session: str) -> float:
@@ -95,5 +75,5 @@ def phase(session: str) -> float:
     return (zlib.crc32(session.encode()) % 1000) / 1000.0
 
 
-__all__ = ["FASTEST_LOOK_S", "FASTEST_S", "LOOKS_PER_S", "RENDERS_PER_S", "SLOWEST_LOOK_S",
-           "SLOWEST_S", "SPREAD", "WINDOW_S", "Audience", "phase", "spread"]
+__all__ = ["FASTEST_S", "RENDERS_PER_S", "SLOWEST_S", "SPREAD", "WINDOW_S", "Audience",
+           "phase"]

@@ -19,9 +19,7 @@ import streamlit as st
 
 from latency.execution.room import Presentation
 from ui.shared import (
-    audience,
     is_instructor,
-    look_s,
     rerun_page,
     room,
     run_manager,
@@ -141,15 +139,10 @@ def stale() -> bool:
 OWN_WATCH = frozenset({"live", "workshop"})
 
 
+@st.fragment(run_every=1.0)
 def watch() -> None:
-    """About once a second (ui/audience.py), on pages without a look of their own: the room
-    changed → rerun."""
-    st.fragment(run_every=look_s())(_look)()
-
-
-def _look() -> None:
+    """Once a second, on pages without a look of their own: the room changed → rerun."""
     yield_cpu_to_runs()
-    audience().saw(session_id())
     if stale():
         rerun_page()
 

@@ -90,14 +90,6 @@ def audience() -> Audience:
     return Audience()
 
 
-def look_s() -> float:
-    """This page's once-a-second look, as often as the room's budget allows (the presenter's
-    page every second); the look is counted in the room (ui/audience.py)."""
-    me = session_id()
-    audience().saw(me)
-    return 1.0 if room().presenting(me) else audience().look_s(me)
-
-
 @st.cache_resource
 def page_turns() -> PageTurns:
     """The server-wide turns of timer-driven whole-page reruns (ui/page_turns.py)."""

@@ -12,7 +12,6 @@ from ui.shared import (
     audience,
     figures,
     is_instructor,
-    look_s,
     rerun_page,
     run_manager,
     session_id,
@@ -67,7 +66,7 @@ def changed() -> bool:
             or room_ui.stale())
 
 
-@st.fragment(run_every=None if in_flight else (1.0 if mine else look_s()))
+@st.fragment(run_every=None if in_flight else 1.0)
 def follow() -> None:
     """Cheap check each second while no run is in flight (the live view checks while one
     is): a new run appeared, or the room moved on → refresh the page."""

@@ -6,14 +6,7 @@ from latency.core import fmt
 from latency.execution.course import course
 from ui import room as room_ui
 from ui import workshop
-from ui.shared import (
-    audience,
-    can_manage_room,
-    look_s,
-    rerun_page,
-    session_id,
-    yield_cpu_to_runs,
-)
+from ui.shared import can_manage_room, rerun_page, yield_cpu_to_runs
 
 yield_cpu_to_runs()
 st.title("Workshop")
@@ -49,12 +42,11 @@ def lessons_view() -> None:
                      "Lab", icon=":material/school:", query_params={"lesson": "quantise"})
 
 
-@st.fragment(run_every=look_s())
+@st.fragment(run_every=1.0)
 def watch() -> None:
-    """About once a second (ui/audience.py), a cheap look: a lesson's runs progressed, a guess
-    arrived or an answer was revealed → redraw the page."""
+    """Once a second, a cheap look: a lesson's runs progressed, a guess arrived or an answer
+    was revealed → redraw the page (an idle room of browsers costs next to nothing)."""
     yield_cpu_to_runs()
-    audience().saw(session_id())
     if workshop.signature(lessons) != st.session_state.get("workshop_seen") or room_ui.stale():
         rerun_page()
 
