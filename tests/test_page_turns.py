@@ -1,7 +1,7 @@
 """Timer-driven whole-page reruns take turns (ui/page_turns.py): at most TURNS at once, a
 turn held past HOLD_S goes to the next page, a page's own turn is its own to re-take."""
 from tests.conftest import FakeClock
-from ui.page_turns import HOLD_S, TURNS, PageTurns
+from ui.page_turns import HOLD_S, TURNS, WAIT_S, WINDOW, PageTurns
 
 
 def test_a_few_pages_catch_up_at_once_and_a_stuck_turn_expires():
@@ -19,11 +19,9 @@ def test_a_few_pages_catch_up_at_once_and_a_stuck_turn_expires():
 
 def test_turns_go_in_the_order_pages_asked():
     """Thirty pages look once a second, each at its own moment of the second; a catch-up
-    holds its turn 0.35 s. Turns go in the order the pages first asked (within the window),
+    holds its turn 0.4 s. Turns go in the order the pages first asked (within the window),
     not to whichever page happens to look just after a turn came free — with that race, the
     pages that look just after the catch-ups end win every time and the others wait."""
-    from ui.page_turns import WINDOW
-
     clock = FakeClock()
     turns = PageTurns(clock=clock)
     pages = [f"s{i}" for i in range(30)]
@@ -53,8 +51,6 @@ def test_turns_go_in_the_order_pages_asked():
 
 
 def test_a_page_that_stopped_asking_leaves_the_line():
-    from ui.page_turns import WAIT_S
-
     clock = FakeClock()
     turns = PageTurns(turns=1, clock=clock)
     assert turns.take("a")

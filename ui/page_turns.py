@@ -73,8 +73,8 @@ class PageTurns:
         with self._lock:
             return len(self._holders)
 
-
     def waiting(self) -> int:
+        """Pages in line for a turn."""
         with self._lock:
             return len(self._line)
 
