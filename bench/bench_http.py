@@ -141,7 +141,7 @@ print(sum(done) / (time.monotonic() - t0), sum(done))
 
 H1_CLIENT = r'''
 import asyncio, sys, time, uvloop
-from latency.load.h1 import Pool
+from latency.loadgen.http1_pool import Pool
 url, body, conc, dur = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3]), float(sys.argv[4])
 async def main():
     pool, n, end = Pool(url, conc, 60.0), 0, time.monotonic() + dur
@@ -224,7 +224,7 @@ def max_rate() -> None:
             rps = s["throughput_rps"]
             n = s["requests"] + s["warmup_requests"]
             in_run = t["measure_cpu_s"] / max(s["requests"], 1) * 1e6
-            print(f"   {'ours: h1 pool, coroutines on uvloop':<38} {conc:>4} {rps:>8.0f} "
+            print(f"   {'ours: http1_pool, coroutines on uvloop':<38} {conc:>4} {rps:>8.0f} "
                   f"{cpu / n * 1e6:>9.0f} µs (whole process incl. start-up; "
                   f"{in_run:.0f} µs while measuring)")
             out, cpu = _timed_child([sys.executable, "-c", REQUESTS_CLIENT, infer, body,
@@ -239,7 +239,7 @@ def max_rate() -> None:
                                      str(dur)], dur + 60)
             if out.returncode == 0:
                 rps_h, n_h = out.stdout.split()
-                print(f"   {'our h1 pool alone, bare loop':<38} {conc:>4} {float(rps_h):>8.0f} "
+                print(f"   {'our http1_pool alone, bare loop':<38} {conc:>4} {float(rps_h):>8.0f} "
                       f"{cpu / int(n_h) * 1e6:>9.0f} µs (whole process)")
             try:
                 import aiohttp  # noqa: F401 - bench-only: pip install aiohttp

@@ -17,7 +17,7 @@ LAYERS: dict[str, set[str]] = {
     # the server, its one builder, the OIP/HTTP app
     "serve": {"core", "host", "pipelines"},
     # the client: load generators and transports (the HTTP client speaks the server's OIP)
-    "load": {"core", "serve"},
+    "loadgen": {"core", "serve"},
     # what was measured, as values: statistics, summaries, snapshots, results, comparisons
     "analysis": {"core"},
     # the serving system without a model: queueing theory, simulation, capacity, what-if
@@ -27,9 +27,9 @@ LAYERS: dict[str, set[str]] = {
     # figures for people (Plotly; the lesson handout drawn with matplotlib)
     "figures": {"core", "analysis", "simulation", "storage"},
     # one run from start to end, and plans of several
-    "execution": {"core", "host", "pipelines", "serve", "load", "analysis", "storage"},
+    "execution": {"core", "host", "pipelines", "serve", "loadgen", "analysis", "storage"},
     # the command line, on top
-    "cli": {"core", "host", "pipelines", "serve", "load", "analysis", "simulation", "storage",
+    "cli": {"core", "host", "pipelines", "serve", "loadgen", "analysis", "simulation", "storage",
             "figures", "execution"},
 }
 

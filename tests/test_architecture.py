@@ -100,8 +100,7 @@ def test_value_layers_import_neither_torch_nor_streamlit(modules):
 
 def test_engine_needs_no_streamlit():
     code = ("import importlib, sys\n"
-            "for stage in ('core', 'host', 'pipelines', 'serve', 'load', 'execution', 'analysis',"
-            " 'simulation', 'storage', 'figures', 'cli'):\n"
+            f"for stage in {sorted(LAYERS)!r}:\n"
             "    importlib.import_module('latency.' + stage)\n"
             "import latency.execution.engine, latency.cli.main\n"
             "print('streamlit' in sys.modules)")

@@ -23,8 +23,8 @@ from latency.core.config import RunConfig
 from latency.core.records import COMPONENTS, component_ns
 from latency.core.wan import WanProfile
 from latency.execution.engine import execute
-from latency.load.http_client import split_target
-from latency.load.wan import Link
+from latency.loadgen.http_client import split_target
+from latency.loadgen.wan import Link
 from latency.serve.oip import (
     ProtocolError,
     decode_request,

@@ -398,7 +398,7 @@ def test_a_factory_that_raises_fails_the_run_with_its_reason(pipe_file):
 def test_a_pipeline_that_hangs_can_still_be_stopped(tmp_path, monkeypatch):
     """A forward pass that never returns: Stop ends the run after a bounded drain (shortened
     here from 10 s), keeping what was measured, and the server's threads are let go."""
-    from latency.load import generator
+    from latency.loadgen import generator
 
     monkeypatch.setattr(generator, "DRAIN_S", 2.0)
     path = tmp_path / "hangs.py"

@@ -17,8 +17,8 @@ from latency.cli import ab as ab_cli
 from latency.cli import history as history_cli
 from latency.cli import pipelines as pipelines_cli
 from latency.cli import run as run_cli
+from latency.cli import serve as serve_cli
 from latency.cli import simulate as simulate_cli
-from latency.cli import transport as cli_transport
 from latency.cli.args import EXIT_OK, EXIT_USAGE, FORMATTER, Parser, UsageError
 from latency.core.errors import ConfigError, PipelineError
 
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
                description="Latency Lab: where does the time of one prediction request go?")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     pipelines_cli.add_parsers(sub, FORMATTER)
-    cli_transport.add_serve_parser(sub, FORMATTER)
+    serve_cli.add_parser(sub, FORMATTER)
     run_cli.add_parser(sub)
     simulate_cli.add_parser(sub)
     ab_cli.add_parser(sub, FORMATTER)
@@ -44,7 +44,7 @@ COMMANDS = {
     "export": pipelines_cli.cmd_export,
     "run": run_cli.cmd_run,
     "simulate": simulate_cli.cmd_simulate,
-    "serve": cli_transport.cmd_serve,
+    "serve": serve_cli.cmd_serve,
     "ab": ab_cli.cmd_ab,
     "history": history_cli.cmd_history,
     "compare": history_cli.cmd_compare,

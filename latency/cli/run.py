@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from latency.cli import history as history_cli
-from latency.cli import transport as cli_transport
+from latency.cli import run_flags
 from latency.cli.args import EXIT_FAILED, EXIT_OK, FORMATTER, NO_DEFAULT, number, stop_on_signals
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
@@ -22,7 +22,7 @@ from latency.core.errors import ConfigError
 
 def add_parser(sub: Any) -> None:
     r = sub.add_parser("run", help="profile a pipeline under load", formatter_class=FORMATTER)
-    cli_transport.add_server_flags(r)
+    run_flags.add_server_flags(r)
     load = r.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=int,
                       help="closed loop: number of clients (1 when --rate is not given)")
@@ -33,7 +33,7 @@ def add_parser(sub: Any) -> None:
     length.add_argument("--duration", type=number, help="measured seconds")
     r.add_argument("--warmup", type=int, default=20, help="warm-up requests, not in statistics")
     r.add_argument("--seed", type=int, default=0, help="seed of arrivals and inputs")
-    cli_transport.add_run_flags(r)
+    run_flags.add_run_flags(r)
     r.add_argument("--optimize", default="", metavar="LEVERS",
                    help="comma-separated levers: int8, compile, channels_last, bf16, "
                         "prune_unstructured, prune_structured")
@@ -74,7 +74,7 @@ def add_parser(sub: Any) -> None:
 
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     """The RunConfig the flags describe (not yet validated)."""
-    return RunConfig(**cli_transport.pipeline_kwargs(a), device=a.device,
+    return RunConfig(**run_flags.pipeline_kwargs(a), device=a.device,
                      dtype=a.dtype, batch_size=a.batch_size,
                      max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
                      threads=a.threads, preprocess_workers=a.preprocess_workers,
@@ -83,7 +83,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
                      optimize=a.optimize, inputs=a.inputs, input_order=a.input_order,
                      max_error_rate=a.max_error_rate, max_backlog=a.max_backlog,
                      drain_grace_s=a.drain_grace,
-                     **cli_transport.config_kwargs(a))
+                     **run_flags.config_kwargs(a))
 
 
 def cmd_run(a: argparse.Namespace) -> int:

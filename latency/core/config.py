@@ -101,7 +101,7 @@ class RunConfig:
     content_type: str = "application/json"
     health_url: str | None = None  # http targets: GET this before the run (2xx = ready)
     body_template: str | None = None  # http targets: '{"text": {input}}' ({input}: as JSON)
-    net_rtt_ms: float = 0.0  # EMULATED WAN (latency.load.wan)
+    net_rtt_ms: float = 0.0  # EMULATED WAN (latency.loadgen.wan)
     net_jitter_ms: float = 0.0
     net_bandwidth_mbps: float | None = None
     max_body_mb: float = DEFAULT_MAX_BODY_MB  # our server's request body limit

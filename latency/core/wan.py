@@ -1,6 +1,6 @@
 """The emulated WAN link's settings (a value): round-trip time, jitter and bandwidth.
 
-The emulation itself (``latency.load.wan.Link``) runs in the HTTP client; the settings live
+The emulation itself (``latency.loadgen.wan.Link``) runs in the HTTP client; the settings live
 here because a RunConfig carries them and checks their ranges without importing the client.
 Everything about it is labelled *emulated* wherever it is shown.
 """

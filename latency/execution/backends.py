@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
 from latency.execution.http_backend import HttpBackend
-from latency.load.inprocess import InProcessTransport
-from latency.load.transport import Transport
+from latency.loadgen.inprocess import InProcessTransport
+from latency.loadgen.transport import Transport
 from latency.pipelines.contract import Pipeline
 from latency.pipelines.inputs import read_inputs
 from latency.serve.builder import BuiltServer, build_server

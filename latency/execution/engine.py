@@ -31,8 +31,8 @@ from latency.execution.validate import validated
 from latency.host import environment
 from latency.host.cores import oversubscribed, usable_cores
 from latency.host.devices import resolve_device
-from latency.load.generator import LoadDriver
-from latency.load.transport import Transport
+from latency.loadgen.generator import LoadDriver
+from latency.loadgen.transport import Transport
 from latency.pipelines.contract import Pipeline
 
 #: ``on_rows(new_rows, new_errors, progress)``: rows appended since the last call.

@@ -16,8 +16,8 @@ import torch
 
 from latency.core.config import RunConfig
 from latency.core.describe import server_label
-from latency.load.bodies import load_bodies
-from latency.load.http_client import HttpTransport, split_target
+from latency.loadgen.bodies import load_bodies
+from latency.loadgen.http_client import HttpTransport, split_target
 from latency.pipelines.inputs import read_inputs
 from latency.pipelines.registry import build_pipeline
 from latency.serve.http_app import parse_metrics

@@ -12,7 +12,7 @@ from latency.core.config import RunConfig
 from latency.core.errors import ConfigError, PipelineError
 from latency.core.optimization import LeverError, parse_levers
 from latency.host.devices import check_device_dtype
-from latency.load.bodies import load_bodies
+from latency.loadgen.bodies import load_bodies
 from latency.pipelines.contract import Pipeline
 from latency.pipelines.inputs import check_inputs
 from latency.pipelines.levers import check

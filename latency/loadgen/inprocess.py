@@ -12,7 +12,7 @@ from latency.core.records import Request
 from latency.core.timing import now_ns
 
 if TYPE_CHECKING:
-    from latency.load.generator import LoadDriver
+    from latency.loadgen.generator import LoadDriver
 
 
 class InProcessTransport:

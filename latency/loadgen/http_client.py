@@ -1,14 +1,14 @@
 """The HTTP transport: a real HTTP/1.1 client with keep-alive and a connection pool.
 
-Why one event loop (uvloop) with our lean keep-alive pool (``h1``, httptools' C parser): every
-in-flight request is multiplexed over pooled keep-alive connections by one thread, and in
-closed loop the clients themselves are coroutines on that loop (``closed``), so a request
-crosses no thread at all. CPU per request is what a load generator on the same machine as the
-server must not waste — it is taken from the server. ``bench/bench_http.py`` measures it:
-~70 µs a request for this whole profiling client (timing and recording included), ~115 µs for
-a bare aiohttp loop, ~185 µs for Locust, ~800 µs for ``requests`` with a thread per connection.
-Open loop keeps the engine's sender thread (``time.sleep`` to each intended time is finer than
-the event loop's millisecond timers) and hands each request to the loop.
+Why one event loop (uvloop) with our lean keep-alive pool (``http1_pool``, httptools' C
+parser): every in-flight request is multiplexed over pooled keep-alive connections by one
+thread, and in closed loop the clients themselves are coroutines on that loop (``closed``), so
+a request crosses no thread at all. CPU per request is what a load generator on the same
+machine as the server must not waste — it is taken from the server. ``bench/bench_http.py``
+measures it: ~70 µs a request for this whole profiling client (timing and recording included),
+~115 µs for a bare aiohttp loop, ~185 µs for Locust, ~800 µs for ``requests`` with a thread per
+connection. Open loop keeps the engine's sender thread (``time.sleep`` to each intended time is
+finer than the event loop's millisecond timers) and hands each request to the loop.
 
 How one request is timed (all ``perf_counter_ns`` on the loop thread):
 
@@ -35,8 +35,8 @@ from urllib.parse import urlsplit
 from latency.core.records import Request
 from latency.core.timing import now_ns
 from latency.core.wan import WanProfile
-from latency.load.h1 import Pool
-from latency.load.wan import Link
+from latency.loadgen.http1_pool import Pool
+from latency.loadgen.wan import Link
 from latency.serve.oip import JSON_TYPE, encode_request, error_message, parse_server_timing
 
 #: a reply slower than this is an error (the run goes on).

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from latency.core.records import Request
 
 if TYPE_CHECKING:
-    from latency.load.generator import LoadDriver
+    from latency.loadgen.generator import LoadDriver
 
 
 class Transport(Protocol):

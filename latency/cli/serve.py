@@ -1,0 +1,60 @@
+"""``python -m latency serve``: our server for a pipeline over HTTP (Open Inference Protocol),
+until Ctrl-C.
+
+    python -m latency serve --model tabular-mlp --port 8000 --batch-size 8 --replicas 2
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from latency.cli.args import number
+from latency.cli.run_flags import add_server_flags, pipeline_kwargs
+from latency.core.config import DEFAULT_MAX_BODY_MB, RunConfig
+from latency.core.errors import ConfigError
+
+
+def add_parser(sub: Any, fmt: Any) -> None:
+    s = sub.add_parser("serve", help="serve a pipeline over HTTP (Open Inference Protocol)",
+                       formatter_class=fmt)
+    add_server_flags(s)
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on; anything but loopback exposes the model to "
+                        "your network, so it must be asked for")
+    s.add_argument("--port", type=int, default=8000, help="TCP port (0: any free port)")
+    s.add_argument("--max-body-mb", type=number, default=DEFAULT_MAX_BODY_MB,
+                   help="request body limit (413 above it)")
+
+
+def cmd_serve(a: argparse.Namespace) -> int:
+    """Serve until Ctrl-C; exit 0 after a clean stop."""
+    from latency.execution.validate import validated
+    from latency.serve.http_server import serve
+
+    if not 0 <= a.port <= 65535:
+        raise ConfigError(f"--port must be between 0 and 65535 (got {a.port})")
+    config = validated(RunConfig(**pipeline_kwargs(a), device=a.device,
+                       dtype=a.dtype, batch_size=a.batch_size,
+                       max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
+                       threads=a.threads, preprocess_workers=a.preprocess_workers,
+                       max_body_mb=a.max_body_mb, requests=1))
+    host = a.host
+
+    def ready(port: int, built: Any) -> None:
+        shown = f"[{host}]" if ":" in host else host
+        print(f"serving {config.model} on http://{shown}:{port} (Open Inference Protocol: "
+              f"POST /v2/models/{config.model}/infer, GET /v2/health/ready, /metrics); "
+              "Ctrl-C stops", flush=True)
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"warning: listening on {host}: other machines can reach this server",
+                  file=sys.stderr, flush=True)
+
+    try:
+        serve(config, host, a.port, a.max_body_mb, on_ready=ready)
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled, after a clean stop
+        pass
+    except OSError as exc:  # port taken, address not ours: one line
+        raise ConfigError(f"cannot listen on {host}:{a.port}: {exc.strerror or exc}") from None
+    print("stopped", flush=True)
+    return 0
