@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,86 @@ def test_engine_needs_no_streamlit():
                          cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def _table_in_docs() -> list[tuple[str, set[str]]]:
+    """(stage, may import) for each row of docs/architecture.md's layer table, in its order;
+    'everything below' is every stage above it in the table."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows: list[tuple[str, set[str]]] = []
+    for stage, may in re.findall(r"^\| `(\w+)` \|.*\| ([^|]*) \|$", text, re.M):
+        may = may.strip()
+        if may == "everything below":
+            allowed = {s for s, _ in rows}
+        elif may in ("—", "-", ""):
+            allowed = set()
+        else:
+            allowed = {s.strip().strip("`") for s in may.split(",")}
+        rows.append((stage, allowed))
+    return rows
+
+
+def test_the_layer_table_in_the_docs_is_the_one_in_layers_py():
+    rows = _table_in_docs()
+    assert [s for s, _ in rows] and len({s for s, _ in rows}) == len(rows), \
+        "docs/architecture.md: no layer table found, or a stage listed twice"
+    assert {s for s, _ in rows} == set(LAYERS), \
+        f"stages only in the docs: {sorted({s for s, _ in rows} - set(LAYERS))}; only in " \
+        f"latency/layers.py: {sorted(set(LAYERS) - {s for s, _ in rows})}"
+    differ = [f"{s}: docs say {sorted(a)}, layers.py says {sorted(LAYERS[s])}"
+              for s, a in rows if a != LAYERS[s]]
+    assert not differ, "docs/architecture.md and latency/layers.py disagree:\n" + \
+        "\n".join(differ)
+    above: set[str] = set()
+    for stage, allowed in rows:  # the table reads downward: a stage imports only rows above
+        assert allowed <= above, f"docs/architecture.md lists {stage} above what it imports: " \
+                                 f"{sorted(allowed - above)}"
+        above.add(stage)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(path: Path, modules: set[str]) -> set[str]:
+    """The modules of ``latency`` that ``path`` imports when it runs, at module level or in a
+    function; imports under ``if TYPE_CHECKING:`` are for the type checker only and excluded."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):  # drop the bodies of `if TYPE_CHECKING:` blocks
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = []
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}  # from pkg import module
+    return out & modules
+
+
+def test_no_import_circle_between_modules_of_a_stage():
+    """Inside a stage, modules form a tree too: a circle (even through a function-local
+    import) means two modules are one concept split in two, or a fact with two owners."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    stage_of = {m: m.split(".")[1] for m in paths if m.count(".") >= 2}
+    graph = {m: {d for d in _runtime_imports(p, set(paths))
+                 if d in stage_of and stage_of[d] == stage_of.get(m) and d != m}
+             for m, p in paths.items() if m in stage_of}
+    circles: list[str] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                circles.append(" → ".join(path[path.index(d):] + [d]))
+            elif d not in state:
+                visit(d, path + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not circles, "import circles inside a stage:\n" + "\n".join(circles)
