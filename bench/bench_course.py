@@ -11,8 +11,8 @@ import argparse
 import sys
 import time
 
-from latency.execution import course
 from latency.execution.manager import RunManager
+from latency.workshop import course
 
 
 def main(argv: list[str]) -> int:

@@ -31,6 +31,9 @@ LAYERS: dict[str, set[str]] = {
     # the command line, on top
     "cli": {"core", "host", "pipelines", "serve", "loadgen", "analysis", "simulation", "storage",
             "figures", "execution"},
+    # beside the command line: the live workshop (lessons with their runs, question and
+    # answer; the room; its shared run groups), which the dashboard uses and the CLI does not
+    "workshop": {"core", "analysis", "execution"},
 }
 
 #: stages usable without torch or Streamlit (``import latency.<stage>`` pulls in neither).

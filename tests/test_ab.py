@@ -9,10 +9,10 @@ from latency.cli.ab import format_ab
 from latency.cli.main import main
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
-from latency.execution import lesson
 from latency.execution.ab import ABPlan, run_ab, variant_config
 from latency.simulation.simulator import ServiceModel, SimConfig, simulate
 from latency.simulation.whatif import decomposition_whatif, load_whatif
+from latency.workshop import lesson
 
 
 def sim_result(forward_ms, pre_ms=10.0, rate=20.0, seed=0, n=4000):

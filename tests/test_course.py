@@ -9,8 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from latency.analysis.littles_law import littles_law
-from latency.execution import course
 from latency.execution.engine import execute
+from latency.workshop import course
 from tests.conftest import rerun_until
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

@@ -1,7 +1,7 @@
 """Presenter mode: the instructor presents, every other session follows the same page, the
 same settings and the same run; release hands control back.
 
-The shared state (``latency.execution.room.Room``) is tested as a value; the dashboard through
+The shared state (``latency.workshop.room.Room``) is tested as a value; the dashboard through
 two AppTest sessions of one server process (they share its ``st.cache_resource`` singletons,
 as two browsers share a Streamlit server).
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from latency.execution.room import MAX_SETTINGS, STALE_S, Room, json_settings
+from latency.workshop.room import MAX_SETTINGS, STALE_S, Room, json_settings
 from tests.conftest import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]

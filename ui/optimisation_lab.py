@@ -16,11 +16,11 @@ from latency.analysis.ab import ABResult, merge
 from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.core.optimization import LEVERS, VARIANTS
-from latency.execution import lesson
 from latency.execution.ab import ABPlan, variant_config
-from latency.execution.course import course
 from latency.figures import lab_plots as labplots
 from latency.simulation import whatif
+from latency.workshop import lesson
+from latency.workshop.course import course
 from ui.shared import plain, run_manager
 
 REAL_MODELS = ("image-cnn", "text-transformer", "tabular-mlp")

@@ -1,5 +1,5 @@
 """Presenter mode in the dashboard: the instructor's session publishes its page, its controls'
-settings and its run (``latency.execution.room``); every other session follows them.
+settings and its run (``latency.workshop.room``); every other session follows them.
 
 How a follower follows: at the top of every rerun (``app.py``, before the page's widgets
 render) it copies the presentation's settings into its own session state and, if it is on
@@ -17,7 +17,7 @@ from typing import Any
 
 import streamlit as st
 
-from latency.execution.room import Presentation
+from latency.workshop.room import Presentation
 from ui.shared import (
     is_instructor,
     rerun_page,

@@ -21,8 +21,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from latency.execution.manager import RunManager
-from latency.execution.room import Room
 from latency.figures import plots
+from latency.workshop.room import Room
 from ui.audience import Audience
 from ui.page_turns import PageTurns
 

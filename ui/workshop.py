@@ -12,9 +12,9 @@ import streamlit as st
 
 from latency.core import fmt
 from latency.core.records import REQUEST_COMPONENTS
-from latency.execution.course import TARGETS, Lesson, answer, guess_histogram
 from latency.figures import course_plots
 from latency.figures.handout import Handout
+from latency.workshop.course import TARGETS, Lesson, answer, guess_histogram
 from ui.optimisation_lab import group_progress
 from ui.shared import can_manage_room, room, run_manager, session_id, yield_cpu_to_runs
 

@@ -3,7 +3,7 @@ a live measured experiment and, when the instructor reveals it, the measured ans
 import streamlit as st
 
 from latency.core import fmt
-from latency.execution.course import course
+from latency.workshop.course import course
 from ui import room as room_ui
 from ui import workshop
 from ui.shared import can_manage_room, rerun_page, yield_cpu_to_runs

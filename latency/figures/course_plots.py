@@ -1,5 +1,5 @@
 """The workshop's figures, as pure functions: the room's guesses, and each lesson's answer from
-its measured runs (``latency.execution.course.answer``'s table)."""
+its measured runs (``latency.workshop.course.answer``'s table)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
