@@ -58,7 +58,7 @@ def page() -> AppTest:
 
 
 def test_a_lesson_is_guessed_run_and_revealed_and_a_second_session_sees_it():
-    from ui.shared import room, run_manager
+    from ui.shared import room, run_groups, run_manager
 
     room.clear()
     at = page()
@@ -75,7 +75,7 @@ def test_a_lesson_is_guessed_run_and_revealed_and_a_second_session_sees_it():
     measured = [s.value for s in at.success if s.value.startswith("**Measured:**")]
     assert measured and "of the mean" in measured[0]
     # the answer is the measured top component, and the page says it
-    group = run_manager().latest_group("lesson:where")
+    group = run_groups().latest("lesson:where")
     result = run_manager().get(group.blocks[0][1]).result()
     means = {c: result.summary.components_ms[c].mean for c in
              ("network", "queue", "preprocess", "forward", "postprocess")}

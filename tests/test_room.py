@@ -170,38 +170,57 @@ def test_a_group_belongs_to_the_room_and_its_runs_are_named_after_it(tmp_path):
     from latency.execution.ab import ABPlan, submit_ab
     from latency.execution.manager import RunManager
     from latency.storage.store import RunStore
+    from latency.workshop.groups import RunGroups
 
     store = RunStore(tmp_path / "h.sqlite")
     mgr = RunManager(store=store)
-    base = synthetic_run(requests=30)
-    plan = ABPlan(base, synthetic_run(requests=30, batch_size=2), pairs=1)
-    blocks = submit_ab(mgr, plan, "teacher", title="Lesson: batching")
-    group = mgr.register_group("Lesson: batching", "teacher", blocks, {"kind": "ab"})
-    assert mgr.latest_group("ab") is group and mgr.latest_group("other") is None
-    assert mgr.group(group.group_id).to_state()["blocks"] == [list(b) for b in blocks]
-    assert mgr.wait_idle(120)
-    names = {store.info(mgr.saved_id(rid)).name for _, rid in blocks}
-    assert names == {"Lesson: batching · A 1/1", "Lesson: batching · B 1/1"}
+    groups = RunGroups(mgr)
+    try:
+        base = synthetic_run(requests=30)
+        plan = ABPlan(base, synthetic_run(requests=30, batch_size=2), pairs=1)
+        blocks = submit_ab(mgr, plan, "teacher", title="Lesson: batching")
+        group = groups.register("Lesson: batching", "teacher", blocks, {"kind": "ab"})
+        assert groups.latest("ab") is group and groups.latest("other") is None
+        assert groups.group(group.group_id).to_state()["blocks"] == [list(b) for b in blocks]
+        assert mgr.wait_idle(120)
+        names = {store.info(mgr.saved_id(rid)).name for _, rid in blocks}
+        assert names == {"Lesson: batching · A 1/1", "Lesson: batching · B 1/1"}
+    finally:
+        mgr.close()
 
 
 def test_a_group_nobody_watches_is_cancelled_and_a_watched_one_is_not():
+    """On the manager's clock, moved by hand: the whole time-out passes in milliseconds. A
+    group is watched on its page (``viewed``) or through one of its runs (the Live Profiler's
+    ``viewed_run``); the one nobody watched loses its runs still to come."""
     import time
 
     from latency.execution.manager import RunManager
+    from latency.workshop.groups import ABANDON_S, RunGroups
 
-    mgr = RunManager(store=None)
-    mgr.abandon_s = 1.5
-    watched = mgr.submit_group([synthetic_run(duration_s=3.0)], owner="a")
-    wg = mgr.register_group("watched", "a", [("A", watched[0].run_id)])
-    left = mgr.submit_group([synthetic_run(duration_s=60.0) for _ in range(3)], owner="b")
-    lg = mgr.register_group("left", "b", [("A", t.run_id) for t in left])
+    clock = FakeClock(1000.0)
+    mgr = RunManager(store=None, clock=clock)
+    groups = RunGroups(mgr)
     t0 = time.monotonic()
-    while not all(mgr.get(t.run_id).done() for t in watched + left):
-        mgr.viewed(wg.group_id)  # one viewer keeps watching the first group only
-        time.sleep(0.2)
-        assert time.monotonic() - t0 < 90, "the abandoned group was not cancelled"
-    assert mgr.get(watched[0].run_id).result().status == "completed"
-    assert lg.cancelled and not wg.cancelled
-    statuses = [mgr.get(t.run_id).result().status for t in left]
-    assert all(s in ("stopped", "cancelled") for s in statuses), statuses
-    assert time.monotonic() - t0 < 30  # not three minutes of a lesson nobody watches
+    try:
+        watched = mgr.submit_group([synthetic_run(duration_s=60.0)], owner="a")
+        wg = groups.register("watched", "a", [("A", watched[0].run_id)])
+        live = mgr.submit_group([synthetic_run(duration_s=60.0)], owner="c")
+        vg = groups.register("on the Live Profiler", "c", [("A", live[0].run_id)])
+        left = mgr.submit_group([synthetic_run(duration_s=60.0) for _ in range(3)], owner="b")
+        lg = groups.register("left", "b", [("A", t.run_id) for t in left])
+        clock.t += ABANDON_S - 1
+        groups.cancel_abandoned()
+        assert not lg.cancelled  # not yet: a reload, a tab in the background
+        groups.viewed(wg.group_id)  # one viewer keeps watching the first group's page
+        mgr.viewed_run(live[0].run_id)  # another watches the second group's run
+        clock.t += 2
+        groups.cancel_abandoned()
+        assert lg.cancelled and not wg.cancelled and not vg.cancelled
+        statuses = [mgr.get(t.run_id).status for t in left]
+        assert statuses == ["stopped"] * 3, statuses  # never started: stopped in line
+        assert not mgr.get(live[0].run_id).cancelled
+        assert not mgr.get(watched[0].run_id).cancelled
+    finally:
+        mgr.close()
+    assert time.monotonic() - t0 < 30  # no minute-and-a-half of real waiting

@@ -92,4 +92,31 @@ def test_the_manager_forgets_finished_runs_beyond_its_keep_limit(monkeypatch):
     assert [h.run_id for h in m.finished()] == ids[-1:]
     assert m.get(ids[0]) is None and m.owner(ids[0]) is None  # forgotten: rows, owner
     assert m.get(ids[-1]).result().summary.requests == 5
-    assert len(m._by_id) == len(m._owners) == 1
+    assert m.saved_id(ids[0]) is None and m.save_error(ids[0]) is None
+    assert len(m._runs) == 1  # one record a run, forgotten whole
+
+
+def test_a_closed_manager_stops_its_run_and_its_queue_and_closing_again_does_nothing():
+    import threading
+
+    before = set(threading.enumerate())
+    m = RunManager(store=None)
+    (thread,) = [t for t in threading.enumerate() if t not in before and "manager" in t.name]
+    cfg = RunConfig(model="synthetic", model_args={"forward_ms": 1, "preprocess_ms": 0,
+                                                   "postprocess_ms": 0},
+                    concurrency=1, duration_s=60, warmup=0)
+    a = m.submit(cfg, owner="alice")
+    b = m.submit(cfg, owner="bob")
+    deadline = time.monotonic() + 60
+    while m.position(a.run_id) != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    m.close()
+    assert time.monotonic() - t0 < 40  # not the run's 60 s
+    assert not thread.is_alive()
+    assert m.get(a.run_id).status in ("stopped", "failed")  # failed: stopped while starting
+    assert m.get(b.run_id).status == "stopped" and m.get(b.run_id).started_at is None
+    assert m.current() is None and m.queued() == []
+    m.close()  # idempotent
+    with pytest.raises(RuntimeError):
+        m.submit(cfg, owner="carol")

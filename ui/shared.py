@@ -22,6 +22,7 @@ import streamlit as st
 
 from latency.execution.manager import RunManager
 from latency.figures import plots
+from latency.workshop.groups import RunGroups
 from latency.workshop.room import Room
 from ui.audience import Audience
 from ui.page_turns import PageTurns
@@ -76,6 +77,12 @@ def yield_cpu_to_runs() -> None:
 def run_manager() -> RunManager:
     """The server-wide run manager (created once, shared by all sessions)."""
     return RunManager()
+
+
+@st.cache_resource
+def run_groups() -> RunGroups:
+    """The server-wide run groups (an A/B's blocks, a lesson's runs), kept for the room."""
+    return RunGroups(run_manager())
 
 
 @st.cache_resource
@@ -197,7 +204,7 @@ def figures(run_id: str, version: int, slo_ms: float) -> dict[str, Any]:
             snap.hist_edges_ms, snap.hist_counts,
             {"p50": lat.p50, "p95": lat.p95, "p99": lat.p99}, slo_ms, share)),
         "timeseries": SharedFigure.of(plots.timeseries_figure(
-            snap.series, offered_rps=snap.config.get("rate"))),
+            snap.series, offered_rps=snap.config.rate)),
         "table": plots.summary_markdown(snap.summary),
         "share": share,
     }

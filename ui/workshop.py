@@ -16,7 +16,14 @@ from latency.figures import course_plots
 from latency.figures.handout import Handout
 from latency.workshop.course import TARGETS, Lesson, answer, guess_histogram
 from ui.optimisation_lab import group_progress
-from ui.shared import can_manage_room, room, run_manager, session_id, yield_cpu_to_runs
+from ui.shared import (
+    can_manage_room,
+    room,
+    run_groups,
+    run_manager,
+    session_id,
+    yield_cpu_to_runs,
+)
 
 #: the query parameter of a shared link to one lesson: /workshop?lesson=co
 LINK_PARAM = "lesson"
@@ -39,7 +46,7 @@ def focused_lesson(lessons: list[Lesson]) -> str | None:
 
 
 def lesson_group(item: Lesson) -> dict | None:
-    g = run_manager().latest_group(f"lesson:{item.key}")
+    g = run_groups().latest(f"lesson:{item.key}")
     return g.to_state() if g is not None else None
 
 
@@ -50,7 +57,7 @@ def run_lesson(item: Lesson) -> None:
     mgr = run_manager()
     names = [f"Workshop {item.title} · {label}" for label in item.labels()]
     tickets = mgr.submit_group(item.configs(), owner=session_id(), names=names)
-    mgr.register_group(item.title, session_id(),
+    run_groups().register(item.title, session_id(),
                        [(label, t.run_id) for label, t in zip(item.labels(), tickets)],
                        {"kind": f"lesson:{item.key}"})
     if room().revealed(item.key):
@@ -119,7 +126,7 @@ def card(item: Lesson) -> bool:
         revealed = room().revealed(item.key)
         in_flight = False
         if group is not None:
-            run_manager().viewed(group["group_id"])
+            run_groups().viewed(group["group_id"])
             done, line = group_progress([tuple(b) for b in group["blocks"]])
             in_flight = done < len(group["blocks"])
             if in_flight:

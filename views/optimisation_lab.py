@@ -6,7 +6,14 @@ from latency.core import fmt
 from latency.core.errors import ConfigError
 from latency.execution.ab import submit_ab
 from ui import optimisation_lab as lab
-from ui.shared import plain, rerun_page, run_manager, session_id, yield_cpu_to_runs
+from ui.shared import (
+    plain,
+    rerun_page,
+    run_groups,
+    run_manager,
+    session_id,
+    yield_cpu_to_runs,
+)
 
 yield_cpu_to_runs()
 st.title("Optimisation Lab")
@@ -49,7 +56,7 @@ if run_now or st.session_state.pop("lab_submit", False):
         title = lab.group_title(plan, lesson_step)
         blocks = submit_ab(mgr, plan, me, title=title)
         # the result belongs to the room: kept by the server, shown to every viewer
-        st.session_state["ab_group"] = mgr.register_group(
+        st.session_state["ab_group"] = run_groups().register(
             title, me, blocks, {"kind": "ab", "pairs": plan.pairs,
                                 "lesson": lesson_step}).to_state()
         st.session_state.pop("lesson_answer", None)
@@ -57,7 +64,7 @@ if run_now or st.session_state.pop("lab_submit", False):
         st.error(f"Cannot start: {exc}")
 
 group = st.session_state.get("ab_group")
-if group is None and (latest := mgr.latest_group("ab")) is not None:
+if group is None and (latest := run_groups().latest("ab")) is not None:
     group = latest.to_state()  # a newcomer, or a reload: the room's latest A/B
     st.caption(f"The room's latest A/B: **{plain(group['title'])}**.")
 in_flight = bool(group) and lab.group_progress(group["blocks"])[0] < len(group["blocks"])
@@ -78,7 +85,7 @@ def results() -> None:
         return
     blocks = [tuple(b) for b in group["blocks"]]
     if group.get("group_id"):
-        mgr.viewed(group["group_id"])  # somebody still watches: the group is not abandoned
+        run_groups().viewed(group["group_id"])  # somebody still watches: the group is not abandoned
     done, line = lab.group_progress(blocks)
     if done < len(blocks):
         st.progress(done / len(blocks), text=f"{done} of {len(blocks)} blocks done · {line}")

@@ -1,20 +1,26 @@
 """The run manager: one profiling run at a time per machine, the rest wait in line.
 
-A workshop room shares one server. Every Start goes through this manager: it validates the
-config (bad input fails at once, nothing queued), queues it, and starts runs one after another
-in their own processes, so two runs never compete for the same cores. Everyone can watch the
-current run; only its owner (or an instructor) may stop it. The last ``KEEP_FINISHED``
-finished runs stay readable in memory; older ones are forgotten here (their rows, owner and
-save state) and live on in the run history, so a server that runs all day keeps flat memory.
+A dashboard server (a workshop room) shares one machine. Every Start goes through this
+manager: it validates the config (bad input fails at once, nothing queued), queues it, and
+starts runs one after another in their own processes, so two runs never compete for the same
+cores. Everyone can watch the current run; only its owner (or an instructor) may stop it. The
+last ``KEEP_FINISHED`` finished runs stay readable in memory; older ones are forgotten here
+(their record: rows, owner, save state) and live on in the run history, so a server that runs
+all day keeps flat memory.
+
+What the manager knows of a run is one record (``RunRecord``), so forgetting a run forgets
+all of it. Time is read from an injectable clock (the moments a run was submitted and last
+watched), so what is decided from those moments — the workshop cancelling a group nobody
+watches — is tested without waiting for it.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from latency.core.config import RunConfig
@@ -27,32 +33,27 @@ DEFAULT_STORE: Any = object()
 
 #: finished runs kept in memory for viewers (the SQLite store keeps everything for history).
 KEEP_FINISHED = 20
-#: run groups (an A/B, a lesson step) the room remembers, newest last
-KEEP_GROUPS = 16
-#: a group nobody has looked at for this long, with blocks still to run, is cancelled (long
-#: enough for a reload, and for a browser tab in the background, whose timers the browser
-#: slows to once a minute)
-ABANDON_S = 90.0
+#: how often the queue thread calls its watchers (``add_watcher``), in real seconds
+TICK_S = 1.0
+#: how long ``close`` waits for the run it stopped to end (its process reports what it
+#: measured, or is killed with the server)
+CLOSE_WAIT_S = 30.0
 
 
 @dataclass
-class RunGroup:
-    """Runs queued together for one question (an A/B's blocks, a lesson step), kept by the
-    manager — not by the browser session that asked — so every viewer of the room, a reload and
-    a late arrival see the same result. ``blocks``: (arm, run id) in order."""
+class RunRecord:
+    """Everything the manager keeps about one run."""
 
-    group_id: str
-    title: str
+    handle: RunHandle
     owner: str
-    blocks: list[tuple[str, str]]
-    info: dict[str, Any] = field(default_factory=dict)
+    #: what the run is called in the history (None: the history's default)
+    name: str | None = None
+    #: the history id it was saved under, or why it could not be saved
+    saved_id: str | None = None
+    save_error: str | None = None
+    #: the manager's clock when it was submitted, and when somebody last watched it
+    submitted_at: float = 0.0
     last_viewed: float = 0.0
-    cancelled: bool = False
-
-    def to_state(self) -> dict[str, Any]:
-        """The page's view of the group (what a session keeps to show it)."""
-        return {"group_id": self.group_id, "title": self.title,
-                "blocks": [list(b) for b in self.blocks], **self.info}
 
 
 @dataclass(frozen=True)
@@ -68,24 +69,22 @@ class PermissionDenied(Exception):
 
 
 class RunManager:
-    def __init__(self, inputs_for: Any = None, store: Any = DEFAULT_STORE) -> None:
+    def __init__(self, inputs_for: Any = None, store: Any = DEFAULT_STORE,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """``store``: the RunStore finished runs are saved to (default: ``$LATENCY_LAB_DB`` or
-        ``~/.latency_lab/runs.sqlite``); None saves nothing."""
+        ``~/.latency_lab/runs.sqlite``); None saves nothing. ``clock``: the time a run's
+        moments are read on (a test's fake clock)."""
         if store is DEFAULT_STORE:
             store = RunStore()
         self._store = store
-        self._saved: dict[str, str] = {}
-        self._save_errors: dict[str, str] = {}
+        self.clock = clock
         self._lock = threading.Condition()
+        self._runs: dict[str, RunRecord] = {}
         self._queue: deque[RunHandle] = deque()
         self._current: RunHandle | None = None
         self._finished: deque[RunHandle] = deque()
-        self._owners: dict[str, str] = {}
-        self._by_id: dict[str, RunHandle] = {}
-        self._names: dict[str, str] = {}
-        self._groups: deque[RunGroup] = deque()
-        self._group_ids = itertools.count(1)
-        self.abandon_s = ABANDON_S
+        self._watchers: list[Callable[[], Any]] = []
+        self._closed = False
         self._thread = threading.Thread(target=self._schedule, name="run-manager", daemon=True)
         self._thread.start()
 
@@ -93,12 +92,8 @@ class RunManager:
     def submit(self, config: RunConfig, owner: str, inputs: list[Any] | None = None) -> Ticket:
         """Validate and queue a run (ConfigError on bad input); returns its ticket."""
         handle = RunHandle(config, inputs)  # validates
-        with self._lock:
-            self._queue.append(handle)
-            self._owners[handle.run_id] = owner
-            self._by_id[handle.run_id] = handle
-            self._lock.notify_all()
-        return Ticket(handle.run_id, self.position(handle.run_id))
+        self._enqueue([(handle, owner, None)])
+        return Ticket(handle.run_id, self.position(handle.run_id))  # type: ignore[arg-type]
 
     def submit_group(self, configs: list[RunConfig], owner: str,
                      names: list[str] | None = None) -> list[Ticket]:
@@ -106,107 +101,95 @@ class RunManager:
         else's run can land between them. Nothing is queued if any config is bad. ``names``:
         what each run is called in the history."""
         handles = [RunHandle(c) for c in configs]  # validates all first
-        with self._lock:
-            for i, handle in enumerate(handles):
-                self._queue.append(handle)
-                self._owners[handle.run_id] = owner
-                self._by_id[handle.run_id] = handle
-                if names is not None and i < len(names):
-                    self._names[handle.run_id] = names[i]
-            self._lock.notify_all()
+        names = list(names or [])
+        self._enqueue([(h, owner, names[i] if i < len(names) else None)
+                       for i, h in enumerate(handles)])
         return [Ticket(h.run_id, self.position(h.run_id) or 0) for h in handles]
 
-    # ---- groups: results that belong to the room ---------------------------------------------
-    def register_group(self, title: str, owner: str, blocks: list[tuple[str, str]],
-                       info: dict[str, Any] | None = None) -> RunGroup:
-        """Remember a group of queued runs for everyone (the oldest beyond KEEP_GROUPS is
-        forgotten; its runs live on in the history)."""
-        now = time.monotonic()
+    def _enqueue(self, runs: list[tuple[RunHandle, str, str | None]]) -> None:
         with self._lock:
-            group = RunGroup(f"g{next(self._group_ids)}", title, owner, list(blocks),
-                             dict(info or {}), now)
-            self._groups.append(group)
-            while len(self._groups) > KEEP_GROUPS:
-                self._groups.popleft()
+            if self._closed:
+                raise RuntimeError("the run manager is closed")
+            now = self.clock()
+            for handle, owner, name in runs:
+                self._queue.append(handle)
+                self._runs[handle.run_id] = RunRecord(handle, owner, name, submitted_at=now,
+                                                      last_viewed=now)
             self._lock.notify_all()
-        return group
-
-    def group(self, group_id: str) -> RunGroup | None:
-        with self._lock:
-            return next((g for g in self._groups if g.group_id == group_id), None)
-
-    def latest_group(self, kind: str | None = None) -> RunGroup | None:
-        """The newest group (of ``info['kind']`` when given): what a newcomer is shown."""
-        with self._lock:
-            for g in reversed(self._groups):
-                if kind is None or g.info.get("kind") == kind:
-                    return g
-            return None
-
-    def viewed(self, group_id: str) -> None:
-        """A viewer is looking at the group now (each live refresh says so)."""
-        with self._lock:
-            for g in self._groups:
-                if g.group_id == group_id:
-                    g.last_viewed = time.monotonic()
-
-    def viewed_run(self, run_id: str) -> None:
-        """A viewer watches one of a group's runs (the Live Profiler): the group is watched."""
-        with self._lock:
-            now = time.monotonic()
-            for g in self._groups:
-                if any(rid == run_id for _, rid in g.blocks):
-                    g.last_viewed = now
-
-    def _abandoned(self) -> list[str]:
-        """Run ids of groups in flight that nobody has viewed for ``abandon_s``: they are
-        cancelled, so a lesson left running by everyone does not hold the machine. Caller
-        holds the lock."""
-        now = time.monotonic()
-        out: list[str] = []
-        for g in self._groups:
-            if g.cancelled or now - g.last_viewed <= self.abandon_s:
-                continue
-            pending = [rid for _, rid in g.blocks
-                       if (h := self._by_id.get(rid)) is not None and not h.done()]
-            if pending:
-                g.cancelled = True
-                log.info("group %s (%s) abandoned: cancelling %d run(s)", g.group_id,
-                         g.title, len(pending))
-                out += pending
-        return out
-
-    def _cancel_abandoned(self) -> None:
-        with self._lock:
-            ids = self._abandoned()
-            handles = [self._by_id[rid] for rid in ids]
-            for h in handles:
-                if h in self._queue:
-                    self._queue.remove(h)
-                    self._retire(h)
-        for h in handles:
-            h.cancel()
 
     def stop(self, run_id: str, requester: str, instructor: bool = False) -> None:
         """Stop (or un-queue) a run; only its owner or an instructor may."""
         with self._lock:
-            handle = self._by_id.get(run_id)
-            if handle is None:
+            record = self._runs.get(run_id)
+            if record is None:
                 raise KeyError(run_id)
-            if not instructor and self._owners.get(run_id) != requester:
+            if not instructor and record.owner != requester:
                 raise PermissionDenied("only the person who started this run (or an "
                                        "instructor) can stop it")
-            if handle in self._queue:
-                self._queue.remove(handle)
+        self.cancel(run_id)
+
+    def cancel(self, run_id: str) -> bool:
+        """Stop (or un-queue) a run whoever owns it — for decisions of the server itself, such
+        as the workshop cancelling a group nobody watches. False if the run is unknown."""
+        with self._lock:
+            record = self._runs.get(run_id)
+            if record is None:
+                return False
+            if record.handle in self._queue:
+                self._queue.remove(record.handle)
+                self._retire(record.handle)
+        record.handle.cancel()
+        return True
+
+    def close(self) -> None:
+        """Stop the queue thread and the run in flight, and un-queue the rest (each stopped,
+        never started). Closing twice does nothing; a closed manager takes no runs."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            waiting, self._queue = list(self._queue), deque()
+            for handle in waiting:
                 self._retire(handle)
-        handle.cancel()
+            current = self._current
+            self._lock.notify_all()
+        for handle in waiting:
+            handle.cancel()
+        if current is not None:
+            current.cancel()
+        if self._thread is not threading.current_thread():
+            self._thread.join(CLOSE_WAIT_S)
+
+    # ---- watching -----------------------------------------------------------------------------
+    def viewed_run(self, run_id: str) -> None:
+        """Somebody watches this run now (each live refresh of its page says so)."""
+        with self._lock:
+            record = self._runs.get(run_id)
+            if record is not None:
+                record.last_viewed = self.clock()
+
+    def last_viewed(self, run_id: str) -> float | None:
+        """When somebody last watched the run (on ``clock``; its submission if nobody did),
+        None if the run is unknown or forgotten."""
+        with self._lock:
+            record = self._runs.get(run_id)
+            return record.last_viewed if record is not None else None
+
+    def add_watcher(self, check: Callable[[], Any]) -> None:
+        """Have the queue thread call ``check()`` about every ``TICK_S``, whether runs are in
+        line or not (the workshop's check for groups nobody watches). A check that raises is
+        logged and called again at the next tick."""
+        with self._lock:
+            self._watchers.append(check)
 
     # ---- reading ------------------------------------------------------------------------------
     def get(self, run_id: str) -> RunHandle | None:
-        return self._by_id.get(run_id)
+        record = self._runs.get(run_id)
+        return record.handle if record is not None else None
 
     def owner(self, run_id: str) -> str | None:
-        return self._owners.get(run_id)
+        record = self._runs.get(run_id)
+        return record.owner if record is not None else None
 
     def current(self) -> RunHandle | None:
         return self._current
@@ -236,72 +219,81 @@ class RunManager:
         with self._lock:
             return list(self._finished)
 
-    # ---- scheduling ---------------------------------------------------------------------------
-    def _schedule(self) -> None:
-        while True:
-            self._cancel_abandoned()
-            with self._lock:
-                while not self._queue:
-                    self._lock.wait(timeout=1.0)
-                    if not self._queue:
-                        self._cancel_abandoned()  # the lock is re-entrant (an RLock)
-                handle = self._queue.popleft()
-                self._current = handle
-            handle.start()  # does nothing if it was stopped while it waited in line
-            if handle.started_at is not None:
-                while True:
-                    try:
-                        handle.wait(timeout=1.0)
-                        break
-                    except TimeoutError:  # a group may be abandoned meanwhile
-                        self._cancel_abandoned()
-                self._save(handle)
-            with self._lock:
-                self._retire(handle)
-                self._current = None
-                self._lock.notify_all()
-
-    def _retire(self, handle: RunHandle) -> None:
-        """Keep ``handle`` among the finished runs; forget the oldest beyond the limit.
-        Caller holds the lock."""
-        self._finished.append(handle)
-        while len(self._finished) > KEEP_FINISHED:
-            old = self._finished.popleft().run_id
-            for table in (self._by_id, self._owners, self._saved, self._save_errors,
-                          self._names):
-                table.pop(old, None)
-
-    def _save(self, handle: RunHandle) -> None:
-        """Save a finished run to the history, here in the scheduler thread: off every
-        dashboard script thread, and before the next run starts, so the write (compressing
-        the rows) never competes with a measurement for the CPU. A failed save loses nothing:
-        the run stays in memory and viewable; the error is kept for the page to show."""
-        if self._store is None:
-            return
-        try:
-            saved = self._store.save(handle.result(), name=self._names.get(handle.run_id),
-                                     source="dashboard",
-                                     origin_id=handle.run_id,
-                                     owner=self._owners.get(handle.run_id))
-        except Exception as exc:  # noqa: BLE001 - any failure: warn, keep the result
-            message = f"{type(exc).__name__}: {exc}"
-            log.warning("run %s was not saved to the history: %s", handle.run_id, message)
-            with self._lock:
-                self._save_errors[handle.run_id] = message
-            return
-        with self._lock:
-            self._saved[handle.run_id] = saved
-
     def saved_id(self, run_id: str) -> str | None:
         """The history id a finished run was saved under (None: not saved, or not yet)."""
-        return self._saved.get(run_id)
+        record = self._runs.get(run_id)
+        return record.saved_id if record is not None else None
 
     def save_error(self, run_id: str) -> str | None:
         """Why a finished run could not be saved to the history, if it could not."""
-        return self._save_errors.get(run_id)
+        record = self._runs.get(run_id)
+        return record.save_error if record is not None else None
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until nothing is running or queued (for tests and scripts)."""
         with self._lock:
             return self._lock.wait_for(lambda: not self._queue and self._current is None,
                                        timeout)
+
+    # ---- scheduling ---------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        while True:
+            self._tick()
+            with self._lock:
+                if self._closed:
+                    return
+                if not self._queue:
+                    self._lock.wait(timeout=TICK_S)
+                    continue
+                handle = self._queue.popleft()
+                self._current = handle
+            handle.start()  # does nothing if it was stopped while it waited in line
+            if handle.started_at is not None:
+                while True:
+                    try:
+                        handle.wait(timeout=TICK_S)
+                        break
+                    except TimeoutError:  # a watcher may stop it meanwhile
+                        self._tick()
+                self._save(handle)
+            with self._lock:
+                self._retire(handle)
+                self._current = None
+                self._lock.notify_all()
+
+    def _tick(self) -> None:
+        """Call every watcher, outside the lock (a watcher calls back into the manager)."""
+        with self._lock:
+            watchers = list(self._watchers)
+        for check in watchers:
+            try:
+                check()
+            except Exception:  # noqa: BLE001 - a watcher's bug must not stop the queue
+                log.exception("run manager watcher %r failed", check)
+
+    def _retire(self, handle: RunHandle) -> None:
+        """Keep ``handle`` among the finished runs; forget the oldest beyond the limit.
+        Caller holds the lock."""
+        self._finished.append(handle)
+        while len(self._finished) > KEEP_FINISHED:
+            self._runs.pop(self._finished.popleft().run_id, None)
+
+    def _save(self, handle: RunHandle) -> None:
+        """Save a finished run to the history, here in the scheduler thread: off every
+        dashboard script thread, and before the next run starts, so the write (compressing
+        the rows) never competes with a measurement for the CPU. A failed save loses nothing:
+        the run stays in memory and viewable; the error is kept for the page to show."""
+        record = self._runs.get(handle.run_id)
+        if self._store is None or record is None:
+            return
+        try:
+            saved = self._store.save(handle.result(), name=record.name, source="dashboard",
+                                     origin_id=handle.run_id, owner=record.owner)
+        except Exception as exc:  # noqa: BLE001 - any failure: warn, keep the result
+            message = f"{type(exc).__name__}: {exc}"
+            log.warning("run %s was not saved to the history: %s", handle.run_id, message)
+            with self._lock:
+                record.save_error = message
+            return
+        with self._lock:
+            record.saved_id = saved
