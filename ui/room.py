@@ -7,9 +7,13 @@ another page, switches to the presenter's; a small fragment looks once a second 
 presentation and reruns the page when there is one. A follower who moves a control is put
 back at the next rerun: the projector's settings win until the instructor releases the room.
 
-Which session-state keys travel: every JSON-able one except this session's own (who it is,
-its guesses, its confirmations) and the keys of buttons (Streamlit refuses a button whose key
-was set from session state). ``tests/test_room.py`` checks that every button's key is listed.
+Which session-state keys travel: only those listed in ``TRAVELS`` (and ``TRAVEL_PREFIXES``,
+for controls made per item) — the pages' controls and the page state that says what they
+show. Everything else stays in its session: who it is, its guesses and confirmations, the
+keys of buttons (Streamlit refuses a button whose key was set from session state), and any
+key nobody listed, so a new widget does not reach the followers' screens by accident. A new
+control that should follow the projector is added here; ``tests/test_room.py`` checks that
+no button's key travels.
 """
 from __future__ import annotations
 
@@ -27,28 +31,35 @@ from ui.shared import (
     yield_cpu_to_runs,
 )
 
-#: session-state keys that are this session's own, never copied from the presenter
-OWN_KEYS = frozenset({
-    "owner", "instructor", "watch", "shown", "lesson_answer", "cmp_confirm",
-    "sim_validation", "sim_validation_shown", "room_version", "room_following",
-    "workshop_seen",
+#: the session-state keys that travel from the presenter to the followers, page by page
+TRAVELS = frozenset({
+    # Live Profiler: the run's controls (ui/controls.py)
+    "model", "pre_ms", "fwd_ms", "post_ms", "stage_dist", "error_rate", "stall_ms", "device",
+    "dtype", "threads", "replicas", "batch", "delay", "mode", "concurrency", "rate", "arrival",
+    "duration", "slo", "backend", "ray_preprocess", "transport", "payload", "net_rtt",
+    "net_jitter", "net_bw",
+    # Optimisation Lab: the A/B's arms, the what-if, and the lesson step and A/B shown
+    "lab_model", "lab_pre", "lab_post", "lab_batch", "lab_delay", "lab_replicas", "lab_threads",
+    "lab_workers", "lab_concurrency", "lab_block_s", "lab_pairs", "lab_b_levers", "lab_b_pre",
+    "lab_b_post", "lab_b_workers", "lab_b_replicas", "lab_b_batch", "wi_arm", "wi_comp",
+    "wi_pct", "lesson_step", "ab_group",
+    # Load Simulator
+    "sim_source", "sim_service", "sim_dist", "sim_cv", "sim_per_item", "sim_arrival",
+    "sim_replicas", "sim_batch", "sim_delay", "sim_rate", "sim_slo", "sim_plan", "sim_val_len",
+    # Compare Runs: the filters, the runs compared, the run being renamed
+    "cmp_text", "cmp_models", "cmp_status", "cmp_runs", "cmp_logy", "cmp_target",
+    # Workshop: the lesson a shared link opened
+    "workshop_focus",
 })
-#: keys of buttons (and forms' submit buttons): Streamlit refuses them from session state
-BUTTON_KEYS = frozenset({
-    "cmp_delete", "cmp_delete_no", "cmp_delete_yes", "cmp_rename", "lesson_leave",
-    "lesson_start", "lesson_help", "sim_validate", "lab_submit", "room_present",
-    "room_release",
-})
-
-
-#: prefixes of keys that are a session's own (its guesses) or buttons made per lesson
-OWN_PREFIXES = ("_", "guess_", "lesson_run_", "lesson_reveal_", "lesson_send_", "handout_",
-                "cmp_dl_")
+#: prefixes of controls made per item that travel: a pipeline's own arguments
+#: (``arg_<model>_<name>``), the what-if's load per arm, a run's new name
+TRAVEL_PREFIXES = ("arg_", "wi_load_", "wi_rate_", "cmp_name_")
 
 
 def travels(key: str) -> bool:
-    """Whether a session-state key is copied from the presenter to followers."""
-    return key not in OWN_KEYS and key not in BUTTON_KEYS and not key.startswith(OWN_PREFIXES)
+    """Whether a session-state key is copied from the presenter to followers: only the keys
+    listed (``TRAVELS``, ``TRAVEL_PREFIXES``)."""
+    return key in TRAVELS or key.startswith(TRAVEL_PREFIXES)
 
 
 def shared_settings() -> dict[str, Any]:
@@ -171,5 +182,5 @@ def presenter_controls(here: str) -> None:
         st.rerun()
 
 
-__all__ = ["BUTTON_KEYS", "OWN_KEYS", "OWN_WATCH", "banner", "follow", "presenter_controls",
-           "publish", "shared_settings", "stale", "watch"]
+__all__ = ["OWN_WATCH", "TRAVELS", "TRAVEL_PREFIXES", "banner", "follow", "presenter_controls",
+           "publish", "shared_settings", "stale", "travels", "watch"]
