@@ -12,14 +12,12 @@ from pathlib import Path
 import streamlit as st
 
 from ui import room as room_ui
-from ui.shared import (
-    instructor_box,
-    page_done,
-    run_manager,
-    session_id,
-    startup_pipelines,
-    yield_cpu_to_runs,
-)
+from ui.priority import yield_cpu_to_runs
+from ui.reruns import page_done
+from ui.rights import instructor_box
+from ui.server import run_manager
+from ui.session import session_id
+from ui.startup import startup_pipelines
 
 # the favicon ships with the app (an icon font or emoji would be fetched from the internet,
 # which a workshop room may not have)
@@ -30,7 +28,7 @@ st.set_page_config(page_title="Latency Lab",
 # would read as a second way to stop the run, and stops nothing a user started
 st.html("<style>[data-testid='stStatusWidget'] button {display: none;}</style>")
 
-startup_pipelines()  # `streamlit run app.py -- --pipeline file.py:Name` (README)
+startup_pipelines()  # `streamlit run app.py -- --pipeline file.py:Name` (docs/your-pipeline.md)
 run_manager()  # start the server-wide manager (and its thread) before lowering priority
 yield_cpu_to_runs()
 session_id()

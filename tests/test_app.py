@@ -81,7 +81,7 @@ def test_a_run_started_from_the_widgets_finishes_with_the_five_components():
     for comp in ("network", "queue", "preprocess", "forward", "postprocess"):
         assert comp in names
     fwd = next(t for t in bars["data"] if t.get("name") == "forward")
-    from ui.shared import run_manager
+    from ui.server import run_manager
 
     # the mean bar's forward segment is the run's mean forward time — which holds the 2 ms
     # set (never less; on a busy machine a descheduled replica holds it longer)
@@ -110,7 +110,7 @@ def test_a_run_started_from_the_widgets_finishes_with_the_five_components():
 
 def test_an_engine_failure_shows_an_error_box_and_the_app_keeps_working():
     from latency.core.config import RunConfig
-    from ui.shared import run_manager
+    from ui.server import run_manager
 
     at = app()
     at.switch_page("views/live_profiler.py").run()
@@ -143,7 +143,7 @@ def test_a_pipeline_named_at_startup_is_listed_and_runs(monkeypatch):
     """`streamlit run app.py -- --pipeline examples/...:SentimentPipeline`: the dashboard
     offers it with the samples (the browser never sends code) and a run completes."""
     from ui.controls import pipeline_infos
-    from ui.shared import startup_pipelines
+    from ui.startup import startup_pipelines
 
     spec = f"{Path(APP).parent / 'examples' / 'sentiment_pipeline.py'}:SentimentPipeline"
     monkeypatch.setenv("LATENCY_LAB_PIPELINES", "")  # restored (removed) after the test
@@ -166,3 +166,23 @@ def test_a_pipeline_named_at_startup_is_listed_and_runs(monkeypatch):
         assert not at.exception
     finally:
         pipeline_infos.clear()
+
+
+def test_the_dashboards_plain_helpers_are_modules_of_their_own_without_streamlit():
+    """Escaping a user's text, reading the startup pipelines and yielding the CPU are jobs of
+    their own: importing them pulls in neither Streamlit, Plotly nor the run manager (they
+    were one module with the server's singletons and figure caches)."""
+    import subprocess
+    import sys
+
+    code = ("import json, sys\n"
+            "import ui.priority, ui.startup, ui.text\n"
+            "print(json.dumps(sorted(m for m in ('streamlit', 'plotly', "
+            "'latency.execution.manager') if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(APP).parent, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == []
+    from ui.text import plain
+
+    assert plain("![p](http://host/x.png)") == r"\!\[p\]\(http\://host/x\.png\)"

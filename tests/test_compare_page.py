@@ -209,7 +209,7 @@ def test_the_live_profiler_says_where_a_finished_run_was_saved(tmp_path, monkeyp
     import re
 
     from tests.conftest import rerun_until
-    from ui.shared import run_manager
+    from ui.server import run_manager
 
     db = tmp_path / "live.sqlite"
     monkeypatch.setenv("LATENCY_LAB_DB", str(db))

@@ -58,7 +58,7 @@ def page() -> AppTest:
 
 
 def test_a_lesson_is_guessed_run_and_revealed_and_a_second_session_sees_it():
-    from ui.shared import room, run_groups, run_manager
+    from ui.server import room, run_groups, run_manager
 
     room.clear()
     at = page()

@@ -112,7 +112,7 @@ def test_settings_travel_by_an_allow_list():
 
 @pytest.fixture
 def room_app(monkeypatch):
-    from ui.shared import room
+    from ui.server import room
 
     monkeypatch.setenv("LATENCY_LAB_INSTRUCTOR_KEY", KEY)
     room.clear()

@@ -15,7 +15,7 @@ import streamlit as st
 from latency.core import fmt
 from latency.storage.export import export_bytes
 from latency.storage.store import RunInfo, RunStore, StoredRun
-from ui.shared import plain
+from ui.text import plain
 
 #: a Chrome trace of more requests than this is slow to open in a viewer: the download keeps
 #: the first ones (the CLI's `history export --format trace` has no cap).

@@ -15,8 +15,10 @@ from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.core.describe import OUR_SERVER, server_label
 from latency.execution.process import RunHandle
+from ui.downloads import downloads
 from ui.explain import COMPONENTS_TABLE, MISTAKES
-from ui.shared import downloads, figures, placeholder, run_manager
+from ui.figure_cache import figures, placeholder
+from ui.server import run_manager
 
 STATUS_ICON = {"queued": ":material/hourglass_top:", "running": ":material/play_circle:",
                "completed": ":material/check_circle:", "stopped": ":material/stop_circle:",

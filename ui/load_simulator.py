@@ -22,7 +22,7 @@ from latency.simulation.capacity import (
     min_replicas_for_slo,
 )
 from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
-from ui.shared import run_manager
+from ui.server import run_manager
 
 SIM_REQUESTS = 40_000
 HISTORY = "history:"  # source keys of runs read back from the saved history

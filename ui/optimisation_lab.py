@@ -21,7 +21,8 @@ from latency.figures import lab_plots as labplots
 from latency.simulation import whatif
 from latency.workshop import lesson
 from latency.workshop.course import course
-from ui.shared import plain, run_manager
+from ui.server import run_manager
+from ui.text import plain
 
 REAL_MODELS = ("image-cnn", "text-transformer", "tabular-mlp")
 SAME = "= A"

@@ -22,14 +22,11 @@ from typing import Any
 import streamlit as st
 
 from latency.workshop.room import Presentation
-from ui.shared import (
-    is_instructor,
-    rerun_page,
-    room,
-    run_manager,
-    session_id,
-    yield_cpu_to_runs,
-)
+from ui.priority import yield_cpu_to_runs
+from ui.reruns import rerun_page
+from ui.rights import is_instructor
+from ui.server import room, run_manager
+from ui.session import session_id
 
 #: the session-state keys that travel from the presenter to the followers, page by page
 TRAVELS = frozenset({

@@ -16,14 +16,10 @@ from latency.figures import course_plots
 from latency.figures.handout import Handout
 from latency.workshop.course import TARGETS, Lesson, answer, guess_histogram
 from ui.optimisation_lab import group_progress
-from ui.shared import (
-    can_manage_room,
-    room,
-    run_groups,
-    run_manager,
-    session_id,
-    yield_cpu_to_runs,
-)
+from ui.priority import yield_cpu_to_runs
+from ui.rights import can_manage_room
+from ui.server import room, run_groups, run_manager
+from ui.session import session_id
 
 #: the query parameter of a shared link to one lesson: /workshop?lesson=co
 LINK_PARAM = "lesson"

@@ -19,7 +19,9 @@ from ui.compare_runs import (
     store,
     style_diff,
 )
-from ui.shared import may_manage, may_see_server_details, plain, yield_cpu_to_runs
+from ui.priority import yield_cpu_to_runs
+from ui.rights import may_manage, may_see_server_details
+from ui.text import plain
 
 yield_cpu_to_runs()
 st.title("Compare Runs")

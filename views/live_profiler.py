@@ -8,15 +8,12 @@ from ui import live_profiler as live
 from ui import room as room_ui
 from ui.compare_runs import history_note, history_state
 from ui.controls import profiler_controls
-from ui.shared import (
-    audience,
-    figures,
-    is_instructor,
-    rerun_page,
-    run_manager,
-    session_id,
-    yield_cpu_to_runs,
-)
+from ui.figure_cache import figures
+from ui.priority import yield_cpu_to_runs
+from ui.reruns import rerun_page
+from ui.rights import is_instructor
+from ui.server import audience, run_manager
+from ui.session import session_id
 
 st.title("Live Profiler")
 config, slo_ms = profiler_controls()

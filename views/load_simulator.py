@@ -16,7 +16,9 @@ from ui.load_simulator import (
     recorded_runs,
     validation_config,
 )
-from ui.shared import run_manager, session_id, yield_cpu_to_runs
+from ui.priority import yield_cpu_to_runs
+from ui.server import run_manager
+from ui.session import session_id
 
 yield_cpu_to_runs()
 st.title("Load Simulator")

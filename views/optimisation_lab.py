@@ -6,14 +6,11 @@ from latency.core import fmt
 from latency.core.errors import ConfigError
 from latency.execution.ab import submit_ab
 from ui import optimisation_lab as lab
-from ui.shared import (
-    plain,
-    rerun_page,
-    run_groups,
-    run_manager,
-    session_id,
-    yield_cpu_to_runs,
-)
+from ui.priority import yield_cpu_to_runs
+from ui.reruns import rerun_page
+from ui.server import run_groups, run_manager
+from ui.session import session_id
+from ui.text import plain
 
 yield_cpu_to_runs()
 st.title("Optimisation Lab")

@@ -6,7 +6,9 @@ from latency.core import fmt
 from latency.workshop.course import course
 from ui import room as room_ui
 from ui import workshop
-from ui.shared import can_manage_room, rerun_page, yield_cpu_to_runs
+from ui.priority import yield_cpu_to_runs
+from ui.reruns import rerun_page
+from ui.rights import can_manage_room
 
 yield_cpu_to_runs()
 st.title("Workshop")

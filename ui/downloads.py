@@ -1,0 +1,17 @@
+"""A finished run's files to download (CSV of its requests, JSON of its result), built once
+per run for every viewer who presses the button."""
+from __future__ import annotations
+
+import streamlit as st
+
+from ui.server import run_manager
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def downloads(run_id: str, version: int) -> tuple[bytes, str]:
+    """CSV of requests and JSON of the result, once per finished run."""
+    result = run_manager().get(run_id).result()  # type: ignore[union-attr]
+    return result.csv_bytes(), result.json_text()
+
+
+__all__ = ["downloads"]
