@@ -1,4 +1,4 @@
-"""How honest is the p99 interval, and what does it cost? (issue 12, BENCHMARKS.md)
+"""How honest is the p99 interval, and what does it cost? (BENCHMARKS.md)
 
 Coverage: simulated M/M/1 runs (10 ms exponential service, Poisson arrivals) of known p99 =
 ln(100)/(μ − λ), at utilisation 0.5, 0.7 and 0.9 and several lengths; for each, the share of

@@ -1,4 +1,4 @@
-"""The Load Simulator's prediction against real runs of a real model (issue 5's CNN figures).
+"""The Load Simulator's prediction against real runs of a real model (the CNN figures in BENCHMARKS.md).
 
     python bench/bench_validation.py [--model image-cnn] [--duration 30]
 

@@ -26,7 +26,7 @@ from latency.storage.store import RunStore
 
 DATA = Path(__file__).parent / "data" / "compat"
 TEXT_KEYS = {"verdict", "warnings"}
-#: recomputed by a new method since (issue 12: the p99 interval under queueing); same key
+#: recomputed by a new method since (the p99 interval under queueing); same key
 RECOMPUTED_KEYS = {"p99_ci95"}
 
 

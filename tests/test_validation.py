@@ -1,4 +1,4 @@
-"""The simulator against the real engine (issue 5's known answers).
+"""The simulator against the real engine: known answers.
 
 Two checks, both on the synthetic pipeline with exponential forward times and Poisson arrivals:
 
@@ -57,13 +57,9 @@ def test_prediction_matches_the_engine(rho, tau_ms, duration_s):
     # at ρ 0.8, 20,000 requests: the p99's own scatter is ~±10 %. Near saturation the engine's
     # own per-request work must stay a small part of the service time, or a slower moment of
     # the machine pushes the real load towards 1 and the run becomes a different system from
-    # the one predicted: a 0.5 ms service (1,600 req/s) was CPU-starved beside another test
-    # suite (p99 +40-50 %); a 1 ms one (800 req/s) missed in full suites on 2026-12-01 (p99
-    # +29-56 %; once p50 336 ms, a saturated run). At 2 ms (400 req/s) it is half the share.
-    # One retry, with a new seed: in full suites on this 2-core machine the ρ 0.8 run missed
-    # its p99 by 29-35 % three times on 2026-12-01 (and passed alone, even beside a CPU hog):
-    # a run starved by whatever the suite left running is a different system from the one
-    # predicted. A wrong model misses both runs; a starved moment rarely lasts two.
+    # the one predicted: hence a 2 ms service (400 req/s), and one retry with a new seed — a
+    # wrong model misses both runs, a starved moment rarely lasts two (BENCHMARKS.md, "Load
+    # simulator": what shorter services and single runs missed).
     misses = []
     for seed in (3, 4):
         log = measure(tau_ms, rho, duration_s, seed=seed)

@@ -1,7 +1,7 @@
 """Statistics of latency samples: percentiles with distribution-free intervals, log-binned
 histograms, per-second series and the component make-up of the tail.
 
-Rules (ARCHITECTURE §4): never trim outliers; report a 95% confidence interval for p99 from
+Rules (docs/method.md): never trim outliers; report a 95% confidence interval for p99 from
 order statistics (no distribution assumed) and say when there are too few samples for one.
 
 Requests that queue are not independent: one slow request delays every request behind it, so

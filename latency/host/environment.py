@@ -1,4 +1,4 @@
-"""The environment a result was measured in (ARCHITECTURE §4.8): without it a number is noise."""
+"""The environment a result was measured in: without it a number is noise."""
 from __future__ import annotations
 
 import os

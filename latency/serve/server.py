@@ -1,6 +1,6 @@
 """The server side: preprocess workers, the batch queue and the model replicas.
 
-Data flow inside one server (ARCHITECTURE §2):
+Data flow inside one server (docs/architecture.md):
 
     inbox ─▶ preprocess workers (P threads) ─▶ BatchQueue ─▶ replicas (R threads) ─▶ reply
 

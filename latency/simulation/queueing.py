@@ -1,6 +1,6 @@
 """Closed-form queueing results: what theory predicts a run should measure.
 
-Groundwork for the load simulator (issue 5) and already the yardstick of the engine's own
+The load simulator's closed forms and the yardstick of the engine's own
 known-answer tests (M/D/1). Times are in whatever unit the arguments use (ms throughout the
 project). Every function refuses an unstable queue (utilisation ρ ≥ 1) with ``UnstableQueue``
 rather than returning a negative or infinite latency.
