@@ -170,8 +170,8 @@ def test_pooled_blocks_keep_batches_apart():
 def test_a_pooled_arm_replayed_as_recorded_reproduces_its_own_measurement():
     """The Lab's 'simulated under load, now' is the arm's own load: its blocks follow each
     other in time (not overlapping, not paused while the other arm ran), so the replayed rate
-    is the measured one and the simulation as measured lands on the measurement — the issue
-    was a 'now' half the measured mean, simulated at 80 % of the rate."""
+    is the measured one and the simulation as measured lands on the measurement (blocks laid
+    out wrongly gave a 'now' half the measured mean, simulated at 80 % of the rate)."""
     def queued(seed):
         rows = simulate(SimConfig(rate=70.0, requests=6000, seed=seed),
                         ServiceModel(forward_ms=10.0))  # M/M/1 at ρ 0.7: it queues

@@ -79,7 +79,7 @@ def test_headline_marker_curve_and_closed_form_describe_one_queue():
 
 
 def test_a_batch_costs_its_requests_so_batching_is_not_free():
-    """The issue's case: batch 8 on 2 replicas at 115 req/s read ρ 0.07 with no per-request
+    """Batch 8 on 2 replicas at 115 req/s would read ρ 0.07 with no per-request
     cost. With the default (45 % of a batch-1 forward per extra request, the sample CNN's
     measured slope) a batch of 8 takes 10 × (1 + 0.45 × 7) = 41.5 ms, so ρ = 115 × 41.5 /
     (8 × 2) / 1000 = 0.30; at 0 % it is the old 0.07."""
