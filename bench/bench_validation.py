@@ -1,4 +1,4 @@
-"""The Load Simulator's prediction against real runs of a real model (the CNN figures in BENCHMARKS.md).
+"""The Load Simulator's prediction against real runs of a real model (BENCHMARKS.md's CNN figures).
 
     python bench/bench_validation.py [--model image-cnn] [--duration 30]
 
