@@ -2,7 +2,8 @@
 
 Every widget has a key bound to the URL (``bind="query-params"``) so an instructor can share a
 link to a configuration, and keeps its value across pages (``persist_state="session"``). Every
-widget's help text teaches what the setting changes.
+widget's help text teaches what the setting changes; a widget that sets a RunConfig field takes
+that field's help (``field_help``), so the tooltip and ``--help`` say the same thing.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from latency.core.config import RunConfig
+from latency.core.config import RunConfig, field_help
 from latency.host.cores import usable_cores
 from latency.host.devices import available_devices, supported_dtypes
 from latency.pipelines.registry import list_pipelines
@@ -32,11 +33,7 @@ def profiler_controls() -> tuple[RunConfig, float]:
     sb = st.sidebar
     sb.header("Run settings")
     model = sb.selectbox("Pipeline", list(infos), index=list(infos).index("synthetic"),
-                         key="model", help="The real pipeline to serve: raw input → "
-                         "preprocess → model → postprocess → response. Your own pipelines "
-                         "appear here when the server starts with them (see the README: "
-                         "`streamlit run app.py -- --pipeline file.py:Name`) or are "
-                         "installed as entry points.", **KEEP)
+                         key="model", help=field_help("model"), **KEEP)
     info = infos[model]
     sb.caption(info.description + ("" if info.origin == "sample" else f" · {info.origin}"))
     model_args: dict[str, Any] = {}
@@ -75,29 +72,18 @@ def profiler_controls() -> tuple[RunConfig, float]:
                      "measured honestly.", **KEEP)
     devices = available_devices()
     device = sb.selectbox("Device", devices, key="device",
-                          help="Where the model runs. Only devices present here are listed.",
-                          **KEEP)
+                          help=field_help("device"), **KEEP)
     dtype = sb.selectbox("dtype", supported_dtypes(device), key="dtype",
-                         help="Numeric type of the model. bfloat16/float16 halve memory "
-                              "traffic but only pay off where the hardware has fast kernels.",
-                         **KEEP)
+                         help=field_help("dtype"), **KEEP)
     cores = usable_cores()
     threads = sb.slider("Threads per replica", 1, max(8, 2 * cores), 1, key="threads",
-                        help="Intra-op threads each replica's forward pass may use. More "
-                             "threads speed up one big op but fight each other across "
-                             "replicas.", **KEEP)
+                        help=field_help("threads"), **KEEP)
     replicas = sb.slider("Replicas", 1, 8, 1, key="replicas",
-                         help="Model workers pulling from the same queue: more replicas = "
-                              "more requests served at once (if there are cores for them).",
-                         **KEEP)
+                         help=field_help("replicas"), **KEEP)
     batch = sb.slider("Max batch size", 1, 64, 1, key="batch",
-                      help="A replica takes up to this many waiting requests at once. Bigger "
-                           "batches raise throughput; each request then waits for the whole "
-                           "batch's forward pass.", **KEEP)
+                      help=field_help("batch_size"), **KEEP)
     delay = sb.slider("Max batch delay (ms)", 0.0, 50.0, 0.0, 0.5, key="delay",
-                      help="How long a replica waits for a batch to fill, counted from its "
-                           "first request. Adds queueing at low load; helps at high load.",
-                      **KEEP)
+                      help=field_help("max_batch_delay_ms"), **KEEP)
     mode = sb.radio("Load", ["closed loop", "open loop"], horizontal=True, key="mode",
                     help="Closed loop: N clients each wait for their answer before sending "
                          "again (load adapts to the server). Open loop: requests arrive at a "
@@ -106,16 +92,14 @@ def profiler_controls() -> tuple[RunConfig, float]:
     load: dict[str, Any] = {}
     if mode == "closed loop":
         load["concurrency"] = sb.slider("Concurrency (clients)", 1, 128, 4, key="concurrency",
-                                        help="Requests in flight at once.", **KEEP)
+                                        help=field_help("concurrency"), **KEEP)
     else:
         load["rate"] = float(sb.slider("Arrival rate (req/s)", 1, 2000, 100, key="rate",
-                                       help="Offered load. Queueing explodes as it nears "
-                                            "the server's capacity.", **KEEP))
+                                       help=field_help("rate"), **KEEP))
         load["arrival"] = sb.radio("Arrivals", ["poisson", "constant"], horizontal=True,
-                                   key="arrival", help="Poisson: random gaps (bursty, like "
-                                   "real traffic). Constant: evenly spaced.", **KEEP)
+                                   key="arrival", help=field_help("arrival"), **KEEP)
     duration = sb.slider("Run length (s)", 2, 120, 10, key="duration",
-                         help="Measured seconds, after 20 warm-up requests.", **KEEP)
+                         help=field_help("duration_s"), **KEEP)
     slo = sb.number_input("SLO target (ms)", 0.1, 100000.0, 50.0, 1.0, key="slo",
                           help="Your latency objective: the histogram marks it and shows "
                                "the share of requests within it.", **KEEP)
@@ -134,47 +118,33 @@ def transport_controls(sb: Any) -> dict[str, Any]:
     if ray_installed():
         engine = sb.radio("Serving backend", ["Latency Lab", "Ray Serve"], horizontal=True,
                           key="backend",
-                          help="Latency Lab: our server (preprocess pool, batch queue, replica "
-                               "threads). Ray Serve: a local Ray instance started for the run "
-                               "(~20 s), replicas as Ray actors (processes: no shared GIL), "
-                               "Ray's @serve.batch and its HTTP proxy — network then includes "
-                               "the proxy.", **KEEP)
+                          help=field_help("backend"), **KEEP)
         if engine == "Ray Serve":
             where = sb.radio("Preprocess on Ray", ["in the replica", "own deployment"],
                              horizontal=True, key="ray_preprocess",
-                             help="In the replica: as our server does. Own deployment: a CPU "
-                                  "deployment in front of the model's; the tensor travels "
-                                  "between actors (that hop counts as network).", **KEEP)
+                             help=field_help("ray_preprocess"), **KEEP)
             serving = {"backend": "ray", "ray_preprocess":
                        "deployment" if where == "own deployment" else "replica"}
     kind = "HTTP" if serving else sb.radio(
                     "Transport", ["in-process", "HTTP"], horizontal=True, key="transport",
-                    help="In-process: the client hands requests to the server thread (network "
-                         "= a thread hand-off). HTTP: a real server in its own process on "
-                         "127.0.0.1, speaking the Open Inference Protocol, and a pooled "
-                         "keep-alive client: network = sockets, HTTP and JSON.", **KEEP)
+                    help=field_help("transport"), **KEEP)
     if kind != "HTTP":
         return {"transport": "in-process"}
     if serving:
         sb.caption("Ray Serve is reached over HTTP (Open Inference Protocol) through its proxy.")
     payload = sb.radio("Payload", ["json", "raw"], horizontal=True, key="payload",
-                       help="json: OIP v2 JSON, binary inputs base64-encoded (a third bigger, "
-                            "plus encode/decode). raw: the input's bytes as the body.", **KEEP)
+                       help=field_help("payload"), **KEEP)
     with sb.expander("Emulated WAN", expanded=False):
         st.caption("EMULATED: the client holds each request and reply for the delay below; "
                    "no real network is involved.")
         rtt = st.slider("RTT (ms, emulated)", 0.0, 300.0, 0.0, 1.0, key="net_rtt",
-                        help="Round-trip time added: half before the request, half after the "
-                             "reply. 1–2 ms in a datacentre, 20–80 ms across a continent, "
-                             "150+ ms across an ocean.", **KEEP)
+                        help=field_help("net_rtt_ms"), **KEEP)
         jitter = st.slider("Jitter (ms, emulated)", 0.0, 50.0, 0.0, 0.5, key="net_jitter",
-                           help="Extra random delay each way, uniform in [0, this].", **KEEP)
+                           help=field_help("net_jitter_ms"), **KEEP)
         bw = st.select_slider("Bandwidth (Mbit/s, emulated)",
                               ["1", "5", "10", "20", "50", "100", "1000", "unlimited"],
                               "unlimited",
-                              key="net_bw", help="Link speed each way: a message waits "
-                              "bytes ÷ bandwidth (and for messages ahead of it). A 2 MB image "
-                              "at 20 Mbit/s costs 0.8 s before the model sees it.", **KEEP)
+                              key="net_bw", help=field_help("net_bandwidth_mbps"), **KEEP)
     return {**serving, "transport": "http", "payload": payload, "net_rtt_ms": float(rtt),
             "net_jitter_ms": float(jitter),
             "net_bandwidth_mbps": None if bw == "unlimited" else float(bw)}

@@ -15,37 +15,22 @@ import json
 import sys
 from typing import Any
 
-from latency.cli.args import NO_DEFAULT
+from latency.cli.config_flags import add_config_flags, config_values
+from latency.cli.run_flags import pipeline_kwargs
 from latency.core import fmt
+from latency.core.config import AB, RunConfig
 from latency.core.errors import ConfigError
 from latency.core.records import COMPONENTS
 
 
 def add_parser(sub: Any, formatter: Any) -> None:
     ab = sub.add_parser("ab", help="interleaved A/B: baseline vs baseline + levers",
-                        formatter_class=formatter)
-    ab.add_argument("--model", default="image-cnn", help="pipeline name (see `models`)")
-    ab.add_argument("--pipeline", metavar="SPEC",
-                    help="your own pipeline: module.path:Name or file.py:Name" + NO_DEFAULT)
-    ab.add_argument("--inputs", metavar="PATH",
-                    help="your own raw inputs (a directory, .jsonl or text file)" + NO_DEFAULT)
-    ab.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE")
-    ab.add_argument("--device", default="cpu")
-    ab.add_argument("--dtype", default="float32")
-    ab.add_argument("--batch-size", type=int, default=1)
-    ab.add_argument("--max-batch-delay-ms", type=float, default=0.0)
-    ab.add_argument("--replicas", type=int, default=1)
-    ab.add_argument("--threads", type=int, default=1)
-    ab.add_argument("--preprocess-workers", type=int, default=4)
-    load = ab.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=int, help="closed loop clients (default 1)")
-    load.add_argument("--rate", type=float, help="open loop requests per second")
-    ab.add_argument("--duration", type=float, default=3.0, help="measured seconds per block")
-    ab.add_argument("--warmup", type=int, default=10, help="warm-up requests per block")
-    ab.add_argument("--seed", type=int, default=0)
-    ab.add_argument("--optimize", default="", help="levers in BOTH arms")
-    ab.add_argument("--pre", default="fast", help="baseline preprocessing: fast or naive")
-    ab.add_argument("--post", default="fast", help="baseline postprocessing: fast or naive")
+                        formatter_class=formatter,
+                        description="The run flags are the baseline (A), levers given to "
+                                    "--optimize are in both arms; the --b-* flags say what "
+                                    "the B arm changes. Each block is a short ordinary run: "
+                                    "--duration and --warmup are per block.")
+    add_config_flags(ab, AB)
     ab.add_argument("--pairs", type=int, default=2, help="A/B block pairs (A B, B A, ...)")
     ab.add_argument("--b-optimize", default=None, metavar="LEVERS",
                     help="levers of the B arm (comma-separated)")
@@ -59,17 +44,15 @@ def add_parser(sub: Any, formatter: Any) -> None:
     ab.add_argument("--force", action="store_true", help="overwrite an existing --json file")
 
 
+def baseline_from_args(a: argparse.Namespace) -> RunConfig:
+    """The A arm: the RunConfig the run flags describe (not yet validated)."""
+    return RunConfig(**{**config_values(a, AB), **pipeline_kwargs(a)})
+
+
 def plan_from_args(a: argparse.Namespace) -> Any:
-    from latency.core.config import RunConfig
     from latency.execution.ab import ABPlan, variant_config
 
-    base = RunConfig(model=a.model, pipeline=a.pipeline, inputs=a.inputs,
-                     model_args=list(a.model_arg), device=a.device,  # type: ignore[arg-type]
-                     dtype=a.dtype, batch_size=a.batch_size,
-                     max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
-                     threads=a.threads, preprocess_workers=a.preprocess_workers,
-                     concurrency=a.concurrency, rate=a.rate, duration_s=a.duration,
-                     warmup=a.warmup, seed=a.seed, optimize=a.optimize, pre=a.pre, post=a.post)
+    base = baseline_from_args(a)
     variant = variant_config(base, optimize=a.b_optimize, pre=a.b_pre, post=a.b_post,
                              replicas=a.b_replicas, threads=a.b_threads,
                              batch_size=a.b_batch_size,

@@ -11,7 +11,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from latency.cli.args import EXIT_OK, NO_DEFAULT
+from latency.cli.args import EXIT_OK
+from latency.cli.config_flags import add_config_flags
+from latency.core.config import EXPORT
 from latency.core.errors import ConfigError
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "my_pipeline.py.tmpl"
@@ -28,9 +30,11 @@ def add_parsers(sub: Any, fmt: Any) -> None:
     n.add_argument("--force", action="store_true", help="overwrite an existing file")
     e = sub.add_parser("export", help="write a pipeline's torch model as ONNX or torch.export "
                                       "(.pt2), to profile with --model-file",
-                       formatter_class=fmt)
-    e.add_argument("--model", default="image-cnn", help="the pipeline whose model to export")
-    e.add_argument("--pipeline", metavar="SPEC", help="your own pipeline instead" + NO_DEFAULT)
+                       formatter_class=fmt,
+                       description="Only a pipeline with a torch model can be exported: name "
+                                   "one, e.g. --model image-cnn (the default, synthetic, has "
+                                   "none).")
+    add_config_flags(e, EXPORT)
     e.add_argument("--to", required=True, metavar="FILE", help="cnn.onnx or cnn.pt2")
     e.add_argument("--force", action="store_true", help="overwrite an existing file")
 

@@ -15,40 +15,15 @@ from typing import Any
 
 from latency.cli import history as history_cli
 from latency.cli import run_flags
-from latency.cli.args import EXIT_FAILED, EXIT_OK, FORMATTER, NO_DEFAULT, number, stop_on_signals
-from latency.core.config import RunConfig
+from latency.cli.args import EXIT_FAILED, EXIT_OK, FORMATTER, stop_on_signals
+from latency.cli.config_flags import config_values
+from latency.core.config import RUN, RunConfig
 from latency.core.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:
     r = sub.add_parser("run", help="profile a pipeline under load", formatter_class=FORMATTER)
-    run_flags.add_server_flags(r)
-    load = r.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=int,
-                      help="closed loop: number of clients (1 when --rate is not given)")
-    load.add_argument("--rate", type=number, help="open loop: requests per second")
-    r.add_argument("--arrival", help="open-loop arrivals: poisson (default) or constant")
-    length = r.add_mutually_exclusive_group()
-    length.add_argument("--requests", type=int, help="measured requests (default 1000)")
-    length.add_argument("--duration", type=number, help="measured seconds")
-    r.add_argument("--warmup", type=int, default=20, help="warm-up requests, not in statistics")
-    r.add_argument("--seed", type=int, default=0, help="seed of arrivals and inputs")
-    run_flags.add_run_flags(r)
-    r.add_argument("--optimize", default="", metavar="LEVERS",
-                   help="comma-separated levers: int8, compile, channels_last, bf16, "
-                        "prune_unstructured, prune_structured")
-    r.add_argument("--pre", default="fast",
-                   help="preprocessing variant: fast or naive; with --model-file its stock "
-                        "preprocessing: image, text or tensor")
-    r.add_argument("--post", default="fast",
-                   help="postprocessing variant: fast or naive; with --model-file: topk, "
-                        "argmax or raw")
-    r.add_argument("--inputs", metavar="PATH",
-                   help="your own raw inputs: a directory (one per file, as bytes), a .jsonl "
-                        "file (one JSON value a line) or a text file (one a line)"
-                        + NO_DEFAULT)
-    r.add_argument("--input-order", default="in-order", choices=("in-order", "shuffle"),
-                   help="send --inputs in file order, or shuffled (seeded by --seed)")
+    run_flags.add_server_flags(r, RUN)
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--csv", metavar="PATH", help="write one row per request as CSV")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -57,16 +32,6 @@ def add_parser(sub: Any) -> None:
     history_cli.add_db_flag(r)
     r.add_argument("--force", action="store_true",
                    help="overwrite existing --json/--csv files (never the run history)")
-    r.add_argument("--max-error-rate", type=number, default=0.01, metavar="FRACTION",
-                   help="a run with a higher share of failed requests is INVALID: exit 1")
-    r.add_argument("--max-backlog", type=int, metavar="N",
-                   help="open loop: requests in flight beyond which one due is dropped by "
-                        "overload (default: 2 s of requests at the rate, 64 to 20,000)"
-                        + NO_DEFAULT)
-    r.add_argument("--drain-grace", type=number, metavar="S",
-                   help="open loop: seconds the backlog is served after the last request is "
-                        "sent, then what waits is dropped (default: half the run, 2 to 30 s)"
-                        + NO_DEFAULT)
     r.add_argument("--no-wait", action="store_true",
                    help="measure now even if another run holds this machine (both runs' "
                         "results then carry a warning that their timings were disturbed)")
@@ -74,16 +39,8 @@ def add_parser(sub: Any) -> None:
 
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     """The RunConfig the flags describe (not yet validated)."""
-    return RunConfig(**run_flags.pipeline_kwargs(a), device=a.device,
-                     dtype=a.dtype, batch_size=a.batch_size,
-                     max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
-                     threads=a.threads, preprocess_workers=a.preprocess_workers,
-                     concurrency=a.concurrency, rate=a.rate, arrival=a.arrival or "poisson",
-                     requests=a.requests, duration_s=a.duration, warmup=a.warmup, seed=a.seed,
-                     optimize=a.optimize, inputs=a.inputs, input_order=a.input_order,
-                     max_error_rate=a.max_error_rate, max_backlog=a.max_backlog,
-                     drain_grace_s=a.drain_grace,
-                     **run_flags.config_kwargs(a))
+    return RunConfig(**{**config_values(a, RUN), **run_flags.pipeline_kwargs(a),
+                        **run_flags.config_kwargs(a)})
 
 
 def cmd_run(a: argparse.Namespace) -> int:

@@ -9,22 +9,20 @@ import argparse
 import sys
 from typing import Any
 
-from latency.cli.args import number
+from latency.cli.config_flags import config_values
 from latency.cli.run_flags import add_server_flags, pipeline_kwargs
-from latency.core.config import DEFAULT_MAX_BODY_MB, RunConfig
+from latency.core.config import SERVE, RunConfig
 from latency.core.errors import ConfigError
 
 
 def add_parser(sub: Any, fmt: Any) -> None:
     s = sub.add_parser("serve", help="serve a pipeline over HTTP (Open Inference Protocol)",
                        formatter_class=fmt)
-    add_server_flags(s)
+    add_server_flags(s, SERVE)
     s.add_argument("--host", default="127.0.0.1",
                    help="address to listen on; anything but loopback exposes the model to "
                         "your network, so it must be asked for")
     s.add_argument("--port", type=int, default=8000, help="TCP port (0: any free port)")
-    s.add_argument("--max-body-mb", type=number, default=DEFAULT_MAX_BODY_MB,
-                   help="request body limit (413 above it)")
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
@@ -34,11 +32,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
 
     if not 0 <= a.port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535 (got {a.port})")
-    config = validated(RunConfig(**pipeline_kwargs(a), device=a.device,
-                       dtype=a.dtype, batch_size=a.batch_size,
-                       max_batch_delay_ms=a.max_batch_delay_ms, replicas=a.replicas,
-                       threads=a.threads, preprocess_workers=a.preprocess_workers,
-                       max_body_mb=a.max_body_mb, requests=1))
+    config = validated(RunConfig(**{**config_values(a, SERVE), **pipeline_kwargs(a)},
+                                 requests=1))
     host = a.host
 
     def ready(port: int, built: Any) -> None:

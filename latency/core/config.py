@@ -14,6 +14,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from latency.core.errors import ConfigError
+from latency.core.flags import flag, flags_of
+from latency.core.optimization import LEVERS
 from latency.core.wan import MAX_BANDWIDTH_MBPS, MAX_RTT_MS, WanProfile
 
 MAX_DURATION_S = 3600.0
@@ -43,72 +45,206 @@ HTTP_METHODS = ("POST", "PUT", "GET")
 #: how an HTTP request carries its input: OIP v2 JSON, or the raw bytes as the body.
 PAYLOADS = ("json", "raw")
 
-__all__ = ["ConfigError", "RunConfig", "positive_int"]
+#: the sub-commands that take a field as a flag (its ``Flag.commands``)
+RUN, AB, SERVE, EXPORT = "run", "ab", "serve", "export"
+#: commands that serve a pipeline, and those that also measure it under load
+SERVED, MEASURED = (RUN, AB, SERVE), (RUN, AB)
+#: the sections of a command's help, in this order
+PIPELINE, SERVER, LOAD, INPUTS = "pipeline", "server", "load", "inputs"
+TRANSPORT = "transport (network is the first component)"
+GROUPS = (PIPELINE, SERVER, LOAD, INPUTS, TRANSPORT)
+
+__all__ = ["ConfigError", "RunConfig", "field_help", "positive_int"]
 
 
 @dataclass
 class RunConfig:
-    """Everything that defines a profiling run. Times are in the unit their name says."""
+    """Everything that defines a profiling run. Times are in the unit their name says.
 
-    model: str = "synthetic"
-    model_args: dict[str, Any] = field(default_factory=dict)
+    Each field's ``metadata`` holds its ``Flag`` (``latency.core.flags``): the one statement
+    of its flag, help and the commands that take it, read by the CLI's flags, the dashboard's
+    tooltips and ``docs/cli.md``."""
+
+    # ---- the pipeline: what is served
+    model: str = field(default="synthetic", metadata=flag(
+        "--model", "The pipeline, raw input → preprocess → model → postprocess → response: "
+        "a sample, an installed entry point or a startup pipeline (named when the process "
+        "started, e.g. `streamlit run app.py -- --pipeline file.py:Name`); `python -m latency "
+        "models` lists them.", commands=(*SERVED, EXPORT), group=PIPELINE))
+    model_args: dict[str, Any] = field(default_factory=dict, metadata=flag(
+        "--model-arg", "A pipeline argument, repeatable (e.g. forward_ms=8); `models` lists "
+        "each pipeline's.", commands=SERVED, group=PIPELINE, type="pairs", metavar="KEY=VALUE"))
     #: your own pipeline: "module.path:Name" or "/abs/path/file.py:Name" (``model`` is then
     #: its name); None for a pipeline known by name (samples, entry points, startup)
-    pipeline: str | None = None
-    device: str = "cpu"
-    dtype: str = "float32"
-    batch_size: int = 1
-    max_batch_delay_ms: float = 0.0
-    replicas: int = 1
-    threads: int = 1
-    preprocess_workers: int = 4
-    concurrency: int | None = None  # closed loop: number of clients
-    rate: float | None = None  # open loop: requests per second
-    arrival: str = "poisson"
-    requests: int | None = None
-    duration_s: float | None = None
-    warmup: int = 20
-    seed: int = 0
+    pipeline: str | None = field(default=None, metadata=flag(
+        "--pipeline", "Your own pipeline: module.path:Name or path/to/file.py:Name (a "
+        "latency.Pipeline subclass or a factory returning one).", commands=(*SERVED, EXPORT),
+        group=PIPELINE, metavar="SPEC"))
+    # ---- the server: how it is served
+    device: str = field(default="cpu", metadata=flag(
+        "--device", "Where the model runs: cpu, cuda or cuda:N (only devices present on this "
+        "machine).", commands=SERVED, group=SERVER))
+    dtype: str = field(default="float32", metadata=flag(
+        "--dtype", "Numeric type of the model: float32, bfloat16 or float16 (float16 needs "
+        "CUDA). bfloat16/float16 halve memory traffic but only pay off where the hardware has "
+        "fast kernels.", commands=SERVED, group=SERVER))
+    batch_size: int = field(default=1, metadata=flag(
+        "--batch-size", "Largest batch a replica runs: it takes up to this many waiting "
+        "requests at once. Bigger batches raise throughput; each request then waits for the "
+        "whole batch's forward pass.", commands=SERVED, group=SERVER, type="int"))
+    max_batch_delay_ms: float = field(default=0.0, metadata=flag(
+        "--max-batch-delay-ms", "Longest wait (ms) for a batch to fill, counted from its first "
+        "request. Adds queueing at low load; helps at high load.", commands=SERVED,
+        group=SERVER, type="float"))
+    replicas: int = field(default=1, metadata=flag(
+        "--replicas", "Model workers pulling from the same queue: more replicas serve more "
+        "requests at once (if there are cores for them).", commands=SERVED, group=SERVER,
+        type="int"))
+    threads: int = field(default=1, metadata=flag(
+        "--threads", "Intra-op threads each replica's forward pass may use. More threads speed "
+        "up one big op but fight each other across replicas.", commands=SERVED, group=SERVER,
+        type="int"))
+    preprocess_workers: int = field(default=4, metadata=flag(
+        "--preprocess-workers", "Server threads that preprocess requests.", commands=SERVED,
+        group=SERVER, type="int"))
+    # ---- the load: closed loop (concurrency) or open loop (rate), and its length
+    concurrency: int | None = field(default=None, metadata=flag(
+        "--concurrency", "Closed loop: this many clients, each sending again when its answer "
+        "returns — the requests in flight at once (the load adapts to the server; more clients "
+        "than it serves at once make a queue).", commands=MEASURED, group=LOAD, type="int",
+        exclusive="load", default_text="1, without --rate"))
+    rate: float | None = field(default=None, metadata=flag(
+        "--rate", "Open loop: requests per second, sent on schedule whatever happens (like real "
+        "users), so queues can grow; queueing explodes as it nears the server's capacity.",
+        commands=MEASURED, group=LOAD, type="float", exclusive="load"))
+    arrival: str = field(default="poisson", metadata=flag(
+        "--arrival", "Open-loop arrivals: poisson (random gaps, bursty like real traffic) or "
+        "constant (evenly spaced).", commands=(RUN,), group=LOAD, choices=ARRIVALS,
+        unset=True, default_text="poisson"))
+    requests: int | None = field(default=None, metadata=flag(
+        "--requests", "Measured requests.", commands=(RUN,), group=LOAD, type="int",
+        exclusive="length", default_text="1000, without --duration"))
+    duration_s: float | None = field(default=None, metadata=flag(
+        "--duration", "Measured seconds, after the warm-up requests.", commands=MEASURED,
+        group=LOAD, type="float", exclusive="length", defaults={AB: 3.0}))
+    warmup: int = field(default=20, metadata=flag(
+        "--warmup", "Warm-up requests first: timed and counted, not in the statistics.",
+        commands=MEASURED, group=LOAD, type="int", defaults={AB: 10}))
+    seed: int = field(default=0, metadata=flag(
+        "--seed", "Seed of the arrivals and the inputs.", commands=MEASURED, group=LOAD,
+        type="int"))
     #: open loop: requests in flight beyond which a request due is dropped by overload
     #: (None: twice the requests of one second at the rate, from 64 to 20,000)
-    max_backlog: int | None = None
+    max_backlog: int | None = field(default=None, metadata=flag(
+        "--max-backlog", "Open loop: requests in flight beyond which one due is dropped by "
+        "overload.", commands=(RUN,), group=LOAD, type="int", metavar="N",
+        default_text="2 s of requests at the rate, 64 to 20,000"))
     #: open loop: how long the backlog is served after the last request is sent, before what
     #: still waits is dropped (None: half the planned length, from 2 to 30 s)
-    drain_grace_s: float | None = None
+    drain_grace_s: float | None = field(default=None, metadata=flag(
+        "--drain-grace", "Open loop: seconds the backlog is served after the last request is "
+        "sent, then what waits is dropped.", commands=(RUN,), group=LOAD, type="float",
+        metavar="S", default_text="half the run, 2 to 30 s"))
     #: a run with a higher share of failed requests is INVALID (exit 1)
-    max_error_rate: float = 0.01
-    input_pool: int = 64
+    max_error_rate: float = field(default=0.01, metadata=flag(
+        "--max-error-rate", "A run with a higher share of failed requests is INVALID: exit 1.",
+        commands=(RUN,), group=LOAD, type="float", metavar="FRACTION"))
+    # ---- the inputs
+    input_pool: int = field(default=64, metadata=flag(
+        "--input-pool", "How many sample inputs the pipeline makes (its sample_inputs(n, "
+        "seed)); they are sent in turn.", group=INPUTS, type="int"))
     #: your own inputs: a directory (one raw input per file, as bytes), a JSON-lines file (one
     #: JSON value per line) or a text file (one input per line); None: the pipeline's
     #: ``sample_inputs(input_pool, seed)``
-    inputs: str | None = None
-    input_order: str = "in-order"  # in-order | shuffle (seeded by ``seed``)
+    inputs: str | None = field(default=None, metadata=flag(
+        "--inputs", "Your own raw inputs: a directory (one per file, as bytes), a .jsonl file "
+        "(one JSON value a line) or a text file (one a line).", commands=MEASURED,
+        group=INPUTS, metavar="PATH"))
+    input_order: str = field(default="in-order", metadata=flag(
+        "--input-order", "Send --inputs in file order, or shuffled (seeded by --seed).",
+        commands=(RUN,), group=INPUTS, choices=INPUT_ORDERS))
     # ---- serving engine: our server, or Ray Serve (over its HTTP proxy)
-    backend: str = "builtin"  # builtin | ray
+    backend: str = field(default="builtin", metadata=flag(
+        "--backend", "Who serves the pipeline: builtin (our server: preprocess pool, batch "
+        "queue, replica threads) or ray (Ray Serve: replicas as Ray actors — processes, no "
+        "shared GIL —, Ray's @serve.batch and its HTTP proxy, which network then includes; a "
+        "local instance takes ~20 s to start; pip install -r requirements-ray.txt).",
+        commands=(RUN,), group=TRANSPORT, choices=BACKENDS))
     #: Ray Serve: an existing cluster ("ray://head:10001", "head:6379", "auto"); None: a local
     #: instance started and stopped by the run
-    ray_address: str | None = None
-    ray_preprocess: str = "replica"  # replica | deployment
+    ray_address: str | None = field(default=None, metadata=flag(
+        "--ray-address", "--backend ray: an existing Ray cluster (ray://head:10001, head:6379, "
+        "auto) instead of a local instance started by the run.", commands=(RUN,),
+        group=TRANSPORT, metavar="ADDRESS"))
+    ray_preprocess: str = field(default="replica", metadata=flag(
+        "--ray-preprocess", "--backend ray: preprocess in the model's replica, or in a "
+        "deployment of its own in front of it (the tensor then travels between actors: that "
+        "hop counts as network).", commands=(RUN,), group=TRANSPORT, choices=RAY_PREPROCESS))
     # ---- transport: in-process, or real HTTP to our server or a target
-    transport: str = "in-process"  # in-process | http
-    payload: str = "json"  # json (OIP v2 JSON) | raw (the input's bytes as the body)
-    target: str | None = None  # profile this OIP v2 endpoint instead of starting a server
-    bodies: str | None = None  # JSON-lines file of request bodies to send as they are
+    transport: str = field(default="in-process", metadata=flag(
+        "--transport", "in-process: the client hands requests to the server thread (network = "
+        "a thread hand-off); http: a real server (our own, in its own process on 127.0.0.1) "
+        "speaking the Open Inference Protocol, and a pooled keep-alive client (network = "
+        "sockets, HTTP and JSON).", commands=(RUN,), group=TRANSPORT, choices=TRANSPORTS,
+        unset=True, default_text="in-process, or http with --target or --backend ray"))
+    payload: str = field(default="json", metadata=flag(
+        "--payload", "json: OIP v2 JSON, binary inputs base64-encoded (a third bigger, plus "
+        "encode/decode); raw: the input's bytes as the body (application/octet-stream).",
+        commands=(RUN,), group=TRANSPORT, choices=PAYLOADS))
+    target: str | None = field(default=None, metadata=flag(
+        "--target", "Profile this OIP v2 endpoint (Triton, KServe, MLServer, `latency serve`) "
+        "instead of starting a server; a /v2/models/NAME path names the model, else --model "
+        "does.", commands=(RUN,), group=TRANSPORT, metavar="URL"))
+    bodies: str | None = field(default=None, metadata=flag(
+        "--bodies", "A JSON-lines file of request bodies to send as they are (instead of the "
+        "pipeline's inputs).", commands=(RUN,), group=TRANSPORT, metavar="FILE"))
     #: how ``target`` is spoken to: oip (Open Inference Protocol v2) or http (any URL: the
     #: bodies are sent to it as they are, success is a 2xx status)
-    target_protocol: str = "oip"
-    http_method: str = "POST"
-    content_type: str = "application/json"
-    health_url: str | None = None  # http targets: GET this before the run (2xx = ready)
-    body_template: str | None = None  # http targets: '{"text": {input}}' ({input}: as JSON)
-    net_rtt_ms: float = 0.0  # EMULATED WAN (latency.loadgen.wan)
-    net_jitter_ms: float = 0.0
-    net_bandwidth_mbps: float | None = None
-    max_body_mb: float = DEFAULT_MAX_BODY_MB  # our server's request body limit
+    target_protocol: str = field(default="oip", metadata=flag(
+        "--target-protocol", "oip: an Open Inference Protocol v2 server; http: any URL (your "
+        "own POST /predict server): bodies from --bodies or --inputs, success = a 2xx status, "
+        "decomposed when it sends Server-Timing.", commands=(RUN,), group=TRANSPORT,
+        choices=TARGET_PROTOCOLS))
+    http_method: str = field(default="POST", metadata=flag(
+        "--method", "HTTP targets: the request method (POST, PUT or GET).", commands=(RUN,),
+        group=TRANSPORT))
+    content_type: str = field(default="application/json", metadata=flag(
+        "--content-type", "HTTP targets: the bodies' Content-Type.", commands=(RUN,),
+        group=TRANSPORT))
+    health_url: str | None = field(default=None, metadata=flag(
+        "--health-url", "HTTP targets: GET this before the run; a 2xx means ready.",
+        commands=(RUN,), group=TRANSPORT, metavar="URL"))
+    body_template: str | None = field(default=None, metadata=flag(
+        "--body-template", "HTTP targets: each body is this text with {input} replaced by the "
+        "input as JSON, e.g. '{\"text\": {input}}'.", commands=(RUN,), group=TRANSPORT,
+        metavar="TEXT"))
+    net_rtt_ms: float = field(default=0.0, metadata=flag(  # EMULATED WAN (latency.loadgen.wan)
+        "--net-rtt-ms", "EMULATED WAN: round-trip time added (ms), half before the request, "
+        "half after the reply: 1–2 ms in a datacentre, 20–80 ms across a continent, 150+ ms "
+        "across an ocean.", commands=(RUN,), group=TRANSPORT, type="float"))
+    net_jitter_ms: float = field(default=0.0, metadata=flag(
+        "--net-jitter-ms", "EMULATED WAN: extra random delay each way (ms), uniform in [0, "
+        "this].", commands=(RUN,), group=TRANSPORT, type="float"))
+    net_bandwidth_mbps: float | None = field(default=None, metadata=flag(
+        "--net-bandwidth-mbps", "EMULATED WAN: link speed each way, in Mbit/s: a message waits "
+        "bytes ÷ bandwidth (and for messages ahead of it); a 2 MB image at 20 Mbit/s costs "
+        "0.8 s before the model sees it.", commands=(RUN,), group=TRANSPORT, type="float",
+        default_text="unlimited"))
+    max_body_mb: float = field(default=DEFAULT_MAX_BODY_MB, metadata=flag(
+        "--max-body-mb", "Our HTTP server's request body limit, in MB (413 above it).",
+        commands=(RUN, SERVE), group=SERVER, type="float"))
     #: optimisation levers (latency.pipelines.levers.LEVERS) and the pre/postprocess variants
-    optimize: list[str] = field(default_factory=list)
-    pre: str = "fast"
-    post: str = "fast"
+    optimize: list[str] = field(default_factory=list, metadata=flag(
+        "--optimize", f"Comma-separated optimisation levers: {', '.join(LEVERS)}.",
+        commands=MEASURED, group=PIPELINE, type="list", metavar="LEVERS"))
+    pre: str = field(default="fast", metadata=flag(
+        "--pre", "Preprocessing variant — fast: vectorised; naive: the beginner's version "
+        "(Python loops, needless conversions), same answers, slower. With --model-file: its "
+        "stock preprocessing, image, text or tensor.", commands=MEASURED, group=PIPELINE))
+    post: str = field(default="fast", metadata=flag(
+        "--post", "Postprocessing variant — fast: top-k of a softmax; naive: every class's "
+        "score in Python, serialised to JSON and parsed back. With --model-file: topk, argmax "
+        "or raw.", commands=MEASURED, group=PIPELINE))
 
     @property
     def mode(self) -> str:
@@ -253,10 +389,10 @@ class RunConfig:
             raise ConfigError(f"--transport must be one of: {', '.join(TRANSPORTS)}")
         if self.payload not in PAYLOADS:
             raise ConfigError(f"--payload must be one of: {', '.join(PAYLOADS)}")
-        for flag, value, top in (("net-rtt-ms", self.net_rtt_ms, MAX_RTT_MS),
+        for name, value, top in (("net-rtt-ms", self.net_rtt_ms, MAX_RTT_MS),
                                  ("net-jitter-ms", self.net_jitter_ms, MAX_RTT_MS)):
             if not isinstance(value, (int, float)) or not 0 <= value <= top:
-                raise ConfigError(f"--{flag} must be between 0 and {top:g} ms (got {value!r})")
+                raise ConfigError(f"--{name} must be between 0 and {top:g} ms (got {value!r})")
         bw = self.net_bandwidth_mbps
         if bw is not None and (not isinstance(bw, (int, float))
                                or not 0 < bw <= MAX_BANDWIDTH_MBPS):
@@ -293,6 +429,11 @@ class RunConfig:
                                       f"{self.health_url!r}")
         elif self.body_template is not None or self.health_url is not None:
             raise ConfigError("--body-template and --health-url are for --target-protocol http")
+
+
+def field_help(name: str) -> str:
+    """What RunConfig field ``name`` means, as ``--help`` and the dashboard's tooltip say it."""
+    return flags_of(RunConfig)[name].help
 
 
 def positive_int(flag: str, value: Any, limit: int) -> None:
