@@ -63,3 +63,18 @@ def test_the_slugs_are_githubs():
     assert _slug("Let the server say where its time went: `Server-Timing`") == \
         "let-the-server-say-where-its-time-went-server-timing"
     assert _slug("A/B from the command line") == "ab-from-the-command-line"
+
+
+def test_the_readme_starts_with_install_and_test():
+    """The first thing a reader sees: install and open the dashboard, install and test."""
+    first = re.search(r"^```\w*\n(.*?)^```", (ROOT / "README.md").read_text(), re.S | re.M)
+    assert first and first.group(1).splitlines() == [
+        "pip install -r requirements.txt && streamlit run app.py",
+        "pip install -r requirements-dev.txt && python -m pytest",
+    ]
+
+
+def test_the_readme_screenshot_is_a_1280x800_png():
+    png = (ROOT / "docs" / "images" / "live-profiler.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (1280, 800)
