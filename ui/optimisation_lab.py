@@ -14,7 +14,7 @@ import streamlit as st
 
 from latency.analysis.ab import ABResult, merge
 from latency.core import fmt
-from latency.core.config import RunConfig
+from latency.core.config import RunConfig, field_help
 from latency.core.optimization import LEVERS, VARIANTS
 from latency.execution.ab import ABPlan, variant_config
 from latency.figures import lab_plots as labplots
@@ -90,26 +90,22 @@ def controls() -> ABPlan:
                          help="A real sample pipeline (levers need a real torch model).")
     c1, c2 = sb.columns(2)
     pre = c1.selectbox("Preprocess", VARIANTS, key="lab_pre",
-                       help="fast: vectorised. naive: the beginner's version (Python loops, "
-                            "needless conversions) — same answers, slower.")
+                       help=field_help("pre"))
     post = c2.selectbox("Postprocess", VARIANTS, key="lab_post",
-                        help="fast: top-k of a softmax. naive: every class's score in Python, "
-                             "serialised to JSON and parsed back.")
+                        help=field_help("post"))
     batch = sb.slider("Max batch size", 1, 32, 1, key="lab_batch",
-                      help="A replica takes up to this many waiting requests at once.")
+                      help=field_help("batch_size"))
     delay = sb.slider("Max batch delay (ms)", 0.0, 50.0, 0.0, 1.0, key="lab_delay",
-                      help="How long a replica waits for a batch to fill.")
+                      help=field_help("max_batch_delay_ms"))
     c3, c4, c5 = sb.columns(3)
     replicas = c3.number_input("Replicas", 1, 8, 1, key="lab_replicas",
-                               help="Model workers pulling from the same queue.")
+                               help=field_help("replicas"))
     threads = c4.number_input("Threads", 1, 8, 1, key="lab_threads",
-                              help="Intra-op threads per replica.")
+                              help=field_help("threads"))
     workers = c5.number_input("Workers", 1, 16, 4, key="lab_workers",
-                              help="Preprocess workers: server threads that preprocess "
-                                   "requests.")
+                              help=field_help("preprocess_workers"))
     conc = sb.slider("Concurrency (clients)", 1, 64, 8, key="lab_concurrency",
-                     help="Closed loop: requests in flight at once. More clients than the "
-                          "server can serve at once = a queue (load near saturation).")
+                     help=field_help("concurrency"))
     c6, c7 = sb.columns(2)
     block_s = c6.number_input("Block length (s)", 0.5, 30.0, 2.0, 0.5, key="lab_block_s",
                               help="Measured seconds of each block (after a short warm-up).")
