@@ -46,6 +46,17 @@ def test_live_profiler_tooltips_are_the_fields_help():
     assert_tooltips(at, {**OPEN_LOOP, **HTTP})
 
 
+def test_ray_serve_tooltips_are_the_fields_help(monkeypatch):
+    monkeypatch.setattr("ui.controls.ray_installed", lambda: True)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/live_profiler.py").run()
+    assert_tooltips(at, {"backend": "backend"})
+    at.sidebar.radio(key="backend").set_value("Ray Serve").run()
+    assert not at.exception
+    assert_tooltips(at, {"ray_preprocess": "ray_preprocess"})
+
+
 def test_optimisation_lab_tooltips_are_the_fields_help():
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()

@@ -1,9 +1,11 @@
 """``python -m latency`` (console script ``latency``): the command line's entry point.
 
-Each sub-command lives in its own module (``run``, ``simulate``, ``transport`` for ``serve``,
-``ab``, ``history`` for ``history`` and ``compare``, ``pipelines`` for ``models``,
-``new-pipeline`` and ``export``); they import the engine only when they
-run, so ``--help`` and ``models`` stay fast and Ctrl-C at any moment ends with one line.
+Each sub-command lives in its own module (``run``, ``simulate``, ``serve``, ``ab``, ``history``
+for ``history`` and ``compare``, ``pipelines`` for ``models``, ``new-pipeline`` and
+``export``); they import the engine only when they run, so ``--help`` and ``models`` stay fast
+and Ctrl-C at any moment ends with one line. The flags of RunConfig's settings are not declared
+here but on its fields (``latency.cli.config_flags``); ``docs/cli.md`` is written from this
+parser (``latency.cli.reference``).
 Bad input never shows a traceback: one line on stderr and exit code 2, before anything runs.
 """
 from __future__ import annotations

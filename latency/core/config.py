@@ -165,10 +165,11 @@ class RunConfig:
         commands=(RUN,), group=INPUTS, choices=INPUT_ORDERS))
     # ---- serving engine: our server, or Ray Serve (over its HTTP proxy)
     backend: str = field(default="builtin", metadata=flag(
-        "--backend", "Who serves the pipeline: builtin (our server: preprocess pool, batch "
-        "queue, replica threads) or ray (Ray Serve: replicas as Ray actors — processes, no "
-        "shared GIL —, Ray's @serve.batch and its HTTP proxy, which network then includes; a "
-        "local instance takes ~20 s to start; pip install -r requirements-ray.txt).",
+        "--backend", "Who serves the pipeline: builtin (Latency Lab's own server: preprocess "
+        "pool, batch queue, replica threads) or ray (Ray Serve: replicas as Ray actors — no "
+        "shared GIL, they are processes —, Ray's @serve.batch and its HTTP proxy, which "
+        "network then includes; a local instance takes ~20 s to start; pip install -r "
+        "requirements-ray.txt).",
         commands=(RUN,), group=TRANSPORT, choices=BACKENDS))
     #: Ray Serve: an existing cluster ("ray://head:10001", "head:6379", "auto"); None: a local
     #: instance started and stopped by the run
