@@ -41,6 +41,8 @@ def _value(action: argparse.Action) -> str:
     """What follows the flag on the command line: ``N``, ``in-process|http``."""
     if action.choices is not None:
         return "|".join(map(str, action.choices))
+    if isinstance(action.metavar, tuple):
+        return " ".join(action.metavar)
     return action.metavar or (action.dest.upper() if action.option_strings else action.dest)
 
 
