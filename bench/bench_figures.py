@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from latency.analysis.snapshot import build_snapshot
+from latency.core.config import RunConfig
 from latency.core.records import RECORD_DTYPE
 from latency.figures import plots
 
@@ -41,7 +42,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     a = ap.parse_args()
     rows = synthetic_rows(a.requests)
-    cfg = {"model": "synthetic", "rate": 2000.0}
+    cfg = RunConfig(model="synthetic", rate=2000.0)
     snap_ms, fig_ms = [], []
     for v in range(a.repeats):
         t0 = time.perf_counter()

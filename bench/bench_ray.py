@@ -46,7 +46,7 @@ def run(label: str, **kw) -> dict:
            "queue": c["queue"].p50, "pre": c["preprocess"].p50, "fwd": c["forward"].p50,
            "post": c["postprocess"].p50, "rps": s.throughput_rps, "errors": s.errors,
            "setup_s": time.perf_counter() - t - (s.duration_s or 0),
-           "ray_s": (r.timings.get("ray_start_s") or 0) + (r.timings.get("deploy_s") or 0)}
+           "ray_s": (r.timings.ray_start_s or 0) + (r.timings.deploy_s or 0)}
     return row
 
 

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from latency.analysis.snapshot import build_snapshot
+from latency.core.config import RunConfig
 from latency.figures import plots
 from latency.simulation.capacity import hockey_stick
 from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
@@ -39,7 +40,8 @@ def slider_move(rate: float, replicas: int, batch: int, delay: float, service_ms
                     requests=SIM_REQUESTS)
     rows = simulate(cfg, svc)
     m = rows[~rows["warmup"]]
-    snap = build_snapshot("simulated", 0, "completed", "simulated", {"rate": rate}, rows, {}, {},
+    snap = build_snapshot("simulated", 0, "completed", "simulated", RunConfig(rate=rate), rows,
+                          {}, {},
                           int(m["t_intended"][0]), int(m["t_done"].max()))
     rho = utilisation(cfg, svc)
     key = (replicas, batch, delay, service_ms, dist)

@@ -149,10 +149,10 @@ def simulate(rate: float | None = None, *, service_ms: float = 5.0,
     if service_dist not in DISTS:
         raise ConfigError(f"service_dist must be one of: {', '.join(DISTS)}")
     times = None
-    recorded: dict[str, Any] = {}
+    recorded: RunConfig | None = None
     if from_run is not None:
         if hasattr(from_run, "log"):
-            rows, recorded = from_run.log, dict(from_run.config or {})
+            rows, recorded = from_run.log, from_run.config
         else:
             from latency.storage.run_files import load_run
 
@@ -163,8 +163,8 @@ def simulate(rate: float | None = None, *, service_ms: float = 5.0,
         service = ServiceModel.from_rows(rows)
         times, recorded_rate = recorded_arrivals(rows)
         if (clients is None and rate is None and arrival != "recorded"
-                and recorded.get("concurrency") and not recorded.get("rate")):
-            clients = int(recorded["concurrency"])  # a closed loop replays as one
+                and recorded is not None and recorded.concurrency and recorded.rate is None):
+            clients = int(recorded.concurrency)  # a closed loop replays as one
         rate = recorded_rate if rate is None or arrival == "recorded" else rate
     else:
         if rate is None and clients is None:
@@ -173,15 +173,18 @@ def simulate(rate: float | None = None, *, service_ms: float = 5.0,
         service = ServiceModel(forward_ms=service_ms, dist=service_dist, cv=service_cv)
     if not rate or rate <= 0:
         raise ConfigError("rate must be > 0")
-    def given(value: Any, key: str, default: Any) -> Any:
-        return value if value is not None else recorded.get(key) or default
+    def given(value: Any, recorded_value: Any, default: Any) -> Any:
+        return value if value is not None else recorded_value or default
 
-    config = SimConfig(rate=float(rate), replicas=given(replicas, "replicas", 1),
-                       batch_size=given(batch_size, "batch_size", 1),
-                       max_batch_delay_ms=given(max_batch_delay_ms, "max_batch_delay_ms", 0.0),
+    rec = recorded or RunConfig()  # a CSV has no config: the defaults (workers: unlimited)
+    config = SimConfig(rate=float(rate), replicas=given(replicas, rec.replicas, 1),
+                       batch_size=given(batch_size, rec.batch_size, 1),
+                       max_batch_delay_ms=given(max_batch_delay_ms, rec.max_batch_delay_ms,
+                                                0.0),
                        arrival=arrival, requests=requests, seed=seed, arrival_times_ms=times,
-                       preprocess_workers=given(preprocess_workers, "preprocess_workers",
-                                                None), clients=clients)
+                       preprocess_workers=given(preprocess_workers, recorded and
+                                                recorded.preprocess_workers, None),
+                       clients=clients)
     return summarize_simulation(config, service)
 
 

@@ -20,8 +20,8 @@ def sim_result(forward_ms, pre_ms=10.0, rate=20.0, seed=0, n=4000):
     rows = simulate(SimConfig(rate=rate, requests=n, seed=seed, arrival="constant"),
                     ServiceModel(forward_ms=forward_ms, preprocess_ms=pre_ms, dist="constant"))
     rows["warmup"][:] = False
-    return RunResult(config={"model": "synthetic", "rate": rate}, environment={},
-                     status="completed", log=rows, timings={})
+    return RunResult(config=RunConfig(model="synthetic", rate=rate), environment={},
+                     status="completed", log=rows)
 
 
 def test_blocks_alternate_counterbalanced_with_one_seed_per_pair():
@@ -175,8 +175,8 @@ def test_a_pooled_arm_replayed_as_recorded_reproduces_its_own_measurement():
     def queued(seed):
         rows = simulate(SimConfig(rate=70.0, requests=6000, seed=seed),
                         ServiceModel(forward_ms=10.0))  # M/M/1 at ρ 0.7: it queues
-        return RunResult(config={"model": "synthetic", "rate": 70.0}, environment={},
-                         status="completed", log=rows[~rows["warmup"]], timings={})
+        return RunResult(config=RunConfig(model="synthetic", rate=70.0), environment={},
+                         status="completed", log=rows[~rows["warmup"]])
 
     ab = merge(ABPlan(RunConfig(), RunConfig(), 2),
                [("A", queued(1)), ("B", sim_result(5.0)), ("B", sim_result(5.0)),
@@ -208,8 +208,8 @@ def test_the_headline_names_every_change_and_its_parts_sum_to_the_total():
                        "preprocessing fast (A: naive)", "postprocessing fast (A: naive)"]
     a = sim_result(10.0, pre_ms=30.0)
     b = sim_result(9.0, pre_ms=3.0)
-    a.config = plan.baseline.to_dict()
-    b.config = plan.variant.to_dict()
+    a.config = plan.baseline
+    b.config = plan.variant
     ab = merge(plan, [("A", a), ("B", b)])
     d = ab.headline.component_deltas_ms
     total = ab.b.latency_ms.mean - ab.a.latency_ms.mean

@@ -225,7 +225,7 @@ def test_warm_up_errors_are_not_counted_as_the_measured_phase_s_over_http():
     r = execute(RunConfig(model="synthetic", transport="http", requests=60, warmup=20,
                           model_args={"preprocess_ms": 0, "forward_ms": 0.2,
                                       "postprocess_ms": 0, "error_rate": 0.5}))
-    counted = sum(r.timings["server_responses"].values())
+    counted = sum(r.timings.server_responses.values())
     assert counted == r.summary.requests  # the measured phase's 60, not the warm-up's 20 too
 
 

@@ -378,8 +378,8 @@ def test_an_http_run_with_levers_reports_them_as_an_in_process_run_does():
     for r in (over_http, in_process):
         opt = r.environment["optimization"]
         assert opt["levers"][0]["name"] == "int8" and opt["agreement"] >= 0.9
-        assert opt["inputs"] == 64 and r.timings["optimize_s"] > 0
-        assert r.timings["model_load_s"] > 0
+        assert opt["inputs"] == 64 and r.timings.optimize_s > 0
+        assert r.timings.model_load_s > 0
     assert over_http.environment["optimization"]["agreement"] == \
         in_process.environment["optimization"]["agreement"]  # the same check, same inputs
 

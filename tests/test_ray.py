@@ -82,7 +82,7 @@ def test_stage_times_measured_back_through_ray_serve(cluster):
     assert "Ray Serve (cluster" in s.transport.server
     if s.verdict.top == "network":  # the advice is about what network holds on Ray Serve
         assert "Ray Serve's HTTP proxy" in str(s.verdict)
-    assert r.timings["model_load_s"] > 0 and r.timings["deploy_s"] > 0  # from the replica
+    assert r.timings.model_load_s > 0 and r.timings.deploy_s > 0  # from the replica
 
 
 def test_ray_batches_by_max_size_and_charges_each_request_the_batch(cluster):

@@ -41,6 +41,9 @@ def test_blocking_run_returns_the_result():
             timeout=120)
     assert r.status == "completed" and r.summary.requests == 50
     assert r.environment["torch"]
+    # typed across the process boundary: a misspelt field fails where it is read
+    assert isinstance(r.config, RunConfig) and r.config.requests == 50
+    assert r.timings.measure_start_ns < r.timings.measure_end_ns
 
 
 def test_a_run_that_crashes_fails_alone():

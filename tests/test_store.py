@@ -1,5 +1,6 @@
 """Run history: round trips of real runs, a writer killed mid-write, the manager's saving,
 exports (Chrome trace included) and the comparison maths."""
+import dataclasses
 import io
 import json
 import os
@@ -49,7 +50,7 @@ def test_a_run_round_trips_exactly(tmp_path, runs):
         back = store.load(run_id).result
         assert back.log.dtype == r.log.dtype and back.log.tobytes() == r.log.tobytes()
         assert back.errors == r.errors and back.status == r.status
-        assert back.config == json.loads(json.dumps(r.config))
+        assert back.config.to_dict() == json.loads(json.dumps(r.config.to_dict()))
         assert back.environment == json.loads(json.dumps(r.environment))
         assert back.timings == r.timings and back.failure == r.failure
         assert back.summary.to_dict() == json.loads(json.dumps(r.summary.to_dict()))
@@ -133,8 +134,9 @@ def test_the_test_suite_never_touches_the_real_history():
 KILL_CHILD = textwrap.dedent("""
     import numpy as np
     from latency.analysis.result import RunResult
+    from latency.core.config import RunConfig
     from latency.storage.store import RunStore
-    big = RunResult(config={config!r}, environment={{}}, status="completed",
+    big = RunResult(config=RunConfig.from_dict({config!r}), environment={{}}, status="completed",
                     log=np.load({rows!r}))
     store = RunStore({db!r})
     while True:
@@ -154,7 +156,7 @@ def test_a_writer_killed_mid_write_leaves_a_consistent_database(tmp_path, runs):
     log = runs["plain"].log
     big = log[rng.integers(0, len(log), 400_000)]
     np.save(tmp_path / "big.npy", big)
-    code = KILL_CHILD.format(config=runs["plain"].config,
+    code = KILL_CHILD.format(config=runs["plain"].config.to_dict(),
                              rows=str(tmp_path / "big.npy"), db=str(db))
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     saved: list[str] = []
@@ -391,8 +393,8 @@ def test_labels_name_what_differs_from_a_plain_run(tmp_path, runs):
     from latency.storage.store import setup_description
 
     assert setup_description(runs["plain"].config) == ""
-    cfg = dict(runs["plain"].config, batch_size=8, max_batch_delay_ms=5.0, replicas=2,
-               optimize=["int8"], pre="naive")
+    cfg = dataclasses.replace(runs["plain"].config, batch_size=8, max_batch_delay_ms=5.0,
+                              replicas=2, optimize=["int8"], pre="naive")
     assert setup_description(cfg) == "batch ≤ 8 / 5 ms · 2 replicas · int8 · naive pre"
     store = RunStore(tmp_path / "h.sqlite")
     from latency.analysis.result import RunResult

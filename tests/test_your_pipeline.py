@@ -118,7 +118,7 @@ def test_a_pipeline_in_a_file_is_measured_back(pipe_file, mode):
     held = _held(f"{pipe_file}:Timed")
     r = execute(RunConfig(pipeline=f"{pipe_file}:Timed", requests=120, warmup=5, **load))
     assert r.status == "completed", r.failure
-    assert r.config["model"] == "timed" and r.config["pipeline"] == f"{pipe_file}:Timed"
+    assert r.config.model == "timed" and r.config.pipeline == f"{pipe_file}:Timed"
     for comp, ms in (("preprocess", 2.0), ("forward", 4.0), ("postprocess", 1.0)):
         _measured_back(r, held, comp, ms)
     comps = component_ns(r.measured())
@@ -131,7 +131,7 @@ def test_by_module_and_as_a_factory_with_model_args(pipe_file, monkeypatch):
     r = execute(RunConfig(pipeline="timed_pipeline:make_timed", requests=60, warmup=2,
                           model_args=["fwd_ms=3"]))
     assert r.status == "completed", r.failure
-    assert r.config["model_args"] == {"pre_ms": 1.0, "fwd_ms": 3.0, "post_ms": 0.5}
+    assert r.config.model_args == {"pre_ms": 1.0, "fwd_ms": 3.0, "post_ms": 0.5}
     _measured_back(r, held, "forward", 3.0)
 
 

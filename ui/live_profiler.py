@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from latency.analysis.snapshot import Snapshot
 from latency.analysis.transport_summary import TransportSummary
 from latency.analysis.validity import validity
 from latency.core import fmt
 from latency.core.config import RunConfig
-from latency.core.describe import OUR_SERVER, server_label
+from latency.core.describe import OUR_SERVER, load_description, server_label
 from latency.execution.process import RunHandle
 from ui.downloads import downloads
 from ui.explain import COMPONENTS_TABLE, MISTAKES
@@ -53,12 +54,8 @@ def render(handle: RunHandle, slo_ms: float) -> None:
     if snap is None:
         return
     c = snap.config
-    st.markdown(f"**{STATUS_ICON.get(snap.status, '')} {snap.status}** · `{handle.run_id}` · "
-                f"{c['model']} · batch ≤ {c['batch_size']} · replicas {c['replicas']} · "
-                + ("on Ray Serve · " if c.get("backend") == "ray" else "")
-                + (f"{c['rate']:g} req/s {c['arrival']}" if c.get("rate") else
-                   f"clients {c['concurrency']}"))
-    if c.get("transport") == "http":
+    st.markdown(heading(snap))
+    if c.transport == "http":
         st.caption(transport_caption(c, snap.summary.transport if snap.summary else None))
     prog = snap.progress
     frac = float(prog.get("fraction") or 0.0)
@@ -134,17 +131,26 @@ def explain() -> None:
         st.markdown("**Over time** (throughput and latency per second)\n" + EXPLAIN_SERIES)
 
 
-def transport_caption(c: dict, t: TransportSummary | None) -> str:
+def heading(snap: Snapshot) -> str:
+    """The run's line above its charts: status, id, model, serving, and its load in the words
+    of ``load_description`` (as the CLI's summary, the history and the Compare page say it)."""
+    c = snap.config
+    return (f"**{STATUS_ICON.get(snap.status, '')} {snap.status}** · `{snap.run_id}` · "
+            f"{c.model} · batch ≤ {c.batch_size} · replicas {c.replicas} · "
+            + ("on Ray Serve · " if c.backend == "ray" else "") + load_description(c))
+
+
+def transport_caption(c: RunConfig, t: TransportSummary | None) -> str:
     """One line saying what carried the requests, with the emulated WAN labelled."""
     server = server_label(c)
     who = "our server (own process, 127.0.0.1)" if server == OUR_SERVER else server
-    text = f"Transport: HTTP to {who}, Open Inference Protocol, {c.get('payload', 'json')} payload"
-    if c.get("backend") == "ray":
+    text = f"Transport: HTTP to {who}, Open Inference Protocol, {c.payload} payload"
+    if c.backend == "ray":
         text += " · network includes Ray's HTTP proxy and router"
     if t and (t.request_bytes or {}).get("mean") is not None:
         text += (f" · request {t.request_bytes['mean']:.0f} B, response "
                  f"{(t.response_bytes or {})['mean']:.0f} B (mean)")
-    wan = RunConfig.from_dict(c).wan
+    wan = c.wan
     if wan.active:
         text += (f" · **{wan.describe()}** — the network segment includes this EMULATED delay"
                  " (added by the client; no real network)")

@@ -72,8 +72,8 @@ def _recorded(source: str) -> tuple[ServiceModel, int | None]:
         handle = run_manager().get(source)
         if handle is None:
             raise ValueError(f"run {source} is no longer in memory")
-        log, config = handle.result().log, handle.config.to_dict()
-    return ServiceModel.from_rows(log), config.get("preprocess_workers")
+        log, config = handle.result().log, handle.config
+    return ServiceModel.from_rows(log), config.preprocess_workers
 
 
 def recorded_runs() -> dict[str, str]:
@@ -109,7 +109,7 @@ def predict(source: str, service_ms: float, dist: str, cv: float, rate: float, r
                     preprocess_workers=preprocess_workers(source))
     rows = simulate(cfg, svc)
     measured = rows[~rows["warmup"]]
-    snap = build_snapshot("simulated", 0, "completed", "simulated", {"rate": rate}, rows, {},
+    snap = build_snapshot("simulated", 0, "completed", "simulated", RunConfig(rate=rate), rows, {},
                           {}, int(measured["t_intended"][0]), int(measured["t_done"].max()))
     rho, lat = utilisation(cfg, svc), snap.summary.latency_ms
     theory = closed_form(cfg, svc, rate)

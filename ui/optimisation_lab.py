@@ -175,8 +175,7 @@ def merged(run_ids: tuple[str, ...], arms: tuple[str, ...], pairs: int) -> ABRes
     mgr = run_manager()
     results = [(arm, mgr.get(rid).result()) for arm, rid in zip(arms, run_ids)]  # type: ignore[union-attr]
     failed = [r.failure for _, r in results if r.status == "failed"]
-    plan = ABPlan(RunConfig.from_dict(results[0][1].config),
-                  RunConfig.from_dict(results[1][1].config), pairs)
+    plan = ABPlan(results[0][1].config, results[1][1].config, pairs)
     try:
         return merge(plan, [(a, r) for a, r in results if r.status != "failed"])
     except ValueError as exc:
@@ -267,7 +266,7 @@ def whatif_panel(ab: ABResult) -> None:
     sim = None
     if comp in whatif.SERVICE_COMPONENTS:
         cfg = stats.config
-        clients = int(cfg["concurrency"]) if cfg.get("concurrency") else None
+        clients = int(cfg.concurrency) if cfg.concurrency else None
         closed = f"its {clients} clients (closed loop)" if clients else None
         options = [o for o in (closed, "as recorded", "Poisson at a rate") if o]
         load = st.radio("Simulated load", options, horizontal=True, key=f"wi_load_{arm}",
@@ -288,10 +287,10 @@ def whatif_panel(ab: ABResult) -> None:
         try:
             sim = whatif.load_whatif(stats.rows, comp, faster, rate,
                                      clients=clients if load == closed else None,
-                                     replicas=int(cfg["replicas"]),
-                                     batch_size=int(cfg["batch_size"]),
-                                     max_batch_delay_ms=float(cfg["max_batch_delay_ms"]),
-                                     preprocess_workers=int(cfg.get("preprocess_workers") or 4))
+                                     replicas=int(cfg.replicas),
+                                     batch_size=int(cfg.batch_size),
+                                     max_batch_delay_ms=float(cfg.max_batch_delay_ms),
+                                     preprocess_workers=int(cfg.preprocess_workers or 4))
             u0, u1 = sim.utilisation or (0, 0)
             st.markdown(f"**Under load (simulated, utilisation of the busiest stage {u0:.0%} → "
                         f"{u1:.0%}):** {sim.sentence()}.  \n*Assumes* {sim.assumption}.")

@@ -9,12 +9,13 @@ by at most *s* times its own change.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from latency.analysis.compare import settings_of
 from latency.analysis.result import RunResult
 from latency.analysis.snapshot import MAKEUP_POINTS, QUANTILE_GRID
 from latency.analysis.stats import (
@@ -24,6 +25,7 @@ from latency.analysis.stats import (
     tail_makeup_ms,
 )
 from latency.core import fmt
+from latency.core.config import RunConfig
 from latency.core.optimization import lever_summary
 from latency.core.records import COMPONENTS, RECORD_DTYPE, component_ns, measured_and_ok
 
@@ -36,15 +38,18 @@ SETTING_NAMES = {"replicas": "replicas", "threads": "threads", "batch_size": "ba
                  "transport": "transport", "payload": "payload", "inputs": "inputs"}
 
 
-def _levers(config: dict[str, Any]) -> list[str]:
+def _levers(config: Mapping[str, Any]) -> list[str]:
     levers = config.get("optimize") or []
     return [str(x) for x in (levers if isinstance(levers, list) else [levers])]
 
 
-def arm_changes(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def arm_changes(a: RunConfig | Mapping[str, Any], b: RunConfig | Mapping[str, Any]
+                ) -> list[str]:
     """Every setting B changes against A, each with both values: 'int8 (A: none)',
     'preprocessing fast (A: naive)', 'pre workers 4 (A: 1)'. An A/B's label names all of
-    them: a result must never be credited to one change while another made it."""
+    them: a result must never be credited to one change while another made it. (A table of
+    settings by name, so a RunConfig is read as its ``to_dict()``.)"""
+    a, b = settings_of(a), settings_of(b)
     out = []
     la, lb = _levers(a), _levers(b)
     if la != lb:
@@ -66,7 +71,7 @@ class ArmStats:
 
     arm: str
     label: str
-    config: dict[str, Any]
+    config: RunConfig
     blocks: int
     requests: int
     errors: int
@@ -83,6 +88,7 @@ class ArmStats:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("rows")
+        d["config"] = self.config.to_dict()  # with its ``mode``, as the A/B JSON always had
         d["latency_ms"] = self.latency_ms.to_dict()
         d["components_ms"] = {c: s.to_dict() for c, s in self.components_ms.items()}
         return d
@@ -146,8 +152,7 @@ def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
                           sorted_total)
     cfg = results[0].config
     return ArmStats(
-        arm=arm, label=lever_summary(cfg.get("optimize") or [], cfg.get("pre", "fast"),
-                                     cfg.get("post", "fast")),
+        arm=arm, label=lever_summary(cfg.optimize or [], cfg.pre, cfg.post),
         config=cfg, blocks=len(results), requests=int(len(rows)), errors=errors,
         throughput_rps=len(rows) / seconds if seconds else 0.0,
         latency_ms=latency_ms,

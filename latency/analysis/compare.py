@@ -18,6 +18,7 @@ from typing import Any
 
 from latency.analysis.summary import Summary
 from latency.core import fmt
+from latency.core.config import RunConfig
 from latency.core.records import COMPONENTS
 
 STATS: tuple[str, ...] = ("mean", "p50", "p99")
@@ -112,11 +113,19 @@ def format_diff(letters: Sequence[str], summaries: Sequence[Summary]) -> str:
     return "\n".join(lines)
 
 
-def setup_differences(a_config: Mapping[str, Any], b_config: Mapping[str, Any],
+def settings_of(config: RunConfig | Mapping[str, Any]) -> Mapping[str, Any]:
+    """A config as a table of settings by name (``RunConfig.to_dict()``), for the differs that
+    walk ``CONFIG_KEYS``."""
+    return config.to_dict() if isinstance(config, RunConfig) else config
+
+
+def setup_differences(a_config: RunConfig | Mapping[str, Any],
+                      b_config: RunConfig | Mapping[str, Any],
                       a_env: Mapping[str, Any], b_env: Mapping[str, Any]) -> list[str]:
     """'batch_size: 1 → 8' for every setting or environment fact that differs."""
     out = []
-    for keys, a, b in ((CONFIG_KEYS, a_config, b_config), (ENV_KEYS, a_env, b_env)):
+    for keys, a, b in ((CONFIG_KEYS, settings_of(a_config), settings_of(b_config)),
+                       (ENV_KEYS, a_env, b_env)):
         for k in keys:
             va, vb = a.get(k), b.get(k)
             if va == vb or (va is None and vb is None):
@@ -195,7 +204,7 @@ class Comparison:
 
     labels: tuple[str, ...]
     summaries: tuple[Summary, ...]
-    configs: tuple[dict[str, Any], ...]
+    configs: tuple[RunConfig, ...]
     environments: tuple[dict[str, Any], ...]
 
     def rows(self) -> list[dict[str, Any]]:

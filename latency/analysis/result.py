@@ -1,8 +1,10 @@
 """RunResult: what one run measured, with its summary, JSON and CSV forms.
 
-A result is a value: the config, the environment, the status, the request log (columnar numpy,
-105 bytes a request) and the error messages. The summary is derived from them on demand, so it
-can never disagree with the records it summarises.
+A result is a value: the config (a ``RunConfig``), the environment, the status, the timings (a
+``Timings``), the request log (columnar numpy, 105 bytes a request) and the error messages. The
+summary is derived from them on demand, so it can never disagree with the records it
+summarises. The typed config and timings become dicts only in files (``to_dict``) and come
+back typed from them (``from_dict``), so a misspelt field fails where it is read.
 """
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ import numpy as np
 from latency.analysis.stats import per_second_series
 from latency.analysis.summary import Summary, summarize
 from latency.analysis.summary_text import format_summary
+from latency.analysis.timings import Timings
 from latency.analysis.validity import Validity, validity
+from latency.core.config import RunConfig
 from latency.core.records import (
     COMPONENTS,
     RECORD_DTYPE,
@@ -25,6 +29,7 @@ from latency.core.records import (
     STATUS_OK,
     component_ns,
     measured_and_ok,
+    rows_from_table,
     rows_to_table,
 )
 
@@ -35,12 +40,12 @@ if TYPE_CHECKING:
 
 @dataclass(repr=False)
 class RunResult:
-    config: dict[str, Any]
+    config: RunConfig
     environment: dict[str, Any]
     status: str
     log: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=RECORD_DTYPE))
     errors: dict[int, str] = field(default_factory=dict)
-    timings: dict[str, Any] = field(default_factory=dict)
+    timings: Timings = field(default_factory=Timings)
     warnings: list[str] = field(default_factory=list)
     failure: str | None = None
     #: the failure's traceback (from the run process, when it failed there)
@@ -73,19 +78,22 @@ class RunResult:
     def series(self) -> dict[str, list[Any]]:
         """Per-second throughput and p50/p99 of the measured, successful requests."""
         _, ok = measured_and_ok(self.log)
-        start = self.timings.get("measure_start_ns")
+        start = self.timings.measure_start_ns
         if not len(ok) or start is None:
             return per_second_series(np.zeros(0), np.zeros(0))
-        end = self.timings.get("measure_end_ns", int(ok["t_done"].max()))
+        end = self.timings.measure_end_ns
+        if end is None:
+            end = int(ok["t_done"].max())
         return per_second_series((ok["t_done"] - start) / 1e9,
                                  (ok["t_done"] - ok["t_intended"]) / 1e6, (end - start) / 1e9)
 
     def to_dict(self, requests: bool = False) -> dict[str, Any]:
         """The result as JSON-ready data; ``requests`` adds every request record (columnar,
         integer ns) so the file can be reloaded, e.g. by ``simulate --from-run``."""
-        d: dict[str, Any] = {"config": self.config, "environment": self.environment,
+        d: dict[str, Any] = {"config": self.config.to_dict(), "environment": self.environment,
                              "status": self.status, "failure": self.failure,
-                             "timings": self.timings, "summary": self.summary.to_dict(),
+                             "timings": self.timings.to_dict(),
+                             "summary": self.summary.to_dict(),
                              "series": self.series, "validity": self.validity.to_dict()}
         if self.traceback:
             d["traceback"] = self.traceback
@@ -93,6 +101,25 @@ class RunResult:
             d["requests"] = rows_to_table(self.log)
             d["requests"]["errors"] = {str(k): v for k, v in self.errors.items()}
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunResult:
+        """A result from its JSON form (``to_dict``, from any earlier version). Its summary is
+        the file's, as it was when measured; its log is empty unless the file has the
+        ``requests`` table."""
+        table = d.get("requests")
+        has_rows = isinstance(table, dict) and "columns" in table
+        log = rows_from_table(table) if has_rows else np.zeros(0, dtype=RECORD_DTYPE)
+        errors = (table.get("errors") or {}) if has_rows else {}
+        result = cls(config=RunConfig.from_dict(d.get("config") or {}),
+                     environment=dict(d.get("environment") or {}),
+                     status=str(d.get("status", "completed")), log=log,
+                     errors={int(k): str(v) for k, v in errors.items()},
+                     timings=Timings.from_dict(d.get("timings")), failure=d.get("failure"),
+                     traceback=d.get("traceback"))
+        if isinstance(d.get("summary"), dict):
+            result.__dict__["summary"] = Summary.from_dict(d["summary"])
+        return result
 
     def json_text(self, requests: bool = True) -> str:
         data = self.to_dict(requests)
@@ -117,7 +144,9 @@ class RunResult:
         rows = self.log
         comps = component_ns(rows)
         default_t0 = int(rows["t_intended"].min()) if len(rows) else 0
-        t0 = self.timings.get("measure_start_ns", default_t0)
+        t0 = self.timings.measure_start_ns
+        if t0 is None:
+            t0 = default_t0
         status = np.where(rows["status"] == STATUS_OK, "ok", "error")
         cols: dict[str, Any] = {
             "request": np.arange(len(rows)), "client": rows["client"],
@@ -132,7 +161,7 @@ class RunResult:
         for c in COMPONENTS:
             cols[f"{c}_ms"] = comps[c] / 1e6
         cols["schedule_lag_ms"] = comps["schedule_lag"] / 1e6
-        if self.config.get("transport") == "http":  # what crossed the wire, per request
+        if self.config.transport == "http":  # what crossed the wire, per request
             cols["request_bytes"] = rows["req_bytes"]
             cols["response_bytes"] = rows["resp_bytes"]
             cols["emulated_wan_ms"] = rows["emulated_us"] / 1e3  # EMULATED delay, included

@@ -15,6 +15,7 @@ import numpy as np
 from latency.analysis.stats import HIST_EDGES_MS, histogram_ms, per_second_series, tail_makeup_ms
 from latency.analysis.summary import Summary, summarize_rows
 from latency.core import fmt
+from latency.core.config import RunConfig
 from latency.core.records import COMPONENTS, component_ns, measured_and_ok
 
 #: the bars of the stacked component chart: the mean, then requests around each percentile.
@@ -29,7 +30,7 @@ class Snapshot:
     version: int
     status: str  # queued | running | completed | stopped | failed
     phase: str  # queued | starting | loading | warmup | measuring | finishing | done
-    config: dict[str, Any]
+    config: RunConfig
     progress: dict[str, Any]
     summary: Summary | None = None
     hist_edges_ms: np.ndarray = field(default_factory=lambda: HIST_EDGES_MS)
@@ -61,7 +62,7 @@ class Snapshot:
                 f"p99 {fmt.ms(p and p.p99)} ms)")
 
 
-def build_snapshot(run_id: str, version: int, status: str, phase: str, config: dict[str, Any],
+def build_snapshot(run_id: str, version: int, status: str, phase: str, config: RunConfig,
                    rows: np.ndarray, errors: dict[int, str], progress: dict[str, Any],
                    measure_start_ns: int | None, measure_end_ns: int | None,
                    warnings: list[str] | None = None, failure: str | None = None) -> Snapshot:

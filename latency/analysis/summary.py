@@ -23,6 +23,7 @@ from latency.analysis.stats import (
 from latency.analysis.transport_summary import TransportSummary, transport_summary
 from latency.analysis.verdict import verdict
 from latency.core import fmt
+from latency.core.config import RunConfig
 from latency.core.records import COMPONENTS, component_ns, measured_and_ok
 
 #: open-loop schedule lag p99 above this (or above half the mean gap between arrivals, if
@@ -120,7 +121,7 @@ class Summary:
 
 
 def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns: int | None,
-                   measure_end_ns: int | None, config: dict[str, Any],
+                   measure_end_ns: int | None, config: RunConfig,
                    warnings: list[str] | None = None,
                    comps: dict[str, np.ndarray] | None = None,
                    server_counts: tuple[dict[str, int] | None, int | None] | None = None,
@@ -154,7 +155,7 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
     for i, msg in errors.items():
         if i < len(rows) and not rows["warmup"][i]:
             error_counts[msg] = error_counts.get(msg, 0) + 1
-    rate = config.get("rate")
+    rate = config.rate
     # overloaded: requests were dropped, or the server answered them (successfully or not)
     # markedly slower than they were offered — a server failing fast at full speed is
     # failing, not overloaded. The offered rate is the one actually sent (its count over the
@@ -206,15 +207,11 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
 
 def summarize(result: Any) -> Summary:
     """Summary of a RunResult."""
-    counts = None
-    if "server_responses" in result.timings:  # HTTP: what the server answered, by status
-        counts = (result.timings["server_responses"], result.timings.get("server_errors"))
+    t = result.timings
+    counts = (t.server_responses, t.server_errors) if t.server_counted else None
     return summarize_rows(result.log, result.errors,
-                          measure_start_ns=result.timings.get("measure_start_ns"),
-                          measure_end_ns=result.timings.get("measure_end_ns"),
+                          measure_start_ns=t.measure_start_ns, measure_end_ns=t.measure_end_ns,
                           config=result.config, warnings=result.warnings,
-                          server_counts=counts,
-                          dropped=int(result.timings.get("dropped_overload") or 0),
-                          offered=(int(result.timings["offered_requests"]),
-                                   float(result.timings.get("offered_span_s") or 0.0))
-                          if result.timings.get("offered_requests") else None)
+                          server_counts=counts, dropped=int(t.dropped_overload or 0),
+                          offered=(int(t.offered_requests), float(t.offered_span_s or 0.0))
+                          if t.offered_requests else None)

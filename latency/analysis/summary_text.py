@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from latency.analysis.stats import LatencyStats
 from latency.analysis.transport_summary import TransportSummary
 from latency.core import fmt
-from latency.core.describe import OUR_SERVER, model_label
+from latency.core.config import RunConfig
+from latency.core.describe import OUR_SERVER, load_description, model_label
 from latency.core.optimization import OptimizationReport
 from latency.core.records import COMPONENTS
 
@@ -79,22 +80,21 @@ def format_summary_block(s: Summary, open_loop: bool | None = None) -> str:
     return "\n".join(lines)
 
 
-def describe_config(c: dict[str, Any], s: Summary | None = None) -> str:
-    """'image-cnn on cpu (float32), batch ≤ 8 / 5 ms, 2 replica(s) × 1 thread(s), closed
-    loop, 4 client(s)'; for a remote target, what was measured there: its URL and model, and
-    the batch sizes its replies reported (its batching is its own, not this run's)."""
-    load = (f"open loop {c.get('arrival', 'poisson')} {c['rate']:g} req/s"
-            if c.get("rate") is not None else f"closed loop, {c.get('concurrency')} client(s)")
-    if c.get("target"):
-        plain = c.get("target_protocol") == "http"
-        what = "a plain HTTP server" if plain else f"model {c.get('model')} (Open Inference " \
-            "Protocol)"
+def describe_config(c: RunConfig, s: Summary | None = None) -> str:
+    """'image-cnn on cpu (float32), batch ≤ 8 / 5 ms, 2 replica(s) × 1 thread(s), closed 4
+    clients'; for a remote target, what was measured there: its URL and model, and the batch
+    sizes its replies reported (its batching is its own, not this run's). The load is worded
+    by ``load_description``, as in the history and on the dashboard."""
+    load = load_description(c)
+    if c.target:
+        plain = c.target_protocol == "http"
+        what = "a plain HTTP server" if plain else f"model {c.model} (Open Inference Protocol)"
         seen = ("; batch sizes seen in its replies: mean " + fmt.ms(s.batch_size_mean)
                 if s is not None and s.batch_size_mean else "")
-        return f"target {c['target']}, {what}{seen}, {load}"
-    return (f"{model_label(c)} on {c.get('device')} ({c.get('dtype')}), batch ≤ "
-            f"{c.get('batch_size')} / {c.get('max_batch_delay_ms') or 0:g} ms, "
-            f"{c.get('replicas')} replica(s) × {c.get('threads')} thread(s), {load}")
+        return f"target {c.target}, {what}{seen}, {load}"
+    return (f"{model_label(c)} on {c.device} ({c.dtype}), batch ≤ "
+            f"{c.batch_size} / {c.max_batch_delay_ms or 0:g} ms, "
+            f"{c.replicas} replica(s) × {c.threads} thread(s), {load}")
 
 
 def format_summary(result: Any) -> str:
@@ -102,7 +102,7 @@ def format_summary(result: Any) -> str:
     lines = [f"run {result.status}: {describe_config(result.config, result.summary)}"]
     if result.failure:
         lines.append(f"failure: {result.failure}")
-    block = format_summary_block(result.summary, result.config.get("rate") is not None)
+    block = format_summary_block(result.summary, result.config.rate is not None)
     return "\n".join(lines) + "\n" + block + "\n" + f"validity: {result.validity.line()}"
 
 

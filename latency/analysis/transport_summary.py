@@ -10,6 +10,7 @@ import numpy as np
 
 from latency.analysis.findings import Finding
 from latency.analysis.stats import LatencyStats, describe_ms
+from latency.core.config import RunConfig
 from latency.core.describe import server_label
 from latency.core.records import component_ns
 
@@ -123,15 +124,15 @@ class TransportSummary:
                    server_errors=d.get("server_errors"), counted="server_responses" in d)
 
 
-def transport_summary(ok: np.ndarray, config: dict[str, Any]) -> TransportSummary:
+def transport_summary(ok: np.ndarray, config: RunConfig) -> TransportSummary:
     """The transport block of a summary, from the successful measured rows."""
-    if config.get("transport", "in-process") != "http":
+    if config.transport != "http":
         return TransportSummary(kind="in-process", note=IN_PROCESS_NOTE)
     share = float(ok["decomposed"].mean()) if len(ok) else 1.0
     decomposition = ("server-timing" if share == 1.0 else
                      "client-only" if share == 0.0 else "partial")
-    rtt, jitter = config.get("net_rtt_ms") or 0.0, config.get("net_jitter_ms") or 0.0
-    bw = config.get("net_bandwidth_mbps")
+    rtt, jitter = config.net_rtt_ms or 0.0, config.net_jitter_ms or 0.0
+    bw = config.net_bandwidth_mbps
     wan = None
     if rtt or jitter or bw is not None:
         emulated = (ok["emulated_us"].astype(np.int64) * 1000 if len(ok)
@@ -143,8 +144,8 @@ def transport_summary(ok: np.ndarray, config: dict[str, Any]) -> TransportSummar
     return TransportSummary(
         kind="http",
         server=server_label(config),
-        target=config.get("target"),
-        payload="bodies file" if config.get("bodies") else config.get("payload", "json"),
+        target=config.target,
+        payload="bodies file" if config.bodies else config.payload,
         request_bytes=_bytes(ok["req_bytes"] if len(ok) else empty),
         response_bytes=_bytes(ok["resp_bytes"] if len(ok) else empty),
         decomposed_share=share, decomposition=decomposition, emulated_wan=wan)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from latency.core import fmt
+from latency.core.config import RunConfig
 
 DEFAULT_MAX_ERROR_RATE = 0.01
 
@@ -50,11 +51,11 @@ class Validity:
         return f"Validity({self.line()})"
 
 
-def validity(summary: Any, config: dict[str, Any], status: str) -> Validity:
-    """The checks of one run (``summary``: its Summary; ``config``: its config dict)."""
-    limit = config.get("max_error_rate")
-    limit = DEFAULT_MAX_ERROR_RATE if limit is None else float(limit)
-    planned_warmup = int(config.get("warmup") or 0)
+def validity(summary: Any, config: RunConfig, status: str) -> Validity:
+    """The checks of one run (``summary``: its Summary; ``config``: its RunConfig)."""
+    limit = DEFAULT_MAX_ERROR_RATE if config.max_error_rate is None else \
+        float(config.max_error_rate)
+    planned_warmup = int(config.warmup or 0)
     dropped = int(getattr(summary, "dropped", 0) or 0)
     checks = (
         Check("finished as planned", status == "completed",

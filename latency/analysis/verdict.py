@@ -6,10 +6,9 @@ is left to the charts; each dominant component maps to the levers that actually 
 """
 from __future__ import annotations
 
-from typing import Any
-
 from latency.analysis.findings import Verdict
 from latency.core import fmt
+from latency.core.config import RunConfig
 from latency.core.records import COMPONENTS
 
 ADVICE = {
@@ -56,7 +55,7 @@ SERVER_TIMING_EXAMPLE = ("Server-Timing: queue;dur=0.4, preprocess;dur=1.2, forw
 
 def verdict(successful: int, errors: int, component_means: dict[str, float | None],
             overloaded: bool, offered_rps: float | None, throughput_rps: float,
-            config: dict[str, Any], split_unavailable: bool = False,
+            config: RunConfig, split_unavailable: bool = False,
             dropped: int = 0) -> Verdict:
     """One sentence: the dominant component's share of the mean, and what to try.
     ``split_unavailable``: the target sent no Server-Timing, so its time is all "network"."""
@@ -81,8 +80,8 @@ def verdict(successful: int, errors: int, component_means: dict[str, float | Non
     ranked = sorted(means, key=means.get, reverse=True)  # type: ignore[arg-type]
     second = ranked[1]
     leads = "dominates" if share >= 0.5 else "is the largest share"
-    advice = (REMOTE_ADVICE if config.get("target") else ADVICE)[top]
-    if top == "network" and config.get("backend") == "ray":
+    advice = (REMOTE_ADVICE if config.target else ADVICE)[top]
+    if top == "network" and config.backend == "ray":
         advice = RAY_NETWORK_ADVICE
     text = (f"{top} {leads} ({fmt.share(share)} of the mean {fmt.duration(total)}; next: "
             f"{second} {fmt.share(means[second] / total)}) — {advice}")
@@ -94,8 +93,8 @@ def verdict(successful: int, errors: int, component_means: dict[str, float | Non
                        f"{fmt.duration(total)} and grows with the run length. Raise capacity "
                        "(replicas, batching, a faster forward pass) or lower the rate",
                        top, share)
-    if top == "network" and (config.get("net_rtt_ms") or config.get("net_jitter_ms")
-                             or config.get("net_bandwidth_mbps")):
+    if top == "network" and (config.net_rtt_ms or config.net_jitter_ms
+                             or config.net_bandwidth_mbps):
         text += " (network includes the EMULATED WAN delay you set)"
     fwd_share = means["forward"] / total
     # Amdahl's bound holds for work done per request; queueing is not such work (it shrinks

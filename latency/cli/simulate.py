@@ -110,18 +110,21 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         # a closed-loop run replays as a closed loop of its clients: open-loop arrivals at a
         # saturated closed loop's throughput would run its server at ρ ≈ 1 and call it unstable
         if (a.clients is None and a.rate is None and a.arrival != "recorded"
-                and recorded_config.get("concurrency") and not recorded_config.get("rate")):
-            a.clients = int(recorded_config["concurrency"])
+                and recorded_config is not None and recorded_config.concurrency
+                and recorded_config.rate is None):
+            a.clients = int(recorded_config.concurrency)
         if a.rate is None or a.arrival == "recorded":
             a.rate = recorded_rate
         # the recorded server, unless a flag says otherwise: its worker pool, batching and
         # replicas (a batch-8 run must not replay as batch 1 and call itself unstable)
-        for flag, key in (("preprocess_workers", "preprocess_workers"),
-                          ("batch_size", "batch_size"), ("max_batch_delay_ms",
-                                                         "max_batch_delay_ms"),
-                          ("replicas", "replicas")):
-            if getattr(a, flag) is None and recorded_config.get(key) is not None:
-                setattr(a, flag, recorded_config[key])
+        if recorded_config is not None:  # (a CSV has none)
+            rc = recorded_config
+            for flag, value in (("preprocess_workers", rc.preprocess_workers),
+                                ("batch_size", rc.batch_size),
+                                ("max_batch_delay_ms", rc.max_batch_delay_ms),
+                                ("replicas", rc.replicas)):
+                if getattr(a, flag) is None and value is not None:
+                    setattr(a, flag, value)
         source = (f"service resampled from {a.from_run} "
                   f"({len(rows)} recorded requests, batch sizes "
                   f"{', '.join(str(b) for b in sorted(svc.forward_by_batch))})")

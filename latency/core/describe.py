@@ -1,55 +1,58 @@
-"""Short descriptions of a run's configuration, for listings and legends: one place, so the
-history, the Compare page and the CLI call a run the same thing.
+"""Short descriptions of a run's configuration, for listings, legends and headings: one place,
+so the CLI's summary, the history, the Compare page and the Live Profiler call a run the same
+thing. ``load_description`` is the only wording of a run's load; what the history stored
+(its ``load`` column) was written by it, so old and new runs list alike.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from latency.core.config import RunConfig
 
 
-def load_description(config: dict[str, Any]) -> str:
+def load_description(config: RunConfig) -> str:
     """'open 200 req/s poisson' or 'closed 4 clients'."""
-    if config.get("rate") is not None:
-        return f"open {config['rate']:g} req/s {config.get('arrival', 'poisson')}"
-    n = config.get("concurrency") or 1
+    if config.rate is not None:
+        return f"open {config.rate:g} req/s {config.arrival}"
+    n = config.concurrency or 1
     return f"closed {n} client{'s' if n != 1 else ''}"
 
 
-def model_label(config: dict[str, Any]) -> str:
+def model_label(config: RunConfig) -> str:
     """The pipeline as a person calls it: its name, and a model file's file name."""
-    model = str(config.get("model", "?"))
-    file = (config.get("model_args") or {}).get("file") if model == "model-file" else None
+    model = str(config.model)
+    file = (config.model_args or {}).get("file") if model == "model-file" else None
     return f"{model} {Path(file).name}" if file else model
 
 
-def setup_description(config: dict[str, Any]) -> str:
+def setup_description(config: RunConfig) -> str:
     """The settings that differ from a plain run, shortly: 'batch ≤ 8 / 5 ms · 2 replicas ·
     int8 · naive pre · http' ('' for defaults). Two runs of one model under one load are told
     apart by this in a legend."""
     parts = []
-    if config.get("model") == "model-file" and (config.get("model_args") or {}).get("file"):
-        parts.append(Path(config["model_args"]["file"]).name)
-    if (config.get("batch_size") or 1) > 1:
-        parts.append(f"batch ≤ {config['batch_size']} / {config.get('max_batch_delay_ms') or 0:g}"
-                     " ms")
-    if (config.get("replicas") or 1) > 1:
-        parts.append(f"{config['replicas']} replicas")
-    if (config.get("threads") or 1) > 1:
-        parts.append(f"{config['threads']} threads")
-    if config.get("device") not in (None, "cpu"):
-        parts.append(str(config["device"]))
-    if config.get("dtype") not in (None, "float32"):
-        parts.append(str(config["dtype"]))
-    levers = config.get("optimize") or []
+    file = (config.model_args or {}).get("file")
+    if config.model == "model-file" and file:
+        parts.append(Path(file).name)
+    if (config.batch_size or 1) > 1:
+        parts.append(f"batch ≤ {config.batch_size} / {config.max_batch_delay_ms or 0:g} ms")
+    if (config.replicas or 1) > 1:
+        parts.append(f"{config.replicas} replicas")
+    if (config.threads or 1) > 1:
+        parts.append(f"{config.threads} threads")
+    if config.device not in (None, "cpu"):
+        parts.append(str(config.device))
+    if config.dtype not in (None, "float32"):
+        parts.append(str(config.dtype))
+    levers: object = config.optimize or []
     parts += [str(lv) for lv in (levers if isinstance(levers, list) else [levers])]
-    for stage in ("pre", "post"):
-        if config.get(stage) not in (None, "fast"):
-            parts.append(f"{config[stage]} {stage}")
-    if config.get("backend") == "ray":
+    for stage, value in (("pre", config.pre), ("post", config.post)):
+        if value not in (None, "fast"):
+            parts.append(f"{value} {stage}")
+    if config.backend == "ray":
         parts.append("Ray Serve" + (" + preprocess deployment"
-                                    if config.get("ray_preprocess") == "deployment" else ""))
-    elif config.get("transport") not in (None, "in-process"):
-        parts.append(str(config["transport"]))
+                                    if config.ray_preprocess == "deployment" else ""))
+    elif config.transport not in (None, "in-process"):
+        parts.append(str(config.transport))
     return " · ".join(parts)
 
 
@@ -57,16 +60,15 @@ def setup_description(config: dict[str, Any]) -> str:
 OUR_SERVER = "ours, own process, 127.0.0.1"
 
 
-def server_label(config: dict[str, Any]) -> str:
+def server_label(config: RunConfig) -> str:
     """Who answered an HTTP run's requests: 'remote target', 'Ray Serve (local instance; 2
     replica actor(s), preprocess in the replica)' or our own server."""
-    if config.get("target"):
+    if config.target:
         return "remote target"
-    if config.get("backend") == "ray":
-        where = (f"cluster {config['ray_address']}" if config.get("ray_address")
-                 else "local instance")
-        pre = ("a preprocess deployment" if config.get("ray_preprocess") == "deployment"
+    if config.backend == "ray":
+        where = f"cluster {config.ray_address}" if config.ray_address else "local instance"
+        pre = ("a preprocess deployment" if config.ray_preprocess == "deployment"
                else "the replica")
-        return (f"Ray Serve ({where}; {config.get('replicas') or 1} replica actor(s), "
+        return (f"Ray Serve ({where}; {config.replicas or 1} replica actor(s), "
                 f"preprocess in {pre})")
     return OUR_SERVER

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
 from latency.execution.http_backend import HttpBackend
@@ -26,14 +27,14 @@ from latency.serve.builder import BuiltServer, build_server
 class Backend(Protocol):
     def inputs(self) -> list[Any]: ...
 
-    def start(self, timings: dict[str, Any], env: dict[str, Any],
+    def start(self, timings: Timings, env: dict[str, Any],
               on_phase: Callable[[str], None] | None = None) -> Transport: ...
 
     def begin_measuring(self) -> None: ...
 
     def abandon(self) -> None: ...
 
-    def close(self, timings: dict[str, Any], warnings: list[str]) -> None: ...
+    def close(self, timings: Timings, warnings: list[str]) -> None: ...
 
 
 class InProcessBackend:
@@ -44,7 +45,7 @@ class InProcessBackend:
         self.pipeline = pipeline  # a pipeline already built by the caller (latency.profile)
         self.built: BuiltServer | None = None
 
-    def start(self, timings: dict[str, Any], env: dict[str, Any],
+    def start(self, timings: Timings, env: dict[str, Any],
               on_phase: Callable[[str], None] | None = None) -> Transport:
         self.built = build_server(self.config, on_phase, pipeline=self.pipeline)
         timings.update(self.built.timings)
@@ -67,7 +68,7 @@ class InProcessBackend:
         if self.built is not None:
             self.built.server.abandon_waiting()
 
-    def close(self, timings: dict[str, Any], warnings: list[str]) -> None:
+    def close(self, timings: Timings, warnings: list[str]) -> None:
         if self.built is not None:
             self.built.server.stop()
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from latency.analysis.result import RunResult
+from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
 from latency.core.records import Request, RequestLog
 from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
@@ -79,7 +80,7 @@ class _Run:
         self.interval = progress_interval_s
         self.expected = (config.requests or 0) + config.warmup
         self.rec = _Recorder(self.expected if config.requests else 4096)
-        self.timings: dict[str, Any] = {}
+        self.timings = Timings()
         self.warnings: list[str] = []
         self.phase = "loading"
         self.phase_started = time.monotonic()
@@ -101,7 +102,7 @@ class _Run:
                "done": self.rec.log.size, "expected": self.expected if c.requests else None,
                "dropped": self.dropped,
                "duration_s": c.duration_s,
-               "measure_start_ns": self.timings.get("measure_start_ns")}
+               "measure_start_ns": self.timings.measure_start_ns}
         if self.waiting_for is not None and self.phase == "waiting":
             out["waiting_for"] = self.waiting_for
         return out
@@ -154,9 +155,9 @@ class _Run:
                                   grace_s=c.drain_grace(), on_grace_expired=grace_expired)
             if not warmup:
                 self.dropped += dropped
-                start = self.timings.get("measure_start_ns") or driver.last_due_ns
-                self.timings["offered_requests"] = driver.offered
-                self.timings["offered_span_s"] = max(driver.last_due_ns - start, 0) / 1e9
+                start = self.timings.measure_start_ns or driver.last_due_ns
+                self.timings.offered_requests = driver.offered
+                self.timings.offered_span_s = max(driver.last_due_ns - start, 0) / 1e9
                 if self.grace_expired:  # abandoned in the server at the end of the grace
                     self.dropped += self.rec.cancelled - cancelled_before
         else:
@@ -174,16 +175,16 @@ class _Run:
             self.set_phase("warmup")
             t = time.perf_counter()
             self.drive(driver, transport, rng, c.warmup, None, True)
-            self.timings["warmup_s"] = time.perf_counter() - t
+            self.timings.warmup_s = time.perf_counter() - t
         if self.backend is not None:
             self.backend.begin_measuring()  # e.g. the HTTP server's counters start here
         self.set_phase("measuring")
-        start = self.timings["measure_start_ns"] = now_ns()
+        start = self.timings.measure_start_ns = now_ns()
         cpu0 = time.process_time()  # this process's CPU while measuring (HTTP: the client's)
         until = start + int(c.duration_s * 1e9) if c.duration_s else None
         self.drive(driver, transport, rng, c.requests, until, False)
-        self.timings["measure_end_ns"] = now_ns()
-        self.timings["measure_cpu_s"] = time.process_time() - cpu0
+        self.timings.measure_end_ns = now_ns()
+        self.timings.measure_cpu_s = time.process_time() - cpu0
 
 
 def _one_line(exc: BaseException) -> str:
@@ -230,7 +231,7 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
             run.warnings.append("stopped while waiting for another run to free the machine")
         else:
             if lock.waited_s > 0.5:
-                run.timings["waited_for_machine_s"] = lock.waited_s
+                run.timings.waited_for_machine_s = lock.waited_s
             run.set_phase("loading")
             transport = backend.start(run.timings, env, on_phase=run.set_phase)
             pool = list(inputs) if inputs is not None else backend.inputs()
@@ -241,17 +242,18 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
             stopper.start()
             run.measure(transport, pool)
             if run.dropped:
-                run.timings["dropped_overload"] = run.dropped
+                run.timings.dropped_overload = run.dropped
             if cancel.is_set():
                 status = "stopped"
-                run.timings["cancelled_requests"] = run.rec.cancelled
+                run.timings.cancelled_requests = run.rec.cancelled
                 if run.rec.cancelled and not run.grace_expired:
                     run.warnings.append(
                         f"stopped: {run.rec.cancelled} requests still waiting were dropped "
                         "unserved, so this run's tail under-states its queueing")
     except Exception as exc:  # keep what was measured; say what broke, in one line
         status, failure, trace = "failed", _one_line(exc), traceback.format_exc()
-        run.timings.setdefault("measure_end_ns", now_ns())
+        if run.timings.measure_end_ns is None:
+            run.timings.measure_end_ns = now_ns()
     finally:
         run.set_phase("finishing")
         backend.close(run.timings, run.warnings)
@@ -259,7 +261,7 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
             run.warnings += lock.release()
         run.stop_reporting()
     log, errors = run.rec.final()
-    return RunResult(config=config.to_dict(), environment=env, status=status, log=log,
+    return RunResult(config=config, environment=env, status=status, log=log,
                      errors=errors, timings=run.timings, warnings=run.warnings,
                      failure=failure, traceback=trace)
 

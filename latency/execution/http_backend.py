@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
 from latency.core.describe import server_label
 from latency.loadgen.bodies import load_bodies
@@ -74,7 +75,7 @@ class HttpBackend:
         return build_pipeline(c.model, torch.device("cpu"), torch.float32, c.model_args,
                               spec=c.pipeline).sample_inputs(c.input_pool, c.seed)
 
-    def start(self, timings: dict[str, Any], env: dict[str, Any],
+    def start(self, timings: Timings, env: dict[str, Any],
               on_phase: Any = None) -> HttpTransport:
         c = self.config
         t = time.perf_counter()
@@ -82,7 +83,7 @@ class HttpBackend:
             self.server = (RayServe(c) if c.backend == "ray"
                            else ServerProcess(c, c.max_body_mb)).start()
             self.base = self.server.url
-            timings["server_start_s"] = time.perf_counter() - t
+            timings.server_start_s = time.perf_counter() - t
             timings.update(self.server.ready.get("timings") or {})  # measured in the server
             if self.server.ready.get("optimization") is not None:
                 env["optimization"] = self.server.ready["optimization"]
@@ -159,7 +160,7 @@ class HttpBackend:
     def abandon(self) -> None:
         """On Stop: requests already sent finish on the server (HTTP cannot recall them)."""
 
-    def close(self, timings: dict[str, Any], warnings: list[str]) -> None:
+    def close(self, timings: Timings, warnings: list[str]) -> None:
         """Read the server's counters (what it answered during the run, from every client),
         then close the client and stop our server."""
         plain = self.config.target_protocol == "http"
@@ -169,14 +170,13 @@ class HttpBackend:
             delta = {str(k): v - before.get(k, 0) for k, v in sorted(after.items())
                      if v - before.get(k, 0) > 0}
             errors = sum(v for k, v in delta.items() if int(k) >= 400)
-            timings["server_responses"] = delta
-            timings["server_errors"] = errors
+            timings.count_server(delta, errors)
             if errors:
                 kinds = ", ".join(f"{n}× HTTP {k}" for k, n in delta.items() if int(k) >= 400)
                 warnings.append(f"the server answered {errors} request(s) with an error status "
                                 f"during the run ({kinds}), other clients' requests included")
         elif self.base:
-            timings["server_responses"] = None  # a remote server without our /metrics
+            timings.count_server(None, None)  # a remote server without our /metrics
         if self.transport is not None:
             self.transport.close()
         if self.server is not None:

@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from latency.analysis.timings import Timings
+from latency.core.config import RunConfig
+
 
 @dataclass(frozen=True)
 class Phase:
@@ -30,16 +33,16 @@ class Rows:
 class Final:
     """Everything about a finished run except its request rows (those came as ``Rows``)."""
 
-    config: dict[str, Any]
+    config: RunConfig
     status: str
     environment: dict[str, Any] = field(default_factory=dict)
-    timings: dict[str, Any] = field(default_factory=dict)
+    timings: Timings = field(default_factory=Timings)
     warnings: list[str] = field(default_factory=list)
     failure: str | None = None
     traceback: str | None = None
 
     @classmethod
-    def ended(cls, config: dict[str, Any], status: str, failure: str | None = None,
+    def ended(cls, config: RunConfig, status: str, failure: str | None = None,
               traceback: str | None = None) -> Final:
         """A run that ended without measuring anything (stopped in line, failed to start)."""
         return cls(config=config, status=status, failure=failure, traceback=traceback)

@@ -26,6 +26,7 @@ import numpy as np
 
 from latency.analysis.result import RunResult
 from latency.analysis.snapshot import Snapshot, build_snapshot
+from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
 from latency.core.records import RECORD_DTYPE
 from latency.execution.messages import Done, Final, Phase, Rows
@@ -64,8 +65,8 @@ def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any
                              result.warnings, result.failure, result.traceback)))
     except BaseException as exc:  # noqa: BLE001 - report anything, then die
         text = str(exc).splitlines()[0] if str(exc) else ""
-        conn.send(Done(Final.ended(config, "failed", f"{type(exc).__name__}: {text}",
-                                   traceback.format_exc())))
+        conn.send(Done(Final.ended(RunConfig.from_dict(config), "failed",
+                                   f"{type(exc).__name__}: {text}", traceback.format_exc())))
     finally:
         conn.close()
 
@@ -116,7 +117,7 @@ class RunHandle:
             _spawn(self._proc)
         except Exception as exc:  # could not spawn: fail this run alone, say why
             with self._lock:
-                self._final = Final.ended(self.config.to_dict(), "failed",
+                self._final = Final.ended(self.config, "failed",
                                           f"could not start the run process: {exc}")
                 self._status = "failed"
                 self._version += 1
@@ -133,7 +134,7 @@ class RunHandle:
         with self._lock:
             self._cancel.set()
             if self._status == "queued":  # never started: nothing measured
-                self._final = Final.ended(self.config.to_dict(), "stopped")
+                self._final = Final.ended(self.config, "stopped")
                 self._status = "stopped"
                 self._version += 1
                 self._done.set()
@@ -173,7 +174,7 @@ class RunHandle:
         with self._lock:
             if final is None:
                 code = self._proc.exitcode
-                final = Final.ended(self.config.to_dict(), "failed",
+                final = Final.ended(self.config, "failed",
                                     f"the run process exited unexpectedly (exit code {code})")
             self._final = final
             self._status = final.status
@@ -227,12 +228,13 @@ class RunHandle:
                 # of the run process's last message (up to a second old)
                 progress["elapsed_s"] = (time.perf_counter_ns() - start_ns) / 1e9
         progress.update(_fraction(self.config, progress))
-        timings = final.timings if final is not None else {}
+        timings = final.timings if final is not None else Timings()
+        start = timings.measure_start_ns
         snap = build_snapshot(
             self.run_id, version, status, progress.get("phase", status),
-            self.config.to_dict(), rows, errors, progress,
-            measure_start_ns=timings.get("measure_start_ns", progress.get("measure_start_ns")),
-            measure_end_ns=timings.get("measure_end_ns"),
+            self.config, rows, errors, progress,
+            measure_start_ns=start if start is not None else progress.get("measure_start_ns"),
+            measure_end_ns=timings.measure_end_ns,
             warnings=final.warnings if final is not None else None,
             failure=final.failure if final is not None else None)
         with self._lock:
@@ -245,7 +247,7 @@ class RunHandle:
         with self._lock:
             rows = self._rows[: self._n].copy()
             errors = dict(self._errors)
-            final = self._final or Final.ended(self.config.to_dict(), self._status)
+            final = self._final or Final.ended(self.config, self._status)
         return RunResult(config=final.config, environment=final.environment,
                          status=final.status, log=rows, errors=errors, timings=final.timings,
                          warnings=final.warnings, failure=final.failure,

@@ -28,6 +28,7 @@ import numpy as np
 from latency.analysis.findings import Finding
 from latency.analysis.summary import Summary, summarize_rows
 from latency.core import fmt
+from latency.core.config import RunConfig
 from latency.core.records import RECORD_DTYPE
 from latency.simulation.queueing import UnstableQueue
 from latency.simulation.service import DISTS, ServiceModel, request_draws
@@ -286,8 +287,8 @@ def summarize_simulation(config: SimConfig, service: ServiceModel) -> SimSummary
     measured = rows[~rows["warmup"]]
     summary = summarize_rows(rows, {}, measure_start_ns=int(measured["t_intended"].min()),
                              measure_end_ns=int(measured["t_done"].max()),
-                             config={"concurrency": config.clients} if config.clients
-                             else {"rate": config.rate})
+                             config=RunConfig(concurrency=config.clients) if config.clients
+                             else RunConfig(rate=config.rate))
     # a closed loop's rate is an outcome: its utilisation is that of the throughput it reached
     rho = utilisation(replace(config, rate=summary.throughput_rps) if config.clients
                       else config, service)

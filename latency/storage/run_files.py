@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from latency.analysis.result import RunResult
+from latency.core.config import RunConfig
 from latency.core.records import (
     RECORD_DTYPE,
     STAMP_FIELDS,
@@ -49,8 +51,8 @@ def load_run_rows(source: str, db: str | None = None) -> np.ndarray:
     return load_run(source, db)[0]
 
 
-def load_run(source: str, db: str | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-    """Request rows and the run's config ({} for a CSV, which has none) from a run JSON, a
+def load_run(source: str, db: str | None = None) -> tuple[np.ndarray, RunConfig | None]:
+    """Request rows and the run's config (None for a CSV, which has none) from a run JSON, a
     requests CSV or a history run id; ValueError with a one-line reason otherwise."""
     path = Path(source)
     if not path.suffix and not path.exists():
@@ -58,7 +60,7 @@ def load_run(source: str, db: str | None = None) -> tuple[np.ndarray, dict[str, 
     if path.suffix.lower() == ".csv":
         if not path.is_file():
             raise ValueError(f"no such file: {source}")
-        return rows_from_csv(path), {}
+        return rows_from_csv(path), None
     if path.suffix.lower() == ".json":
         if not path.is_file():
             raise ValueError(f"no such file: {source}")
@@ -71,11 +73,25 @@ def load_run(source: str, db: str | None = None) -> tuple[np.ndarray, dict[str, 
             raise ValueError(f"{source} has no per-request records: write the run with "
                              "`python -m latency run ... --json FILE` (or --csv FILE)")
         config = data.get("config")
-        return rows_from_table(table), config if isinstance(config, dict) else {}
+        return rows_from_table(table), (RunConfig.from_dict(config) if isinstance(config, dict)
+                                        else None)
     return _rows_from_history(source, db)
 
 
-def _rows_from_history(ref: str, db: str | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+def load_result(path: str | Path) -> RunResult:
+    """A run JSON (``run --json``) as the RunResult it was written from: its config and
+    timings typed again, its summary as measured, its request rows if the file has them."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable run JSON ({exc})") from None
+    if not isinstance(data, dict) or "config" not in data:
+        raise ValueError(f"{path}: not a Latency Lab run JSON (no config); write one with "
+                         "`python -m latency run ... --json FILE`")
+    return RunResult.from_dict(data)
+
+
+def _rows_from_history(ref: str, db: str | None = None) -> tuple[np.ndarray, RunConfig]:
     if Path(ref).suffix:
         raise ValueError(f"{ref}: give a .json or .csv file, or a history run id")
     try:
@@ -84,7 +100,7 @@ def _rows_from_history(ref: str, db: str | None = None) -> tuple[np.ndarray, dic
         raise ValueError(f"{ref}: not a file nor a run in the history ({exc})") from None
     if run.result is None or not len(run.result.log):
         raise ValueError(f"history run {ref} has no request records")
-    return run.result.log, dict(run.config or {})
+    return run.result.log, run.config
 
 
 def stored_run_from_json(path: str | Path) -> Any:
@@ -103,13 +119,12 @@ def stored_run_from_json(path: str | Path) -> Any:
         raise ValueError(f"{path}: not a Latency Lab run JSON (no summary/config); write one "
                          "with `python -m latency run ... --json FILE`")
     summary = Summary.from_dict(data["summary"])
-    cfg = data.get("config") or {}
+    cfg = RunConfig.from_dict(data.get("config") or {})
     info = RunInfo(id=p.name, name=str(p), created_at=p.stat().st_mtime,
                    status=str(data.get("status", "completed")), source="file",
-                   model=str(cfg.get("model", "?")),
-                   mode="open" if cfg.get("rate") is not None else "closed",
+                   model=str(cfg.model), mode=cfg.mode,
                    load=load_description(cfg), setup=setup_description(cfg),
-                   device=cfg.get("device"), n=summary.requests, errors=summary.errors,
+                   device=cfg.device, n=summary.requests, errors=summary.errors,
                    p50_ms=summary.latency_ms.p50, p99_ms=summary.latency_ms.p99,
                    throughput_rps=summary.throughput_rps)
     return StoredRun(info=info, summary=summary, config=cfg,

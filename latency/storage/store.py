@@ -24,6 +24,7 @@ WAL needs a local file system (not NFS).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -39,9 +40,12 @@ from typing import Any
 
 import numpy as np
 
+from latency.analysis.findings import Finding
 from latency.analysis.result import RunResult
 from latency.analysis.snapshot import build_snapshot
 from latency.analysis.summary import Summary
+from latency.analysis.timings import Timings
+from latency.core.config import RunConfig
 from latency.core.describe import load_description, setup_description
 from latency.core.errors import ConfigError
 from latency.core.records import RECORD_DTYPE, component_ns, measured_and_ok
@@ -55,12 +59,17 @@ DEFAULT_DB = Path.home() / ".latency_lab" / "runs.sqlite"
 CHUNK_ROWS = 65_536
 #: zlib level 1: about 3× smaller than raw rows for a fraction of the save time (BENCHMARKS.md).
 ZLIB_LEVEL = 1
-SCHEMA_VERSION = 3
-#: statements that bring a database from version k-1 to k (key k); a new file gets _SCHEMA.
+SCHEMA_VERSION = 4
+#: the version ``_SCHEMA`` creates; a new file then takes the migrations after it
+BASE_VERSION = 3
+#: statements that bring a database from version k-1 to k (key k)
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE runs ADD COLUMN setup TEXT NOT NULL DEFAULT ''",),
     #: who may rename or delete the run from the shared dashboard (its session), if anyone
     3: ("ALTER TABLE runs ADD COLUMN owner TEXT",),
+    #: the kind of each of the summary's warnings (a JSON list beside its texts; NULL for
+    #: runs saved before: their warnings read back as kind "recorded")
+    4: ("ALTER TABLE runs ADD COLUMN finding_kinds TEXT",),
 }
 #: how long a writer waits for another writer (a CLI run and the dashboard saving at once).
 BUSY_TIMEOUT_MS = 30_000
@@ -169,7 +178,7 @@ class StoredRun:
 
     info: RunInfo
     summary: Summary
-    config: dict[str, Any]
+    config: RunConfig
     environment: dict[str, Any]
     makeup_ms: dict[str, dict[str, float]]
     #: (percentile p in 0..1, total latency ms at p): dense in the tail, up to 1 − 1/n
@@ -238,10 +247,10 @@ class RunStore:
                     for statement in _SCHEMA.split(";"):
                         if statement.strip():
                             conn.execute(statement)
-                else:
-                    for k in range(version + 1, SCHEMA_VERSION + 1):
-                        for statement in _MIGRATIONS.get(k, ()):
-                            conn.execute(statement)
+                    version = BASE_VERSION
+                for k in range(version + 1, SCHEMA_VERSION + 1):
+                    for statement in _MIGRATIONS.get(k, ()):
+                        conn.execute(statement)
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 conn.execute("COMMIT")
             except BaseException:
@@ -262,8 +271,8 @@ class RunStore:
         summary = result.summary
         snap = build_snapshot("", 0, result.status, "done", result.config, result.log,
                               result.errors, {},
-                              measure_start_ns=result.timings.get("measure_start_ns"),
-                              measure_end_ns=result.timings.get("measure_end_ns"))
+                              measure_start_ns=result.timings.measure_start_ns,
+                              measure_end_ns=result.timings.measure_end_ns)
         cfg = result.config
         spectrum = spectrum_of(result.log)
         rows = np.ascontiguousarray(result.log, dtype=RECORD_DTYPE)
@@ -272,16 +281,16 @@ class RunStore:
         blobs = [(i, len(c), "zlib", zlib.compress(c.tobytes(), ZLIB_LEVEL)) for i, c in chunks]
         values = {
             "name": name, "created_at": time.time(), "status": result.status,
-            "source": source, "origin_id": origin_id, "model": str(cfg.get("model", "?")),
-            "mode": "open" if cfg.get("rate") is not None else "closed",
-            "load": load_description(cfg), "setup": setup_description(cfg),
-            "device": cfg.get("device"),
+            "source": source, "origin_id": origin_id, "model": str(cfg.model),
+            "mode": cfg.mode, "load": load_description(cfg), "setup": setup_description(cfg),
+            "device": cfg.device,
             "n": summary.requests, "errors": summary.errors,
             "p50_ms": summary.latency_ms.p50, "p99_ms": summary.latency_ms.p99,
             "throughput_rps": summary.throughput_rps,
-            "config": _dumps(cfg), "environment": _dumps(result.environment),
-            "summary": _dumps(summary.to_dict()), "timings": _dumps(result.timings),
+            "config": _dumps(cfg.to_dict()), "environment": _dumps(result.environment),
+            "summary": _dumps(summary.to_dict()), "timings": _dumps(result.timings.to_dict()),
             "warnings": _dumps(result.warnings), "failure": result.failure,
+            "finding_kinds": _dumps([getattr(w, "kind", "recorded") for w in summary.warnings]),
             "error_messages": _dumps({str(k): v for k, v in result.errors.items()}),
             "makeup": _dumps(snap.makeup_ms), "spectrum": spectrum,
             "n_rows": len(rows), "record_dtype": _dumps(RECORD_DTYPE.descr), "owner": owner,
@@ -388,17 +397,18 @@ class RunStore:
                 run_id = self._resolve(conn, ref)
                 info = self._info(conn, run_id)
                 (cfg, env, summary, timings, warnings, failure, errs, makeup, spectrum,
-                 n_rows, descr) = conn.execute(
+                 n_rows, descr, kinds) = conn.execute(
                     "SELECT config, environment, summary, timings, warnings, failure, "
-                    "error_messages, makeup, spectrum, n_rows, record_dtype FROM runs "
-                    "WHERE id = ?", (run_id,)).fetchone()
+                    "error_messages, makeup, spectrum, n_rows, record_dtype, finding_kinds "
+                    "FROM runs WHERE id = ?", (run_id,)).fetchone()
                 chunks = (conn.execute("SELECT n_rows, codec, rows FROM request_chunks WHERE "
                                        "run_id = ? ORDER BY chunk", (run_id,)).fetchall()
                           if rows else None)
             finally:
                 conn.execute("COMMIT")
-        stored = StoredRun(info=info, summary=Summary.from_dict(json.loads(summary)),
-                           config=json.loads(cfg),
+        stored = StoredRun(info=info, summary=_with_kinds(Summary.from_dict(json.loads(summary)),
+                                                          kinds),
+                           config=RunConfig.from_dict(json.loads(cfg)),
                            environment=json.loads(env), makeup_ms=json.loads(makeup),
                            spectrum=_spectrum_from_blob(spectrum))
         if chunks is not None:
@@ -406,7 +416,8 @@ class RunStore:
             stored.result = RunResult(
                 config=stored.config, environment=stored.environment, status=info.status,
                 log=log, errors={int(k): v for k, v in json.loads(errs).items()},
-                timings=json.loads(timings), warnings=json.loads(warnings), failure=failure)
+                timings=Timings.from_dict(json.loads(timings)), warnings=json.loads(warnings),
+                failure=failure)
             stored.result.__dict__["summary"] = stored.summary  # as it was when measured
         return stored
 
@@ -486,6 +497,18 @@ def _spectrum_from_blob(blob: bytes | None) -> tuple[np.ndarray, np.ndarray] | N
         return None
     arr = np.frombuffer(blob, dtype="<f8").reshape(2, -1)
     return arr[0], arr[1]
+
+
+def _with_kinds(summary: Summary, kinds: str | None) -> Summary:
+    """The stored summary with its warnings' kinds back (stored beside their texts, so the
+    summary's JSON stays as it always was)."""
+    if kinds is None:
+        return summary
+    listed = json.loads(kinds)
+    if len(listed) != len(summary.warnings):  # not this summary's: keep what it says
+        return summary
+    return dataclasses.replace(summary, warnings=[Finding(str(w), str(k)) for w, k in
+                                                  zip(summary.warnings, listed)])
 
 
 def _info_from_row(row: tuple[Any, ...]) -> RunInfo:
