@@ -5,10 +5,20 @@ memory bus — and nothing in either result would say so. The dashboard's run ma
 queues its own runs; this lock also queues a CLI run, a benchmark, a notebook's
 ``latency.profile`` and a second dashboard behind each other, whichever started first.
 
-It is an advisory ``flock`` on a file in ``$LATENCY_LAB_LOCK_DIR`` (default: the system's temp
-directory, shared by every user of the machine): the kernel drops it when its process ends,
-however that happens, so a killed run never leaves the machine locked. Next to it, each run
-writes a small file saying who it is (pid, what, since when), which a waiting run shows.
+It is an advisory ``flock`` on a file in ``$LATENCY_LAB_LOCK_DIR`` (default:
+``latency-lab-lock-<uid>`` in the system's temp directory, one per user): the kernel drops it
+when its process ends, however that happens, so a killed run never leaves the machine locked.
+Next to it, each run writes a small file saying who it is (pid, what, since when), which a
+waiting run shows.
+
+The directory is where other users can reach (the temp directory is writable by all), so it is
+used only when it is safe: a real directory (not a symlink) owned by this user and writable by
+nobody else — created so (mode 0700) when it does not exist, refused with one line
+(``UnsafeLockDir``) otherwise. Inside it, no file is ever opened through a symlink (``O_NOFOLLOW``)
+and every note is written to a fresh file and renamed into place, so a link planted there can
+neither redirect a write to another file nor be read as a note. One directory per user, because
+a directory one user creates is one another user may not write: a shared one would lock every
+other user out of their runs.
 
 A user may force a run past the lock (``--no-wait``; ``force=True``). Then both runs are
 disturbed, and both say so: every run — locked or forced — leaves a note of its interval in
@@ -20,6 +30,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -36,11 +47,65 @@ POLL_S = 0.2
 NOTE_TTL_S = 24 * 3600.0
 #: at most this many notes are read (a directory left to grow must not slow every run).
 MAX_NOTES = 1000
+#: a note is a few hundred bytes; a larger file in the directory is not one.
+MAX_NOTE_BYTES = 64 * 1024
+
+
+class UnsafeLockDir(OSError):
+    """The lock directory is a symlink, not a directory, or not this user's alone."""
 
 
 def lock_dir() -> Path:
     env = os.environ.get(LOCK_DIR_ENV)
-    return Path(env).expanduser() if env else Path(tempfile.gettempdir()) / "latency-lab-lock"
+    if env:
+        return Path(env).expanduser()
+    return Path(tempfile.gettempdir()) / f"latency-lab-lock-{os.geteuid()}"
+
+
+def safe_dir(path: Path) -> Path:
+    """``path`` as a directory only this user can write, created (0700) when missing; raises
+    ``UnsafeLockDir`` naming what is wrong, so a run never writes where another user points."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    fix = f"remove it or set {LOCK_DIR_ENV} to a directory of your own"
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise UnsafeLockDir(f"the run lock's directory {path} is "
+                            f"{'a symlink' if stat.S_ISLNK(st.st_mode) else 'not a directory'}"
+                            f": refusing to use it ({fix})")
+    if st.st_uid != os.geteuid():
+        raise UnsafeLockDir(f"the run lock's directory {path} belongs to another user (uid "
+                            f"{st.st_uid}): refusing to use it ({fix})")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafeLockDir(f"the run lock's directory {path} is writable by other users "
+                            f"(mode {stat.S_IMODE(st.st_mode):o}): refusing to use it ({fix})")
+    return path
+
+
+def _write(path: Path, text: str) -> None:
+    """Write a fresh file and rename it over ``path``: a symlink at ``path`` is replaced, never
+    followed."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _read(path: Path) -> str:
+    """A note's text, never through a symlink, at most ``MAX_NOTE_BYTES``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        return os.read(fd, MAX_NOTE_BYTES).decode()
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -75,8 +140,8 @@ class MachineLock:
                 on_wait: Callable[[Holder | None], None] | None = None) -> bool:
         """Take the lock (wait while another run holds it); False if ``cancel`` was set while
         waiting. With ``force``, never waits: returns True at once, lock or not."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / "run.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        safe_dir(self.dir)
+        fd = os.open(self.dir / "run.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         t0 = time.monotonic()
         told = False
         while True:
@@ -101,7 +166,7 @@ class MachineLock:
         self._note = self.dir / f"run-{os.getpid()}-{time.monotonic_ns()}.json"
         self._write_note(None)
         if self._fd is not None:
-            (self.dir / "holder.json").write_text(self._note.read_text())
+            _write(self.dir / "holder.json", _read(self._note))
         return True
 
     def release(self) -> list[str]:
@@ -134,7 +199,7 @@ class MachineLock:
     def holder(self) -> Holder | None:
         """The run holding the machine now, from its note (None when free or unknown)."""
         try:
-            holder = _holder(json.loads((self.dir / "holder.json").read_text()))
+            holder = _holder(json.loads(_read(self.dir / "holder.json")))
         except (OSError, ValueError, KeyError, TypeError):
             return None
         return holder if holder.ended is None and pid_alive(holder.pid) else None
@@ -146,7 +211,7 @@ class MachineLock:
             if path == self._note:
                 continue
             try:
-                other = _holder(json.loads(path.read_text()))
+                other = _holder(json.loads(_read(path)))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
             end = other.ended if other.ended is not None else (
@@ -167,9 +232,7 @@ class MachineLock:
         assert self._note is not None
         data = {"pid": os.getpid(), "what": self.what, "started": self._started,
                 "forced": self._fd is None, "ended": ended}
-        tmp = self._note.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, self._note)
+        _write(self._note, json.dumps(data))
 
 
 def _holder(d: dict) -> Holder:
