@@ -168,3 +168,17 @@ def test_each_user_has_a_lock_directory_of_their_own(monkeypatch, tmp_path):
         assert stat.S_IMODE(lock_dir().stat().st_mode) == 0o700
     finally:
         tempfile.tempdir = None
+
+
+def test_an_unsafe_lock_directory_is_one_line_before_anything_runs(tmp_path, monkeypatch):
+    """The CLI says it with exit 2 and measures nothing, saves nothing."""
+    from latency.cli.main import main
+
+    directory = tmp_path / "lock"
+    directory.mkdir()
+    directory.chmod(0o777)
+    monkeypatch.setenv(LOCK_DIR_ENV, str(directory))
+    out = tmp_path / "run.json"
+    assert main(["run", "--model", "synthetic", "--requests", "5", "--quiet", "--no-save",
+                 "--json", str(out)]) == 2
+    assert not out.exists() and list(directory.iterdir()) == []

@@ -33,7 +33,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     if not 0 <= a.port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535 (got {a.port})")
     config = validated(RunConfig(**{**config_values(a, SERVE), **pipeline_kwargs(a)},
-                                 requests=1))
+                                 requests=1), machine_lock=False)  # serving measures nothing
     host = a.host
 
     def ready(port: int, built: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError, PipelineError
 from latency.core.optimization import LeverError, parse_levers
+from latency.execution.lock import UnsafeLockDir, lock_dir, safe_dir
 from latency.host.devices import check_device_dtype
 from latency.loadgen.bodies import load_bodies
 from latency.pipelines.contract import Pipeline
@@ -20,11 +21,20 @@ from latency.pipelines.registry import PipelineSource, parse_model_args, source
 from latency.serve.ray_serve import INSTALL_HINT, ray_installed
 
 
-def validated(config: RunConfig, pipeline: Pipeline | None = None) -> RunConfig:
+def validated(config: RunConfig, pipeline: Pipeline | None = None,
+              machine_lock: bool = True) -> RunConfig:
     """A checked copy of ``config`` with defaults, model-args and the pipeline's spec resolved;
     ConfigError if it cannot run here. ``pipeline``: an object the caller built, served as it
-    is (its model-args and device are its own)."""
+    is (its model-args and device are its own). ``machine_lock``: the run will take the
+    machine's run lock, so its directory must be safe to use (``serve`` takes none)."""
     c = config.checked()
+    if machine_lock:
+        try:
+            safe_dir(lock_dir())
+        except OSError as exc:  # unsafe (UnsafeLockDir) or not creatable: before anything runs
+            raise ConfigError(str(exc) if isinstance(exc, UnsafeLockDir) else
+                              f"cannot use the run lock's directory {lock_dir()}: "
+                              f"{exc.strerror or exc}") from None
     if c.backend == "ray":
         if pipeline is not None:
             raise ConfigError("a pipeline object is served in this process: pass its class or "
