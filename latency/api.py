@@ -134,57 +134,41 @@ def simulate(rate: float | None = None, *, service_ms: float = 5.0,
     summary, marked SIMULATED). ``from_run``: a RunResult, a run JSON/CSV path or a history
     id whose service times — and, unless given, its rate (or, for a closed-loop run, its
     clients), batching, replicas and preprocess workers — are taken. ``clients``: a closed
-    loop of that many clients instead of arrivals at a rate."""
-    from latency.simulation.calibration import recorded_arrivals
-    from latency.simulation.simulator import (
-        ARRIVALS,
-        DISTS,
-        ServiceModel,
-        SimConfig,
-        summarize_simulation,
-    )
+    loop of that many clients instead of arrivals at a rate. Every value is checked as the
+    CLI checks it (ConfigError, one line)."""
+    from latency.simulation.config import SimConfig
+    from latency.simulation.replay import Recording, replay_config
+    from latency.simulation.simulator import ServiceModel, summarize_simulation
 
-    if arrival not in ARRIVALS:
-        raise ConfigError(f"arrival must be one of: {', '.join(ARRIVALS)}")
-    if service_dist not in DISTS:
-        raise ConfigError(f"service_dist must be one of: {', '.join(DISTS)}")
-    times = None
-    recorded: RunConfig | None = None
+    if rate is not None and clients is not None:
+        raise ConfigError("clients (a closed loop) and rate (arrivals) exclude each other: "
+                          "choose one")
+    settings: dict[str, Any] = dict(
+        rate=rate, clients=clients, replicas=replicas, batch_size=batch_size,
+        max_batch_delay_ms=max_batch_delay_ms, arrival=arrival,
+        preprocess_workers=preprocess_workers, requests=requests, seed=seed)
     if from_run is not None:
         if hasattr(from_run, "log"):
-            rows, recorded = from_run.log, from_run.config
+            run = from_run
         else:
             from latency.storage.run_files import load_run
 
             try:
-                rows, recorded = load_run(str(from_run))
+                run = Recording(*load_run(str(from_run)))
             except ValueError as exc:
                 raise ConfigError(f"from_run: {exc}") from None
-        service = ServiceModel.from_rows(rows)
-        times, recorded_rate = recorded_arrivals(rows)
-        if (clients is None and rate is None and arrival != "recorded"
-                and recorded is not None and recorded.concurrency and recorded.rate is None):
-            clients = int(recorded.concurrency)  # a closed loop replays as one
-        rate = recorded_rate if rate is None or arrival == "recorded" else rate
+        config = replay_config(run, **settings)
+        try:
+            service = ServiceModel.from_rows(run.log)
+        except ValueError as exc:
+            raise ConfigError(f"from_run: {exc}") from None
     else:
+        service = ServiceModel(forward_ms=service_ms, dist=service_dist, cv=service_cv).checked()
+        given = {k: v for k, v in settings.items() if v is not None}
+        given.setdefault("rate", 1.0)  # a closed loop's rate is an outcome
+        config = SimConfig(**given).checked()  # a bad value is named even without a rate
         if rate is None and clients is None:
             raise ConfigError("simulate() needs a rate, clients= or from_run=")
-        rate = rate if rate is not None else 1.0  # a closed loop's rate is an outcome
-        service = ServiceModel(forward_ms=service_ms, dist=service_dist, cv=service_cv)
-    if not rate or rate <= 0:
-        raise ConfigError("rate must be > 0")
-    def given(value: Any, recorded_value: Any, default: Any) -> Any:
-        return value if value is not None else recorded_value or default
-
-    rec = recorded or RunConfig()  # a CSV has no config: the defaults (workers: unlimited)
-    config = SimConfig(rate=float(rate), replicas=given(replicas, rec.replicas, 1),
-                       batch_size=given(batch_size, rec.batch_size, 1),
-                       max_batch_delay_ms=given(max_batch_delay_ms, rec.max_batch_delay_ms,
-                                                0.0),
-                       arrival=arrival, requests=requests, seed=seed, arrival_times_ms=times,
-                       preprocess_workers=given(preprocess_workers, recorded and
-                                                recorded.preprocess_workers, None),
-                       clients=clients)
     return summarize_simulation(config, service)
 
 

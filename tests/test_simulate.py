@@ -146,3 +146,57 @@ def test_a_closed_loop_arm_replayed_as_a_closed_loop_reproduces_itself_and_speed
         assert abs(w.calibration()[k]) < tol, (k, w.before, w.measured)
     assert w.rate_after > 1.6 * w.rate  # a faster server is asked more often
     assert w.after["mean"] == pytest.approx(w.before["mean"] * 0.5, rel=0.1)
+
+
+@pytest.mark.parametrize("settings,named", [
+    ({"requests": 10**9}, "--requests"),
+    ({"rate": 100, "requests": 10**9}, "--requests"),
+    ({"rate": 100, "replicas": 0}, "--replicas"),
+    ({"rate": 100, "batch_size": 10**6}, "--batch-size"),
+    ({"rate": 100, "max_batch_delay_ms": -1}, "--max-batch-delay-ms"),
+    ({"rate": 2e6}, "--rate"),
+    ({"rate": 100, "seed": -1}, "--seed"),
+    ({"clients": 0}, "--clients"),
+    ({"rate": 100, "preprocess_workers": 0}, "--preprocess-workers"),
+    ({"rate": 100, "service_ms": 0}, "--service-ms"),
+    ({"rate": 100, "arrival": "weekly"}, "--arrival"),
+])
+def test_the_api_refuses_what_the_cli_refuses_naming_the_setting(settings, named):
+    import latency
+    from latency.cli.main import main
+    from latency.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=named) as refused:
+        latency.simulate(**settings)
+    assert "\n" not in str(refused.value)
+    flags = [x for k, v in settings.items()
+             for x in (f"--{k.replace('_', '-')}", str(v))]
+    assert main(["simulate", *flags]) == 2  # the CLI refuses the same values
+
+
+def test_a_replayed_batched_closed_loop_charges_every_component_as_the_engine_does():
+    """The engine charges a request's wait for its replica to post-process the earlier
+    requests of its batch to ``queue`` (docs/method.md's component table); a batch-8 closed loop
+    replayed through the simulator must do the same, component by component, not only in
+    total. Postprocessing 2 ms a request makes the wait (~7 ms a request at batch 8) far
+    larger than the tolerance."""
+    import latency
+    from latency.core.config import RunConfig
+    from latency.execution.engine import execute
+
+    run = execute(RunConfig(model="synthetic",
+                            model_args={"forward_ms": 4, "forward_per_item_ms": 0.5,
+                                        "postprocess_ms": 2},
+                            batch_size=8, max_batch_delay_ms=3, concurrency=16, requests=800))
+    sim = latency.simulate(from_run=run, requests=20_000)  # a closed loop of 16, batch 8
+    measured, simulated = run.summary.components_ms, sim.summary.components_ms
+    tolerance = max(0.5, 0.06 * run.summary.latency_ms.mean)  # the replay's own error
+    misplaced = []
+    for name, stats in measured.items():
+        if abs(simulated[name].mean - stats.mean) > tolerance:
+            misplaced.append(f"{name}: simulated {simulated[name].mean:.2f} ms, "
+                             f"measured {stats.mean:.2f} ms")
+    assert not misplaced, f"tolerance {tolerance:.2f} ms: " + "; ".join(misplaced)
+    assert sim.summary.latency_ms.mean == pytest.approx(run.summary.latency_ms.mean,
+                                                       abs=tolerance)
+    assert not sim.unstable  # a saturated closed loop reads ρ ≈ 1 but never grows a queue

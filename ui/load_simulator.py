@@ -4,6 +4,7 @@ value it had) and shared by every session. The work itself is in ``latency.simul
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -16,11 +17,12 @@ from latency.core.config import RunConfig
 from latency.simulation.calibration import calibrated, recorded_arrivals
 from latency.simulation.capacity import (
     capacity_rps,
-    closed_form,
     hockey_stick,
     max_rate_for_slo,
     min_replicas_for_slo,
 )
+from latency.simulation.closed_form import closed_form
+from latency.simulation.replay import Recording, replay_config
 from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
 from ui.server import run_manager
 
@@ -34,32 +36,68 @@ HISTORY = "history:"  # source keys of runs read back from the saved history
 PER_ITEM_SHARE_DEFAULT = 0.45
 
 
-def service_model(source: str, service_ms: float, dist: str, cv: float,
-                  per_item: float = 0.0) -> ServiceModel:
-    """``per_item``: the forward cost of each extra request in a batch, as a share of the
-    batch-1 forward time (parametric service only; a recording has its own per batch size)."""
-    if source == "parametric":
-        return ServiceModel(forward_ms=service_ms, forward_per_item_ms=per_item * service_ms,
-                            dist=dist, cv=cv)
-    return _recorded(source)[0]
+@dataclass(frozen=True)
+class SimSettings:
+    """The page's sidebar as one value: the key of every cached computation, what a
+    validation run remembers it was started for, and the source of the SimConfig simulated.
+    ``per_item``: the forward cost of each extra request in a batch, as a share of the
+    batch-1 forward time (parametric service only; a recording has its own per batch size).
+    ``service_ms``, ``dist``, ``cv`` and ``per_item`` are the parametric service's; a
+    recorded ``source`` (a run id, or ``history:<id>``) brings its own."""
+
+    source: str = "parametric"
+    service_ms: float = 10.0
+    dist: str = "exponential"
+    cv: float = 1.0
+    per_item: float = 0.0
+    arrival: str = "poisson"
+    replicas: int = 1
+    batch: int = 1
+    delay_ms: float = 0.0
+    rate: float = 1.0
+
+    @property
+    def parametric(self) -> bool:
+        return self.source == "parametric"
+
+    def at_rate(self, rate: float) -> SimSettings:
+        return replace(self, rate=float(rate))
 
 
-def capacity_of(source: str, service_ms: float, dist: str, cv: float, replicas: int,
-                batch: int, delay_ms: float, per_item: float = 0.0) -> float:
-    """Requests per second the setting serves at utilisation 1."""
-    cfg = SimConfig(rate=1.0, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
-                    preprocess_workers=preprocess_workers(source))
-    return capacity_rps(cfg, service_model(source, service_ms, dist, cv, per_item))
+def service_model(s: SimSettings) -> ServiceModel:
+    if s.parametric:
+        return ServiceModel(forward_ms=s.service_ms, forward_per_item_ms=s.per_item * s.service_ms,
+                            dist=s.dist, cv=s.cv).checked()
+    return _recorded(s.source)[1]
+
+
+def sim_config(s: SimSettings, requests: int = SIM_REQUESTS) -> SimConfig:
+    """The checked SimConfig of the setting. A recorded source replays its run as the CLI's
+    ``--from-run`` and ``latency.simulate(from_run=...)`` do (``replay_config``), with the
+    sliders' values as the overrides: the run's preprocess worker pool comes with it."""
+    overrides: dict[str, Any] = dict(rate=s.rate, replicas=s.replicas, batch_size=s.batch,
+                                     max_batch_delay_ms=s.delay_ms, arrival=s.arrival,
+                                     requests=requests)
+    if s.parametric:
+        return SimConfig(**overrides).checked()
+    return replay_config(_recorded(s.source)[0], **overrides)
+
+
+def capacity_of(s: SimSettings) -> float:
+    """Requests per second the setting serves at utilisation 1 (the rate does not matter)."""
+    return capacity_rps(sim_config(s.at_rate(1.0)), service_model(s))
 
 
 def preprocess_workers(source: str) -> int | None:
-    """A recorded run's preprocess worker pool (its requests queued for it); parametric
-    service has no preprocessing, so no pool."""
-    return None if source == "parametric" else _recorded(source)[1]
+    """A recorded run's preprocess worker pool (its requests queued for it), as its replay
+    takes it; parametric service has no preprocessing, so no pool."""
+    if source == "parametric":
+        return None
+    return sim_config(SimSettings(source=source)).preprocess_workers
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _recorded(source: str) -> tuple[ServiceModel, int | None]:
+def _recorded(source: str) -> tuple[Recording, ServiceModel]:
     if source.startswith(HISTORY):
         from latency.storage.store import RunStore, StoreError
 
@@ -73,7 +111,7 @@ def _recorded(source: str) -> tuple[ServiceModel, int | None]:
         if handle is None:
             raise ValueError(f"run {source} is no longer in memory")
         log, config = handle.result().log, handle.config
-    return ServiceModel.from_rows(log), config.preprocess_workers
+    return Recording(log, config), ServiceModel.from_rows(log)
 
 
 def recorded_runs() -> dict[str, str]:
@@ -100,79 +138,65 @@ def _history_runs() -> dict[str, str]:
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def predict(source: str, service_ms: float, dist: str, cv: float, rate: float, replicas: int,
-            batch: int, delay_ms: float, arrival: str = "poisson",
-            per_item: float = 0.0) -> dict[str, Any]:
-    svc = service_model(source, service_ms, dist, cv, per_item)
-    cfg = SimConfig(rate=rate, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
-                    requests=SIM_REQUESTS, arrival=arrival,
-                    preprocess_workers=preprocess_workers(source))
+def predict(s: SimSettings) -> dict[str, Any]:
+    svc, cfg = service_model(s), sim_config(s)
     rows = simulate(cfg, svc)
     measured = rows[~rows["warmup"]]
-    snap = build_snapshot("simulated", 0, "completed", "simulated", RunConfig(rate=rate), rows, {},
-                          {}, int(measured["t_intended"][0]), int(measured["t_done"].max()))
+    snap = build_snapshot("simulated", 0, "completed", "simulated", RunConfig(rate=s.rate), rows,
+                          {}, {}, int(measured["t_intended"][0]), int(measured["t_done"].max()))
     rho, lat = utilisation(cfg, svc), snap.summary.latency_ms
-    theory = closed_form(cfg, svc, rate)
-    grid = curve(source, service_ms, dist, cv, replicas, batch, delay_ms, arrival, per_item)
+    theory = closed_form(cfg, svc)
+    grid = curve(s.at_rate(1.0))
     # the headline's own run becomes the curve's vertex at this utilisation: the marker lies
     # on the line, and the line's neighbours share its first requests (common random numbers)
-    marked = grid.with_point(rho, lat.p50, lat.p99, lat.p99_ci95, theory) if rho < 1 else grid
+    percentiles = (theory.p50_ms, theory.p99_ms) if theory.p99_ms is not None else None
+    marked = (grid.with_point(rho, lat.p50, lat.p99, lat.p99_ci95, percentiles) if rho < 1
+              else grid)
     return {"snapshot": snap, "utilisation": rho, "curve": marked, "theory": theory,
+            "setting": cfg.describe(),
             "interval_note": interval_note(measured["t_done"] - measured["t_intended"], lat,
                                            " for the simulated p99")}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def curve(source: str, service_ms: float, dist: str, cv: float, replicas: int, batch: int,
-          delay_ms: float, arrival: str = "poisson", per_item: float = 0.0) -> Any:
+def curve(s: SimSettings) -> Any:
     """The hockey stick does not depend on the arrival rate (it sweeps it), so the most-moved
-    slider in a workshop only moves the marker: the curve comes from this cache."""
-    svc = service_model(source, service_ms, dist, cv, per_item)
-    cfg = SimConfig(rate=1.0, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
-                    arrival=arrival, preprocess_workers=preprocess_workers(source))
-    return hockey_stick(cfg, svc)
+    slider in a workshop only moves the marker: the curve comes from this cache (called with
+    the rate set to 1)."""
+    return hockey_stick(sim_config(s), service_model(s))
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def plan(source: str, service_ms: float, dist: str, cv: float, rate: float, replicas: int,
-         batch: int, delay_ms: float, slo_ms: float,
-         arrival: str = "poisson", per_item: float = 0.0) -> tuple[float | None, int | None]:
-    svc = service_model(source, service_ms, dist, cv, per_item)
-    cfg = SimConfig(rate=rate, replicas=replicas, batch_size=batch, max_batch_delay_ms=delay_ms,
-                    arrival=arrival, preprocess_workers=preprocess_workers(source))
+def plan(s: SimSettings, slo_ms: float) -> tuple[float | None, int | None]:
+    cfg, svc = sim_config(s), service_model(s)
     return max_rate_for_slo(cfg, svc, slo_ms), min_replicas_for_slo(cfg, svc, slo_ms)
 
 
-def validation_config(service_ms: float, dist: str, cv: float, rate: float, replicas: int,
-                      batch: int, delay_ms: float, arrival: str = "poisson",
-                      per_item: float = 0.0, duration_s: float = 10.0) -> RunConfig:
+def validation_config(s: SimSettings, duration_s: float = 10.0) -> RunConfig:
     """The real run that checks a parametric prediction: the synthetic pipeline holding the
     same forward-time distribution (and per-request batch cost), at the same arrivals,
     replicas and batching."""
     return RunConfig(model="synthetic",
-                     model_args={"preprocess_ms": 0.0, "forward_ms": service_ms,
-                                 "forward_per_item_ms": per_item * service_ms,
-                                 "postprocess_ms": 0.0, "dist": dist,
-                                 "sigma": math.sqrt(math.log(1 + cv ** 2))},
-                     rate=rate, arrival=arrival, replicas=replicas, batch_size=batch,
-                     max_batch_delay_ms=delay_ms, duration_s=duration_s, warmup=20)
+                     model_args={"preprocess_ms": 0.0, "forward_ms": s.service_ms,
+                                 "forward_per_item_ms": s.per_item * s.service_ms,
+                                 "postprocess_ms": 0.0, "dist": s.dist,
+                                 "sigma": math.sqrt(math.log(1 + s.cv ** 2))},
+                     rate=s.rate, arrival=s.arrival, replicas=s.replicas, batch_size=s.batch,
+                     max_batch_delay_ms=s.delay_ms, duration_s=duration_s, warmup=20)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def calibrated_prediction(run_id: str, service_ms: float, dist: str, cv: float, replicas: int,
-                          batch: int, delay_ms: float, per_item: float = 0.0
-                          ) -> dict[str, float]:
+def calibrated_prediction(run_id: str, s: SimSettings) -> dict[str, float]:
     """The prediction again, knowing what this machine delivered: the forward mean and the
     fixed hand-off costs measured by the run, over the run's own arrival times (nothing about
     its queueing). Simulated on 8× the run's requests so the prediction's own noise is small."""
     log = run_manager().get(run_id).result().log
-    svc = calibrated(ServiceModel(forward_ms=service_ms, forward_per_item_ms=per_item * service_ms,
-                                  dist=dist, cv=cv), log)
+    svc = calibrated(service_model(s), log)
     times, rate = recorded_arrivals(log)
-    rows = simulate(SimConfig(rate=rate, replicas=replicas, batch_size=batch,
-                              max_batch_delay_ms=delay_ms, arrival="recorded",
+    rows = simulate(SimConfig(rate=rate, replicas=s.replicas, batch_size=s.batch,
+                              max_batch_delay_ms=s.delay_ms, arrival="recorded",
                               arrival_times_ms=times, requests=8 * len(times),
-                              warmup_fraction=0.0, seed=1), svc)
+                              warmup_fraction=0.0, seed=1).checked(), svc)
     total = (rows["t_done"] - rows["t_intended"]) / 1e6
     p50, p99 = np.percentile(total, [50, 99])
     return {"p50": float(p50), "p99": float(p99), "mean": float(total.mean()),

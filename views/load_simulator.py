@@ -7,6 +7,7 @@ from latency.figures import plots
 from ui.controls import KEEP
 from ui.load_simulator import (
     PER_ITEM_SHARE_DEFAULT,
+    SimSettings,
     calibrated_prediction,
     capacity_of,
     comparison_markdown,
@@ -68,9 +69,15 @@ batch = sb.slider("Max batch size", 1, 64, 1, key="sim_batch",
                   help="Requests a replica takes at once.", **KEEP)
 delay = sb.slider("Max batch delay (ms)", 0.0, 50.0, 0.0, 0.5, key="sim_delay",
                   help="Longest wait for a batch to fill.", **KEEP)
+base = SimSettings(source=source, service_ms=service_ms, dist=dist, cv=cv, per_item=per_item,
+                   arrival=arrival, replicas=replicas, batch=batch, delay_ms=float(delay))
 # the rate slider spans what this setting can serve (to 2.5× its capacity, where queues blow
 # up), not a fixed 1-3000 where the interesting part would be a sliver at one end
-capacity = capacity_of(source, service_ms, dist, cv, replicas, batch, float(delay), per_item)
+try:
+    capacity = capacity_of(base)
+except ValueError as exc:
+    st.error(f"Cannot simulate: {exc}")
+    st.stop()
 top = max(10, int(round(2.5 * capacity)))
 if st.session_state.get("sim_rate", 0) > top:
     st.session_state["sim_rate"] = top
@@ -79,12 +86,12 @@ rate = float(sb.slider("Arrival rate (req/s)", 1, top, min(70, max(1, int(0.7 * 
                        help=f"Mean arrivals per second. This setting serves about "
                             f"{capacity:,.0f} req/s (utilisation 1); the slider runs to 2.5× "
                             "that.", **KEEP))
+settings = base.at_rate(rate)
 slo = sb.number_input("SLO target, p99 (ms)", 0.1, 100000.0, 100.0, 1.0, key="sim_slo",
                       help="The p99 latency you promise.", **KEEP)
 
 try:
-    p = predict(source, service_ms, dist, cv, rate, replicas, batch, float(delay), arrival,
-                per_item)
+    p = predict(settings)
 except ValueError as exc:
     st.error(f"Cannot simulate: {exc}")
     st.stop()
@@ -102,10 +109,8 @@ st.caption(
     f"{snap.summary.warmup_requests:,}, from an empty system, dropped). "
     + (f"p99 95 % interval {fmt.duration(ci[0])} – {fmt.duration(ci[1])} (batch means: "
        "queued requests are not independent). " if ci else (p["interval_note"] or "") + ". ")
-    + (f"M/M/{replicas} closed form: p50 {fmt.duration(theory[0])}, p99 "
-       f"{fmt.duration(theory[1])}." if theory else
-       "No closed form applies to this setting (batching, non-exponential forward times, "
-       "preprocessing or non-Poisson arrivals): the simulation is the answer."))
+    + f"Simulated setting: {p['setting']}. Queueing theory: {theory.sentence()}"
+    + ("." if theory.applies else " — the simulation is the answer."))
 if rho >= 1:
     st.error(f"**Unstable:** ρ = {rho:.2f} ≥ 1 — requests arrive faster than the replicas can "
              "serve them, so the queue grows without limit and there is no steady-state "
@@ -141,8 +146,7 @@ st.caption("p50 and p99 as the arrival rate rises (all else as set); your settin
 st.subheader("Capacity planning (simulated)")
 if st.toggle("Answer: highest rate and fewest replicas for the SLO", key="sim_plan",
              help="Searches the simulator (about a second)."):
-    best_rate, fewest = plan(source, service_ms, dist, cv, rate, replicas, batch, float(delay),
-                             float(slo), arrival, per_item)
+    best_rate, fewest = plan(settings, float(slo))
     st.markdown(
         f"- **Highest arrival rate meeting p99 ≤ {slo:g} ms with {replicas} replica(s):** "
         + (f"{best_rate:.0f} req/s." if best_rate is not None else
@@ -153,7 +157,6 @@ if st.toggle("Answer: highest rate and fewest replicas for the SLO", key="sim_pl
            if preprocess_workers(source) else "more than 32."))
 
 st.subheader("Validate against a real run")
-settings = (service_ms, dist, cv, rate, replicas, batch, float(delay), arrival, per_item)
 if source != "parametric" or arrival == "bursty":
     st.caption("Validation runs the synthetic pipeline with a parametric forward time under "
                "Poisson or constant arrivals (the load generator has no bursty mode): choose "
@@ -169,7 +172,7 @@ if (source == "parametric" and arrival != "bursty"
                            "rate, replicas and batching on this machine (queued like any run), "
                            "then sets measured against predicted.")):
     try:
-        ticket = run_manager().submit(validation_config(*settings, duration_s=float(length)),
+        ticket = run_manager().submit(validation_config(settings, duration_s=float(length)),
                                       owner=session_id())
         st.session_state["sim_validation"] = (ticket.run_id, settings, lat)
     except ConfigError as exc:
@@ -191,8 +194,7 @@ if handle is not None:
             return
         if validation[1] != settings:
             st.info("The settings changed since this validation; press Validate again.")
-        cal = calibrated_prediction(handle.run_id, *validation[1][:3], *validation[1][4:7],
-                                    validation[1][8])
+        cal = calibrated_prediction(handle.run_id, validation[1])
         st.markdown(comparison_markdown(validation[2], snap.summary.latency_ms, cal))
         ci = snap.summary.latency_ms.p99_ci95
         why = next((str(w) for w in snap.summary.warnings if w.kind == "too_few"), "")
@@ -203,10 +205,10 @@ if handle is not None:
                    f"{snap.summary.requests} requests; {ci_text}). "
                    "*Calibrated*: simulated again with "
                    f"what this machine delivered — forward mean {fmt.ms(cal['forward_ms'])} ms "
-                   f"(set {validation[1][0]:g}), hand-offs {fmt.ms(cal['handoff_ms'])} ms a "
-                   "request — over the run's own arrival times; the difference column is "
-                   "against it. A p99 difference inside the measured interval is noise, not "
-                   "a wrong prediction.")
+                   f"(set {validation[1].service_ms:g}), hand-offs "
+                   f"{fmt.ms(cal['handoff_ms'])} ms a request — over the run's own arrival "
+                   "times; the difference column is against it. A p99 difference inside the "
+                   "measured interval is noise, not a wrong prediction.")
         if st.session_state.get("sim_validation_shown") != handle.run_id:
             st.session_state["sim_validation_shown"] = handle.run_id
             st.rerun()  # stop polling

@@ -55,115 +55,56 @@ def add_parser(sub: Any) -> None:
 
 def cmd_simulate(a: argparse.Namespace) -> int:
     from latency.analysis.summary_text import format_table
-    from latency.core.config import MAX_BATCH, MAX_REQUESTS, positive_int
-    from latency.simulation import queueing
-    from latency.simulation.simulator import (
-        ARRIVALS,
-        DISTS,
-        ServiceModel,
-        SimConfig,
-        summarize_simulation,
-    )
+    from latency.simulation.config import SimConfig
+    from latency.simulation.simulator import ServiceModel, summarize_simulation
     from latency.storage.outputs import check_output, write_atomic
     from latency.storage.store import default_path
 
     if a.json:  # checked before simulating; creates nothing
         check_output(a.json, "--json", force=a.force, history=a.db or default_path(),
                      inputs=(a.from_run,))
-    for flag, value, top in (("replicas", a.replicas, 1024),
-                             ("batch-size", a.batch_size, MAX_BATCH)):
-        if value is not None:
-            positive_int(flag, value, top)
-    positive_int("requests", a.requests, MAX_REQUESTS)
-    if a.preprocess_workers is not None:
-        positive_int("preprocess-workers", a.preprocess_workers, 1024)
-    if a.clients is not None:
-        positive_int("clients", a.clients, 100_000)
-        if a.rate is not None:
-            raise UsageError("--clients (a closed loop) and --rate (arrivals) exclude each "
-                             "other: choose one")
-    if a.arrival not in ARRIVALS:
-        raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
-    if a.service_dist not in DISTS:
-        raise ConfigError(f"--service-dist must be one of: {', '.join(DISTS)}")
-    if a.rate is not None and not 0 < a.rate <= 1e6:
-        raise ConfigError(f"--rate must be > 0 and <= 1000000 requests/s (got {a.rate:g})")
-    for flag, value in (("service-ms", a.service_ms), ("service-cv", a.service_cv)):
-        if not 0 < value < 1e7:
-            raise ConfigError(f"--{flag} must be > 0 (got {value:g})")
-    if a.max_batch_delay_ms is not None and not 0 <= a.max_batch_delay_ms <= 1e5:
-        raise ConfigError("--max-batch-delay-ms must be between 0 and 100000")
+    if a.clients is not None and a.rate is not None:
+        raise UsageError("--clients (a closed loop) and --rate (arrivals) exclude each "
+                         "other: choose one")
     if a.from_run is None and a.clients is None and (a.rate is None or a.arrival == "recorded"):
         raise UsageError("--rate is required (or --from-run RUN to take a recorded run's)"
                          if a.rate is None else "--arrival recorded needs --from-run RUN")
-    times = None
+    settings = dict(rate=a.rate, clients=a.clients, replicas=a.replicas,
+                    batch_size=a.batch_size, max_batch_delay_ms=a.max_batch_delay_ms,
+                    arrival=a.arrival, preprocess_workers=a.preprocess_workers,
+                    requests=a.requests, seed=a.seed)
     if a.from_run is not None:
-        from latency.simulation.calibration import recorded_arrivals
+        from latency.simulation.replay import Recording, replay_config
         from latency.storage.run_files import load_run
 
         try:
-            rows, recorded_config = load_run(a.from_run, a.db)
-            svc = ServiceModel.from_rows(rows)
-            times, recorded_rate = recorded_arrivals(rows)
+            run = Recording(*load_run(a.from_run, a.db))
+            svc = ServiceModel.from_rows(run.log)
         except ValueError as exc:
             raise ConfigError(f"--from-run: {exc}") from None
-        # a closed-loop run replays as a closed loop of its clients: open-loop arrivals at a
-        # saturated closed loop's throughput would run its server at ρ ≈ 1 and call it unstable
-        if (a.clients is None and a.rate is None and a.arrival != "recorded"
-                and recorded_config is not None and recorded_config.concurrency
-                and recorded_config.rate is None):
-            a.clients = int(recorded_config.concurrency)
-        if a.rate is None or a.arrival == "recorded":
-            a.rate = recorded_rate
-        # the recorded server, unless a flag says otherwise: its worker pool, batching and
-        # replicas (a batch-8 run must not replay as batch 1 and call itself unstable)
-        if recorded_config is not None:  # (a CSV has none)
-            rc = recorded_config
-            for flag, value in (("preprocess_workers", rc.preprocess_workers),
-                                ("batch_size", rc.batch_size),
-                                ("max_batch_delay_ms", rc.max_batch_delay_ms),
-                                ("replicas", rc.replicas)):
-                if getattr(a, flag) is None and value is not None:
-                    setattr(a, flag, value)
+        cfg = replay_config(run, **settings)
         source = (f"service resampled from {a.from_run} "
-                  f"({len(rows)} recorded requests, batch sizes "
+                  f"({len(run.log)} recorded requests, batch sizes "
                   f"{', '.join(str(b) for b in sorted(svc.forward_by_batch))})")
     else:
-        svc = ServiceModel(forward_ms=a.service_ms, dist=a.service_dist, cv=a.service_cv)
+        svc = ServiceModel(forward_ms=a.service_ms, dist=a.service_dist,
+                           cv=a.service_cv).checked()
+        given = {k: v for k, v in settings.items() if v is not None}
+        given.setdefault("rate", 1.0)  # a closed loop's rate is an outcome
+        cfg = SimConfig(**given).checked()
         source = f"service {a.service_ms:g} ms {a.service_dist}"
-    a.replicas = a.replicas or 1
-    a.batch_size = a.batch_size or 1
-    a.max_batch_delay_ms = a.max_batch_delay_ms or 0.0
-    cfg = SimConfig(rate=a.rate, replicas=a.replicas, batch_size=a.batch_size,
-                    max_batch_delay_ms=a.max_batch_delay_ms, arrival=a.arrival,
-                    requests=a.requests, seed=a.seed, arrival_times_ms=times,
-                    preprocess_workers=a.preprocess_workers, clients=a.clients)
     sim = summarize_simulation(cfg, svc)
     s = sim.summary
-    cv = {"constant": 0.0, "exponential": 1.0}.get(a.service_dist, a.service_cv)
-    theory = None
-    if (a.from_run is None and a.clients is None and a.batch_size == 1
-            and a.arrival == "poisson" and not sim.unstable):
-        rate_per_ms, tau = a.rate / 1000, a.service_ms
-        theory = (queueing.mmc(rate_per_ms, tau, a.replicas) if cv == 1.0 else
-                  queueing.mg1(rate_per_ms, tau, cv) if a.replicas == 1 else
-                  queueing.allen_cunneen(rate_per_ms, tau, a.replicas, 1.0, cv))
-    sim.closed_form = None if theory is None else {
-        "model": theory.model, "wait_mean_ms": theory.wait_mean,
-        "response_mean_ms": theory.response_mean}
-    load = (f"closed loop, {a.clients} client(s)" if a.clients else
-            f"{a.rate:g} req/s {a.arrival}")
-    print(f"SIMULATED (no model ran): {load}, {a.replicas} replica(s), "
-          f"batch ≤ {a.batch_size} / {a.max_batch_delay_ms:g} ms, "
-          f"{a.preprocess_workers or 'unlimited'} preprocess worker(s), {source}; "
+    print(f"SIMULATED (no model ran): {cfg.describe()}, {source}; "
           f"utilisation {sim.utilisation:.2f}")
     print(f"requests {s.requests} (after a {s.warmup_requests}-request transient), "
           f"throughput {fmt.rate(s.throughput_rps)} req/s\n")
     print(format_table(s))
+    theory = sim.closed_form
     if theory is not None:
-        print(f"\nclosed form {theory.model}: mean wait {fmt.ms(theory.wait_mean)} ms, mean "
-              f"response {fmt.ms(theory.response_mean)} ms (simulated: "
-              f"{fmt.ms(s.components_ms['queue'].mean)} / {fmt.ms(s.latency_ms.mean)})")
+        print(f"\n{theory.sentence()}"
+              + (f" (simulated: mean wait {fmt.duration(s.components_ms['queue'].mean)}, "
+                 f"mean response {fmt.duration(s.latency_ms.mean)})" if theory.applies else ""))
     growth = sim.queue_growth
     if growth:
         print("\nqueue length over the simulated horizon (unstable: it only grows):")
@@ -172,7 +113,8 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         print(f"warning: {w}")
     if a.json:
         try:
-            write_atomic(a.json, json.dumps({"simulated": True, "config": vars(a),
+            write_atomic(a.json, json.dumps({"simulated": True,
+                                             "config": {**vars(a), **cfg.to_dict()},
                                              "summary": sim.to_dict()}, indent=2) + "\n")
         except OSError as exc:
             raise ConfigError(f"cannot write --json {a.json}: {exc.strerror or exc}") from None

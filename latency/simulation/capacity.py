@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from latency.analysis.stats import describe_ms
-from latency.simulation import queueing
+from latency.simulation.closed_form import closed_form
 from latency.simulation.simulator import ServiceModel, SimConfig, simulate
 
 #: utilisations of the hockey-stick curve (the knee sits between 0.7 and 0.9)
@@ -68,22 +68,6 @@ def capacity_rps(config: SimConfig, service: ServiceModel) -> float:
     return cap
 
 
-def closed_form(config: SimConfig, service: ServiceModel,
-                rate: float) -> tuple[float, float] | None:
-    """The M/M/c response-time p50 and p99 (ms) at ``rate`` req/s, where the setting is an
-    M/M/c queue (Poisson arrivals, one request a batch, exponential forward times and nothing
-    else); None otherwise, or when unstable."""
-    exact = (config.batch_size == 1 and config.arrival == "poisson" and not service.samples
-             and service.dist == "exponential" and service.preprocess_ms == 0
-             and service.postprocess_ms == 0 and service.network_ms == 0
-             and service.lag_ms == 0 and service.turnaround_ms == 0)
-    if not exact or rate * service.forward_ms / 1000 >= config.replicas:
-        return None
-    tau, r = service.forward_ms, rate / 1000
-    return (queueing.mmc_response_percentile(r, tau, config.replicas, 0.5),
-            queueing.mmc_response_percentile(r, tau, config.replicas, 0.99))
-
-
 def point(config: SimConfig, service: ServiceModel) -> tuple[float, float,
                                                              tuple[float, float] | None]:
     """p50, p99 and the p99's 95 % interval (None when the run is too short for an honest
@@ -119,11 +103,11 @@ def hockey_stick(config: SimConfig, service: ServiceModel, requests: int = 4000,
         p99.append(b)
         lo.append(ci[0] if ci else np.nan)
         hi.append(ci[1] if ci else np.nan)
-    theory = [closed_form(config, service, u * cap) for u in CURVE_UTILISATION]
+    theory = [closed_form(replace(config, rate=u * cap), service) for u in CURVE_UTILISATION]
     theory50 = theory99 = None
-    if all(t is not None for t in theory):
-        theory50 = np.array([t[0] for t in theory if t])
-        theory99 = np.array([t[1] for t in theory if t])
+    if all(t.p50_ms is not None and t.p99_ms is not None for t in theory):
+        theory50 = np.array([t.p50_ms for t in theory])
+        theory99 = np.array([t.p99_ms for t in theory])
     return Curve(CURVE_UTILISATION, np.array(p50), np.array(p99), theory50, theory99,
                  np.array(lo), np.array(hi))
 

@@ -95,9 +95,12 @@ def simulate_closed(clients: int, service: ServiceModel, *, requests: int, repli
                 fwd = float(pool[int(fwd_u[batches] * len(pool))])
             else:
                 fwd = fwd_base[batches] + service.forward_per_item_ms * (size - 1)
-            end = t + fwd
+            # every member's forward pass ends with the batch's; the replica then
+            # post-processes them one by one, and a member's wait for its batch-mates'
+            # postprocessing is queue (as the engine records it), not forward
+            fwd_end = end = t + fwd
             for i in members:
-                stamps["fwd_start"][i], stamps["fwd_end"][i] = t, end
+                stamps["fwd_start"][i], stamps["fwd_end"][i] = t, fwd_end
                 stamps["post_start"][i] = end
                 end += post_l[i]
                 stamps["post_end"][i] = end

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from latency.core.errors import ConfigError
 from latency.core.records import STATUS_OK, component_ns
 
 DISTS = ("constant", "exponential", "lognormal")
@@ -84,6 +85,21 @@ class ServiceModel:
                    forward_by_batch={int(s): fwd[sizes == s] for s in np.unique(sizes)},
                    turnaround_ms=measured_turnaround_ms(rows))
 
+    def checked(self) -> ServiceModel:
+        """Itself, after checking the parametric values a caller sets: ConfigError (one line,
+        naming the CLI's flag) for a distribution or a time the simulator cannot draw."""
+        if self.dist not in DISTS:
+            raise ConfigError(f"--service-dist must be one of: {', '.join(DISTS)}")
+        for flag, value in (("service-ms", self.forward_ms), ("service-cv", self.cv)):
+            if not _real(value) or not 0 < value < 1e7:
+                raise ConfigError(f"--{flag} must be > 0 (got {value!r})")
+        for name in ("forward_per_item_ms", "preprocess_ms", "postprocess_ms", "network_ms",
+                     "turnaround_ms", "lag_ms"):
+            value = getattr(self, name)
+            if not _real(value) or not 0 <= value < 1e7:
+                raise ConfigError(f"{name} must be >= 0 (got {value!r})")
+        return self
+
     def mean_service_ms(self, batch: int = 1) -> float:
         """Mean replica busy time for a batch of ``batch`` (forward + its postprocessing)."""
         if self.forward_by_batch:
@@ -113,6 +129,11 @@ class ServiceModel:
             return rng.exponential(mean, n)
         sigma = np.sqrt(np.log(1 + self.cv ** 2))
         return rng.lognormal(np.log(mean) - sigma ** 2 / 2, sigma, n)
+
+
+def _real(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and bool(np.isfinite(value)))
 
 
 @dataclass

@@ -30,36 +30,14 @@ from latency.analysis.summary import Summary, summarize_rows
 from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.core.records import RECORD_DTYPE
+from latency.simulation.closed_form import ClosedForm, closed_form
+from latency.simulation.config import ARRIVALS, SimConfig
 from latency.simulation.queueing import UnstableQueue
 from latency.simulation.service import DISTS, ServiceModel, request_draws
+from latency.simulation.utilisation import utilisation
 
 __all__ = ["ARRIVALS", "DISTS", "ServiceModel", "SimConfig", "simulate", "summarize_simulation",
            "utilisation"]
-
-ARRIVALS = ("poisson", "constant", "bursty", "recorded")
-
-
-@dataclass
-class SimConfig:
-    rate: float  # requests per second
-    replicas: int = 1
-    batch_size: int = 1
-    max_batch_delay_ms: float = 0.0
-    arrival: str = "poisson"
-    requests: int = 100_000
-    seed: int = 0
-    warmup_fraction: float = 0.1  # the transient from an empty system, dropped
-    burst_on_s: float = 1.0  # bursty arrivals: on at 2× rate for this long, then off as long
-    allow_unstable: bool = True
-    #: the server's preprocess worker pool: requests wait FIFO for one of this many workers
-    #: (the engine's ``preprocess_workers``); None = unlimited (preprocessing never queues)
-    preprocess_workers: int | None = None
-    #: ``arrival="recorded"``: arrival times (ms from the start) of a recorded run, replayed
-    #: (cycled with the run's length as the period when more requests are asked for)
-    arrival_times_ms: np.ndarray | None = None
-    #: a closed loop of this many clients instead of arrivals (``rate`` and ``arrival`` are
-    #: then ignored: the rate is an outcome; ``latency.simulation.closed_loop``)
-    clients: int | None = None
 
 
 def arrivals_ms(config: SimConfig, rng: np.random.Generator) -> np.ndarray:
@@ -82,17 +60,6 @@ def arrivals_ms(config: SimConfig, rng: np.random.Generator) -> np.ndarray:
         period = config.burst_on_s * 1000
         return t + (t // period) * period  # every "on" period is followed by an equal gap
     raise ValueError(f"arrival must be one of {', '.join(ARRIVALS)}")
-
-
-def utilisation(config: SimConfig, service: ServiceModel) -> float:
-    """Offered load on the busiest stage — the replicas at full batches, or the preprocess
-    workers when they are counted; ≥ 1 means the queue grows without bound."""
-    per_request = service.mean_service_ms(config.batch_size) / config.batch_size
-    rho = config.rate * per_request / 1000 / config.replicas
-    if config.preprocess_workers:
-        rho = max(rho, config.rate * service.mean_preprocess_ms() / 1000
-                  / config.preprocess_workers)
-    return rho
 
 
 def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
@@ -253,11 +220,17 @@ class SimSummary:
     summary: Summary
     utilisation: float
     queue_growth: list[tuple[float, int]] | None = None
-    closed_form: dict[str, Any] | None = None
+    #: the closed form of the setting, or why there is none (``closed_form.closed_form``)
+    closed_form: ClosedForm | None = None
+    #: the setting simulated, as checked
+    config: SimConfig | None = None
 
     @property
     def unstable(self) -> bool:
-        return self.utilisation >= 1
+        """No steady state: open-loop arrivals at or above capacity. A closed loop is never
+        unstable (at most its clients are inside); saturated, it reads ρ ≈ 1 either side."""
+        closed = self.config is not None and bool(self.config.clients)
+        return self.utilisation >= 1 and not closed
 
     def __repr__(self) -> str:
         from latency.analysis.summary_text import format_summary_block
@@ -269,6 +242,8 @@ class SimSummary:
         if self.queue_growth:
             text += ("\nqueue length over the simulated horizon: "
                      + "  ".join(f"{t:.1f}s:{q}" for t, q in self.queue_growth))
+        if self.closed_form is not None:
+            text += "\n" + self.closed_form.sentence()
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -277,12 +252,18 @@ class SimSummary:
         d["utilisation"] = self.utilisation
         if self.queue_growth is not None:
             d["queue_growth"] = self.queue_growth
-        d["closed_form"] = self.closed_form
+        cf = self.closed_form
+        d["closed_form"] = cf.to_dict() if cf is not None and cf.applies else None
+        if cf is not None and not cf.applies:
+            d["no_closed_form"] = cf.reason
+        if self.config is not None:
+            d["sim_config"] = self.config.to_dict()
         return d
 
 
 def summarize_simulation(config: SimConfig, service: ServiceModel) -> SimSummary:
-    """The same summary as a measured run, marked simulated, with the utilisation."""
+    """The same summary as a measured run, marked simulated, with the utilisation and the
+    closed form (or why none applies)."""
     rows = simulate(config, service)
     measured = rows[~rows["warmup"]]
     summary = summarize_rows(rows, {}, measure_start_ns=int(measured["t_intended"].min()),
@@ -292,12 +273,13 @@ def summarize_simulation(config: SimConfig, service: ServiceModel) -> SimSummary
     # a closed loop's rate is an outcome: its utilisation is that of the throughput it reached
     rho = utilisation(replace(config, rate=summary.throughput_rps) if config.clients
                       else config, service)
-    if rho < 1:
-        return SimSummary(summary, rho)
+    theory = closed_form(config, service)
+    if rho < 1 or config.clients:
+        return SimSummary(summary, rho, closed_form=theory, config=config)
     unstable = Finding(f"unstable: utilisation {rho:.2f} ≥ 1 — the queue grows for as long as "
                        "the simulation runs; no steady state", "unstable")
     return SimSummary(replace(summary, warnings=[unstable, *summary.warnings]), rho,
-                      queue_growth(rows))
+                      queue_growth(rows), theory, config)
 
 
 def queue_growth(rows: np.ndarray, points: int = 8) -> list[tuple[float, int]]:

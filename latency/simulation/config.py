@@ -1,0 +1,113 @@
+"""The simulated system's settings: one dataclass whose values check themselves.
+
+Every surface that simulates — ``python -m latency simulate``, ``latency.simulate`` and the
+Load Simulator page — builds a ``SimConfig`` and calls ``checked()``, so a setting the CLI
+refuses is refused everywhere, with the same one line (``ConfigError``, naming the setting).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numpy as np
+
+from latency.core.config import MAX_BATCH, MAX_REQUESTS, MAX_SEED
+from latency.core.errors import ConfigError
+
+ARRIVALS = ("poisson", "constant", "bursty", "recorded")
+#: a simulation needs no machine, so its ceilings are those of its own cost, not a server's
+MAX_SIM_RATE = 1e6
+MAX_SIM_REPLICAS = 1024
+MAX_SIM_WORKERS = 1024
+MAX_SIM_CLIENTS = 100_000
+MAX_SIM_DELAY_MS = 1e5
+
+__all__ = ["ARRIVALS", "SimConfig"]
+
+
+@dataclass
+class SimConfig:
+    rate: float  # requests per second
+    replicas: int = 1
+    batch_size: int = 1
+    max_batch_delay_ms: float = 0.0
+    arrival: str = "poisson"
+    requests: int = 100_000
+    seed: int = 0
+    warmup_fraction: float = 0.1  # the transient from an empty system, dropped
+    burst_on_s: float = 1.0  # bursty arrivals: on at 2× rate for this long, then off as long
+    allow_unstable: bool = True
+    #: the server's preprocess worker pool: requests wait FIFO for one of this many workers
+    #: (the engine's ``preprocess_workers``); None = unlimited (preprocessing never queues)
+    preprocess_workers: int | None = None
+    #: ``arrival="recorded"``: arrival times (ms from the start) of a recorded run, replayed
+    #: (cycled with the run's length as the period when more requests are asked for)
+    arrival_times_ms: np.ndarray | None = None
+    #: a closed loop of this many clients instead of arrivals (``rate`` and ``arrival`` are
+    #: then ignored: the rate is an outcome; ``latency.simulation.closed_loop``)
+    clients: int | None = None
+
+    def checked(self) -> SimConfig:
+        """A copy, after checking every value: ConfigError (one line, naming the setting as
+        the CLI's flag) for a value the simulator cannot run or would run for hours."""
+        c = replace(self)
+        _whole("replicas", c.replicas, MAX_SIM_REPLICAS)
+        _whole("batch-size", c.batch_size, MAX_BATCH)
+        _whole("requests", c.requests, MAX_REQUESTS)
+        if c.preprocess_workers is not None:
+            _whole("preprocess-workers", c.preprocess_workers, MAX_SIM_WORKERS)
+        if c.clients is not None:
+            _whole("clients", c.clients, MAX_SIM_CLIENTS)
+        if not _number(c.rate) or not 0 < c.rate <= MAX_SIM_RATE:
+            raise ConfigError(f"--rate must be > 0 and <= {MAX_SIM_RATE:.0f} requests/s "
+                              f"(got {c.rate!r})")
+        if not _number(c.max_batch_delay_ms) or not 0 <= c.max_batch_delay_ms <= \
+                MAX_SIM_DELAY_MS:
+            raise ConfigError(f"--max-batch-delay-ms must be between 0 and "
+                              f"{MAX_SIM_DELAY_MS:.0f} (got {c.max_batch_delay_ms!r})")
+        if c.arrival not in ARRIVALS:
+            raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
+        if c.arrival == "recorded" and (c.arrival_times_ms is None
+                                        or len(c.arrival_times_ms) < 2):
+            raise ConfigError("--arrival recorded needs a recorded run's arrival times "
+                              "(--from-run RUN)")
+        if not isinstance(c.seed, numbers.Integral) or isinstance(c.seed, bool) \
+                or not 0 <= c.seed <= MAX_SEED:
+            raise ConfigError(f"--seed must be a whole number from 0 to {MAX_SEED} "
+                              f"(got {c.seed!r})")
+        if not _number(c.warmup_fraction) or not 0 <= c.warmup_fraction < 1:
+            raise ConfigError(f"warmup_fraction must be from 0 to below 1 "
+                              f"(got {c.warmup_fraction!r})")
+        if not _number(c.burst_on_s) or not 0 < c.burst_on_s <= 3600:
+            raise ConfigError(f"burst_on_s must be > 0 and <= 3600 (got {c.burst_on_s!r})")
+        return c
+
+    def describe(self) -> str:
+        """The simulated load and server in one line, as the CLI's header and the page's
+        caption print it (the same words for the same setting)."""
+        load = (f"closed loop, {self.clients} client(s)" if self.clients else
+                f"{self.rate:g} req/s {self.arrival}")
+        return (f"{load}, {self.replicas} replica(s), batch ≤ {self.batch_size} / "
+                f"{self.max_batch_delay_ms:g} ms, {self.preprocess_workers or 'unlimited'} "
+                "preprocess worker(s)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as JSON values (recorded arrival times as their count)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        times = d.pop("arrival_times_ms")
+        d["recorded_arrivals"] = None if times is None else len(times)
+        return d
+
+
+def _number(value: Any) -> bool:
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _whole(flag: str, value: Any, limit: int) -> None:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"--{flag} must be a whole number >= 1 (got {value!r})")
+    if value > limit:
+        raise ConfigError(f"--{flag} must be <= {limit} (got {value})")
