@@ -147,7 +147,7 @@ def transport_caption(c: RunConfig, t: TransportSummary | None) -> str:
     text = f"Transport: HTTP to {who}, Open Inference Protocol, {c.payload} payload"
     if c.backend == "ray":
         text += " · network includes Ray's HTTP proxy and router"
-    if t and (t.request_bytes or {}).get("mean") is not None:
+    if t and t.request_bytes and t.request_bytes.get("mean") is not None:
         text += (f" · request {t.request_bytes['mean']:.0f} B, response "
                  f"{(t.response_bytes or {})['mean']:.0f} B (mean)")
     wan = c.wan

@@ -147,8 +147,8 @@ def group_title(plan: Any, lesson_step: str | None) -> str:
         return "Lesson: a faster model, the same latency — step 2 (the levers that help)"
     from latency.core.describe import setup_description
 
-    a, b = plan.baseline.to_dict(), plan.variant.to_dict()
-    return (f"A/B: {a['model']} · A = {setup_description(a) or 'plain'} · "
+    a, b = plan.baseline, plan.variant
+    return (f"A/B: {a.model} · A = {setup_description(a) or 'plain'} · "
             f"B = {setup_description(b) or 'plain'}")
 
 

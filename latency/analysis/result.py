@@ -108,9 +108,9 @@ class RunResult:
         the file's, as it was when measured; its log is empty unless the file has the
         ``requests`` table."""
         table = d.get("requests")
-        has_rows = isinstance(table, dict) and "columns" in table
-        log = rows_from_table(table) if has_rows else np.zeros(0, dtype=RECORD_DTYPE)
-        errors = (table.get("errors") or {}) if has_rows else {}
+        log, errors = np.zeros(0, dtype=RECORD_DTYPE), dict[str, str]()
+        if isinstance(table, dict) and "columns" in table:
+            log, errors = rows_from_table(table), table.get("errors") or {}
         result = cls(config=RunConfig.from_dict(d.get("config") or {}),
                      environment=dict(d.get("environment") or {}),
                      status=str(d.get("status", "completed")), log=log,

@@ -57,9 +57,10 @@ class Snapshot:
 
     def __repr__(self) -> str:  # a value that prints itself helpfully
         p = self.summary.latency_ms if self.summary else None
+        p50, p99 = (p.p50, p.p99) if p is not None else (None, None)
         return (f"Snapshot({self.run_id} v{self.version} {self.status}/{self.phase}, "
-                f"{self.progress.get('measured', 0)} measured, p50 {fmt.ms(p and p.p50)}, "
-                f"p99 {fmt.ms(p and p.p99)} ms)")
+                f"{self.progress.get('measured', 0)} measured, p50 {fmt.ms(p50)}, "
+                f"p99 {fmt.ms(p99)} ms)")
 
 
 def build_snapshot(run_id: str, version: int, status: str, phase: str, config: RunConfig,

@@ -111,7 +111,7 @@ class HttpBackend:
         plain = c.target_protocol == "http"
         env["transport"] = {"kind": "http", "url": self.base, "model": self.model,
                             "protocol": "plain HTTP" if plain else "Open Inference Protocol",
-                            "server": server_label(c.to_dict()), "payload":
+                            "server": server_label(c), "payload":
                             "bodies file" if c.bodies else c.payload,
                             "wan": self.wan.to_dict() if self.wan.active else None}
         if plain:
@@ -143,7 +143,7 @@ class HttpBackend:
         import socket
         from urllib.parse import urlsplit
 
-        parts = urlsplit(c.target)
+        parts = urlsplit(str(c.target))
         port = parts.port or (443 if parts.scheme == "https" else 80)
         try:
             socket.create_connection((parts.hostname, port), timeout=10).close()

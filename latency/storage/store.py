@@ -24,6 +24,7 @@ WAL needs a local file system (not NFS).
 """
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
 import os
@@ -376,7 +377,7 @@ class RunStore:
         with self._connect() as conn:
             return [_info_from_row(r) for r in conn.execute(sql, args)]
 
-    def models(self) -> list[str]:
+    def models(self) -> builtins.list[str]:  # (``list`` here is the method above)
         with self._connect() as conn:
             return [r[0] for r in conn.execute("SELECT DISTINCT model FROM runs ORDER BY model")]
 
