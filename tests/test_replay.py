@@ -79,6 +79,24 @@ def test_the_cli_the_api_and_the_page_replay_a_run_with_the_same_config(recorded
     assert header.endswith(f"utilisation {page_rho}") and f"{api.utilisation:.2f}" == page_rho
 
 
+def test_a_run_chosen_on_the_page_replays_as_it_ran(recorded, capsys):
+    """Choosing the run sets the server sliders to its replicas and batching: the page then
+    simulates what ``simulate --from-run RUN --rate R`` simulates at the page's rate."""
+    _, run_id = recorded
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/load_simulator.py").run()
+    at.sidebar.selectbox(key="sim_source").set_value(f"history:{run_id}").run()
+    assert not at.exception and not at.error
+    assert (at.sidebar.slider(key="sim_replicas").value, at.sidebar.slider(key="sim_batch").value,
+            at.sidebar.slider(key="sim_delay").value) == (2, 4, 2.0)
+    rate = at.sidebar.slider(key="sim_rate").value
+    caption = next(c.value for c in at.caption if "Simulated setting:" in c.value)
+    described = caption.split("Simulated setting: ")[1].split(". ")[0]
+    assert f"SIMULATED (no model ran): {described}, " in cli_header(
+        capsys, "--from-run", run_id, "--rate", str(rate))
+
+
 def test_a_replay_refuses_bad_overrides_in_one_line(recorded):
     from latency.core.errors import ConfigError
     from latency.simulation.replay import replay_config

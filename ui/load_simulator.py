@@ -64,6 +64,16 @@ class SimSettings:
         return replace(self, rate=float(rate))
 
 
+@dataclass(frozen=True)
+class Validation:
+    """A validation run the page started: its id, the settings it checks and the prediction
+    it is set beside (kept so a moved slider does not re-label an earlier run's result)."""
+
+    run_id: str
+    settings: SimSettings
+    predicted: LatencyStats
+
+
 def service_model(s: SimSettings) -> ServiceModel:
     if s.parametric:
         return ServiceModel(forward_ms=s.service_ms, forward_per_item_ms=s.per_item * s.service_ms,
@@ -81,6 +91,27 @@ def sim_config(s: SimSettings, requests: int = SIM_REQUESTS) -> SimConfig:
     if s.parametric:
         return SimConfig(**overrides).checked()
     return replay_config(_recorded(s.source)[0], **overrides)
+
+
+#: the server sliders' ranges (views/load_simulator.py), which a recorded run's setup is
+#: clamped to when it sets them
+MAX_REPLICAS, MAX_BATCH, MAX_DELAY_MS = 16, 64, 50.0
+
+
+def take_run_setup() -> None:
+    """When a recorded run is chosen, the server sliders take its replicas and batching, as
+    its replay takes them (``replay_config``): a run replays as it ran — as the CLI's
+    ``--from-run`` does — until a slider is moved. A run that cannot be read leaves them."""
+    source = st.session_state.get("sim_source")
+    if not source or source == "parametric":
+        return
+    try:
+        ran = replay_config(_recorded(source)[0], rate=1.0)
+    except ValueError:
+        return  # the page says why when it simulates
+    st.session_state["sim_replicas"] = min(max(int(ran.replicas), 1), MAX_REPLICAS)
+    st.session_state["sim_batch"] = min(max(int(ran.batch_size), 1), MAX_BATCH)
+    st.session_state["sim_delay"] = min(max(float(ran.max_batch_delay_ms), 0.0), MAX_DELAY_MS)
 
 
 def capacity_of(s: SimSettings) -> float:

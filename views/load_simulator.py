@@ -6,8 +6,12 @@ from latency.core.errors import ConfigError
 from latency.figures import plots
 from ui.controls import KEEP
 from ui.load_simulator import (
+    MAX_BATCH,
+    MAX_DELAY_MS,
+    MAX_REPLICAS,
     PER_ITEM_SHARE_DEFAULT,
     SimSettings,
+    Validation,
     calibrated_prediction,
     capacity_of,
     comparison_markdown,
@@ -15,6 +19,7 @@ from ui.load_simulator import (
     predict,
     preprocess_workers,
     recorded_runs,
+    take_run_setup,
     validation_config,
 )
 from ui.priority import yield_cpu_to_runs
@@ -30,10 +35,12 @@ sb = st.sidebar
 sb.header("Simulated system")
 recorded = recorded_runs()
 source = sb.selectbox("Service times from", ["parametric", *recorded], key="sim_source",
+                      on_change=take_run_setup,
                       format_func=lambda k: recorded.get(k, k),
                       help="Parametric: a forward time you choose. Or a recorded run (this "
                            "session's or the saved history's): each component and the forward "
-                           "time per batch size are resampled from what was measured.", **KEEP)
+                           "time per batch size are resampled from what was measured, and "
+                           "the replicas and batching start at the run's own.", **KEEP)
 service_ms, dist, cv, per_item = 10.0, "exponential", 1.0, 0.0
 if source != "parametric":
     try:
@@ -64,10 +71,11 @@ arrival = sb.selectbox("Arrivals", ["poisson", "constant", "bursty"], key="sim_a
                             "Constant: evenly spaced. Bursty: Poisson at twice the rate for a "
                             "second, then nothing for a second — same mean rate, far longer "
                             "queues.", **KEEP)
-replicas = sb.slider("Replicas", 1, 16, 1, key="sim_replicas", help="Model workers.", **KEEP)
-batch = sb.slider("Max batch size", 1, 64, 1, key="sim_batch",
+replicas = sb.slider("Replicas", 1, MAX_REPLICAS, 1, key="sim_replicas", help="Model workers.",
+                     **KEEP)
+batch = sb.slider("Max batch size", 1, MAX_BATCH, 1, key="sim_batch",
                   help="Requests a replica takes at once.", **KEEP)
-delay = sb.slider("Max batch delay (ms)", 0.0, 50.0, 0.0, 0.5, key="sim_delay",
+delay = sb.slider("Max batch delay (ms)", 0.0, MAX_DELAY_MS, 0.0, 0.5, key="sim_delay",
                   help="Longest wait for a batch to fill.", **KEEP)
 base = SimSettings(source=source, service_ms=service_ms, dist=dist, cv=cv, per_item=per_item,
                    arrival=arrival, replicas=replicas, batch=batch, delay_ms=float(delay))
@@ -174,11 +182,11 @@ if (source == "parametric" and arrival != "bursty"
     try:
         ticket = run_manager().submit(validation_config(settings, duration_s=float(length)),
                                       owner=session_id())
-        st.session_state["sim_validation"] = (ticket.run_id, settings, lat)
+        st.session_state["sim_validation"] = Validation(ticket.run_id, settings, lat)
     except ConfigError as exc:
         st.error(f"Cannot validate: {exc}")
 validation = st.session_state.get("sim_validation")
-handle = run_manager().get(validation[0]) if validation else None
+handle = run_manager().get(validation.run_id) if validation else None
 if handle is not None:
     @st.fragment(run_every=1.0 if not handle.done() else None)
     def validation_view() -> None:
@@ -192,10 +200,10 @@ if handle is not None:
         if snap.summary is None or not snap.summary.successful:
             st.error(f"The validation run {snap.status}: {snap.failure or 'nothing measured'}")
             return
-        if validation[1] != settings:
+        if validation.settings != settings:
             st.info("The settings changed since this validation; press Validate again.")
-        cal = calibrated_prediction(handle.run_id, validation[1])
-        st.markdown(comparison_markdown(validation[2], snap.summary.latency_ms, cal))
+        cal = calibrated_prediction(handle.run_id, validation.settings)
+        st.markdown(comparison_markdown(validation.predicted, snap.summary.latency_ms, cal))
         ci = snap.summary.latency_ms.p99_ci95
         why = next((str(w) for w in snap.summary.warnings if w.kind == "too_few"), "")
         ci_text = (f"measured p99's 95 % interval {fmt.duration(ci[0])} – "
@@ -205,7 +213,7 @@ if handle is not None:
                    f"{snap.summary.requests} requests; {ci_text}). "
                    "*Calibrated*: simulated again with "
                    f"what this machine delivered — forward mean {fmt.ms(cal['forward_ms'])} ms "
-                   f"(set {validation[1].service_ms:g}), hand-offs "
+                   f"(set {validation.settings.service_ms:g}), hand-offs "
                    f"{fmt.ms(cal['handoff_ms'])} ms a request — over the run's own arrival "
                    "times; the difference column is against it. A p99 difference inside the "
                    "measured interval is noise, not a wrong prediction.")

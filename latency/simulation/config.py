@@ -29,6 +29,10 @@ __all__ = ["ARRIVALS", "SimConfig"]
 
 @dataclass
 class SimConfig:
+    """The simulated load and server: open-loop arrivals at ``rate`` (or a closed loop of
+    ``clients``), the replicas, the batching and the preprocess worker pool; how many
+    requests, with which seed."""
+
     rate: float  # requests per second
     replicas: int = 1
     batch_size: int = 1
