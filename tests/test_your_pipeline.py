@@ -335,6 +335,31 @@ def test_a_model_file_runs_from_the_command_line_and_refuses_levers(exported, tm
     assert "model file runs as exported" in no.stderr
 
 
+@pytest.mark.parametrize("names", [{"spec": "PAYLOAD:X"}, {"sample": "not-a-sample"}])
+def test_a_model_files_sidecar_runs_no_code_without_consent(exported, tmp_path, names):
+    """A model file someone sent you runs no code by being profiled: its .json may name only a
+    built-in sample's stages unless --trust-model-file."""
+    import shutil
+
+    from latency.cli.main import main
+
+    model = tmp_path / "model.onnx"
+    shutil.copy(exported[".onnx"], model)
+    payload = tmp_path / "payload.py"
+    payload.write_text(f"import pathlib\npathlib.Path({str(tmp_path / 'PWNED')!r}).write_text("
+                       "'ran')\nfrom sample_models.image_cnn import ImageCNNPipeline as X\n")
+    side = json.loads(Path(f"{exported['.onnx']}.json").read_text())
+    side.update({k: v.replace("PAYLOAD", str(payload)) for k, v in names.items()})
+    Path(f"{model}.json").write_text(json.dumps(side))
+    args = ["run", "--model-file", str(model), "--requests", "5", "--warmup", "0", "--quiet",
+            "--no-save"]
+    assert main(args) == 2
+    assert not (tmp_path / "PWNED").exists()
+    if "spec" in names:  # consent given: the pipeline it names serves the model
+        assert main([*args, "--trust-model-file"]) == 0
+        assert (tmp_path / "PWNED").read_text() == "ran"
+
+
 # ---- bad input: one line, exit 2 -------------------------------------------------------------
 def _has(module):
     import importlib.util

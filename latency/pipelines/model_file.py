@@ -4,6 +4,10 @@
   runtime, so "PyTorch eager vs ONNX Runtime" is a measured comparison of the same model.
 - ``.pt2`` is a ``torch.export`` program, run by torch. Loading one unpickles Python objects, so
   it needs ``--trust-model-file`` (``trust=true``); ONNX and safetensors load without it.
+- The sidecar ``<file>.json`` may name a pipeline whose stages serve the model. Without
+  ``--trust-model-file`` only a built-in sample: a file exported from your own pipeline names
+  that pipeline's code (``spec``), and a model file someone sent you must not run code by
+  being profiled.
 
 The stages around the model are stock (``latency.pipelines.stock``: ``--pre image|text|tensor``,
 ``--post topk|argmax|raw``, sizes and normalisation as model-args). A ``<file>.json`` beside the
@@ -21,6 +25,7 @@ import torch
 
 from latency.core.errors import PipelineError
 from latency.pipelines.contract import ModelArg, Pipeline, parse_bool
+from latency.pipelines.registry import SAMPLES
 from latency.pipelines.stock import POST, PRE, ImagePre, Post, TextPre, tensor_pre
 
 FORMATS = (".onnx", ".pt2")
@@ -43,6 +48,18 @@ def sidecar(path: str | Path) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError) as exc:
         raise PipelineError(f"{side}: not valid JSON ({exc})") from None
     return data if isinstance(data, dict) else {}
+
+
+def _check_named_code(path: Path, side: dict[str, Any], trusted: bool) -> None:
+    """A sidecar that names code other than a built-in sample needs ``--trust-model-file``."""
+    sample, spec = side.get("sample"), side.get("spec")
+    if trusted or (spec is None and (sample is None or (sample in SAMPLES
+                                                        and sample != "model-file"))):
+        return
+    named = f"the pipeline {spec}" if spec is not None else f"the pipeline {sample!r}"
+    raise ValueError(f"--model-file {path}: its {path.name}.json names {named}, whose code "
+                     "would run to serve the model; add --trust-model-file if you trust its "
+                     "source (without it only the built-in samples' stages are used)")
 
 
 def _onnx_session(path: str, device: torch.device, threads: int) -> Any:
@@ -132,7 +149,9 @@ class ModelFilePipeline(Pipeline):
             raise ValueError(f"--model-file {path}: loading a .pt2 unpickles Python objects, "
                              "which can run code; add --trust-model-file if you trust its "
                              "source (ONNX files load without it)")
-        settings = {**sidecar(path), **{k: v for k, v in args.items() if v}}
+        side = sidecar(path)
+        _check_named_code(path, side, bool(args.get("trust")))
+        settings = {**side, **{k: v for k, v in args.items() if v}}
         if not settings.get("pre") and not settings.get("sample"):
             raise ValueError(f"--model-file {path}: say how to preprocess its inputs: --pre "
                              f"{'|'.join(PRE)} (no {path.name}.json beside it)")
