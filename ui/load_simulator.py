@@ -1,6 +1,7 @@
-"""The Load Simulator's computations, cached per setting (instant when a slider returns to a
-value it had) and shared by every session. The work itself is in ``latency.simulation`` and
-``latency.simulation.capacity``; this module only caches it."""
+"""The Load Simulator's settings (one frozen ``SimSettings``) and its computations, cached per
+setting (instant when a slider returns to a value it had) and shared by every session. The work
+itself is in ``latency.simulation`` (a recorded run replayed by ``replay_config``, the theory
+from ``closed_form``, as for the CLI); this module only caches it."""
 from __future__ import annotations
 
 import math

@@ -186,6 +186,7 @@ if (source == "parametric" and arrival != "bursty"
     except ConfigError as exc:
         st.error(f"Cannot validate: {exc}")
 validation = st.session_state.get("sim_validation")
+validation = validation if isinstance(validation, Validation) else None  # (an older page's)
 handle = run_manager().get(validation.run_id) if validation else None
 if handle is not None:
     @st.fragment(run_every=1.0 if not handle.done() else None)
