@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -190,15 +191,22 @@ _PARAM = re.compile(r'\s*;\s*([!#$%&\'*+\-.^_`|~0-9A-Za-z]+)\s*(?:=\s*("(?:[^"\\
 
 @dataclass(frozen=True)
 class ServerTiming:
-    """A parsed header: metric name → duration (ns, None when the metric has no ``dur``)."""
+    """A parsed header: metric name → duration (ns, None when the metric has no ``dur``).
+    ``unusable``: metrics whose ``dur`` was there but no duration (negative, not finite, not a
+    number) — a server that says that of one of our stages gives no breakdown we can trust."""
 
     metrics: dict[str, int | None]
+    unusable: frozenset[str] = frozenset()
 
     def breakdown_ns(self) -> dict[str, int] | None:
         """queue/preprocess/forward/postprocess in ns when the header names at least one of
-        them (aliases mapped; missing stages count 0), else None: no breakdown to use."""
+        them (aliases mapped; missing stages count 0), else None: no breakdown to use — also
+        when one of them carries an unusable duration."""
         out = {k: 0 for k in TIMED}
         found = False
+        for name in self.unusable:
+            if ALIASES.get(name.lower(), name.lower()) in out:
+                return None
         for name, dur in self.metrics.items():
             key = ALIASES.get(name.lower(), name.lower())
             if key in out and dur is not None:
@@ -207,28 +215,44 @@ class ServerTiming:
         return out if found else None
 
 
+#: a duration above this (ms) is no request's: ~11.6 days, far past any request limit.
+MAX_DURATION_MS = 1e9
+
+
+def _duration_ns(text: str) -> int | None:
+    """A ``dur`` value in ns, or None unless it is a finite, non-negative number of ms that an
+    int64 clock can hold."""
+    try:
+        ms = float(text)
+    except ValueError:
+        return None
+    if not (math.isfinite(ms) and 0 <= ms <= MAX_DURATION_MS):
+        return None
+    return int(round(ms * 1e6))
+
+
 def parse_server_timing(value: str | None) -> ServerTiming:
     """Parse a ``Server-Timing`` header value per the W3C grammar (comma-separated metrics,
     ``;``-separated params, quoted strings may hold commas). Malformed metrics are skipped, as
     the spec says a user agent must; the first ``dur`` of a metric wins."""
     metrics: dict[str, int | None] = {}
+    unusable: set[str] = set()
     if not value:
         return ServerTiming(metrics)
     for entry in _split_outside_quotes(value, ","):
         m = re.match(r"\s*([!#$%&'*+\-.^_`|~0-9A-Za-z]+)", entry)
         if not m:
             continue
-        name, dur = m.group(1), None
+        name, dur, has_dur = m.group(1), None, False
         for pm in _PARAM.finditer(entry, m.end()):
-            if pm.group(1).lower() == "dur" and dur is None:
-                text = (pm.group(2) or "").strip().strip('"')
-                try:
-                    dur = int(round(float(text) * 1e6))
-                except ValueError:
-                    dur = None
+            if pm.group(1).lower() == "dur" and not has_dur:
+                has_dur = True
+                dur = _duration_ns((pm.group(2) or "").strip().strip('"'))
         if name not in metrics:
             metrics[name] = dur
-    return ServerTiming(metrics)
+            if has_dur and dur is None:
+                unusable.add(name)
+    return ServerTiming(metrics, frozenset(unusable))
 
 
 def _split_outside_quotes(text: str, sep: str) -> list[str]:
