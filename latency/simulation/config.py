@@ -111,7 +111,7 @@ def _number(value: Any) -> bool:
 
 
 def _whole(flag: str, value: Any, limit: int) -> None:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or int(value) < 1:
         raise ConfigError(f"--{flag} must be a whole number >= 1 (got {value!r})")
-    if value > limit:
+    if int(value) > limit:
         raise ConfigError(f"--{flag} must be <= {limit} (got {value})")
