@@ -12,7 +12,7 @@ from latency.core.errors import ConfigError
 from latency.execution.ab import ABPlan, run_ab, variant_config
 from latency.simulation.simulator import ServiceModel, SimConfig, simulate
 from latency.simulation.whatif import decomposition_whatif, load_whatif
-from latency.workshop import lesson
+from latency.workshop import practice as lesson
 
 
 def sim_result(forward_ms, pre_ms=10.0, rate=20.0, seed=0, n=4000):

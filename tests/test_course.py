@@ -17,7 +17,7 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
 def test_littles_law_holds_on_the_queueing_lessons_measured_run():
-    label, config = course.queueing().runs[2]  # 80 % load
+    label, config = course.queueing().steps[0].runs[2]  # 80 % load
     r = execute(config)
     assert r.status == "completed", r.failure
     law = littles_law(r.measured())
@@ -28,7 +28,7 @@ def test_littles_law_holds_on_the_queueing_lessons_measured_run():
 
 def test_the_open_loop_p99_exceeds_the_closed_loop_p99_by_about_the_stall():
     item = course.coordinated_omission()
-    results = [execute(c) for c in item.configs()]
+    results = [execute(c) for c in item.steps[0].configs()]
     assert [r.status for r in results] == ["completed", "completed"]
     ans = course.answer(item, results)
     assert ans.value == "open loop"
@@ -40,7 +40,8 @@ def test_the_open_loop_p99_exceeds_the_closed_loop_p99_by_about_the_stall():
 def test_each_lesson_fits_its_five_minutes_and_the_knee_and_histograms_are_right():
     for item in course.course():
         assert item.estimated_s <= 300, item.key
-        assert item.question.endswith("?") and item.idea
+        for step in item.steps:
+            assert step.question.endswith("?") and step.idea
     assert course.knee([100, 180, 305, 330, 335]) == 2  # 305 is within 10 % of 335
     item = course.coordinated_omission()
     labels, counts = course.guess_histogram(["open loop", "open loop", "both"], item)
@@ -86,7 +87,7 @@ def test_a_lesson_is_guessed_run_and_revealed_and_a_second_session_sees_it():
     assert not other.exception
     from ui.workshop import lesson_handout  # the handout says what the page says
 
-    item = course.where_the_time_goes()
+    item = course.where_the_time_goes().steps[0]
     h = lesson_handout(item, group.to_state(), [result], room().guesses("where"))
     assert h.answer in measured[0] and "1 guess(es): forward ×1" == h.guesses
     assert h.render("pdf").startswith(b"%PDF")

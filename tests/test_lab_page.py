@@ -5,6 +5,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from latency.core.config import RunConfig
+from latency.execution.ab import variant_config
 from tests.conftest import rerun_until
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -82,12 +84,12 @@ def test_an_ab_from_the_widgets_shows_headline_bars_spectrum_accuracy_and_whatif
 
 
 def test_the_lesson_asks_before_it_reveals_the_bars(monkeypatch):
-    from ui import optimisation_lab
+    from latency.workshop import practice
 
     # the page's flow, not the lesson's statistics (tests/test_ab.py measures those): one
     # pair of 1 s blocks is enough to reach the question and the bars
-    monkeypatch.setitem(optimisation_lab.LESSON_PRESET, "lab_pairs", 1)
-    monkeypatch.setitem(optimisation_lab.LESSON_PRESET, "lab_block_s", 1.0)
+    monkeypatch.setattr(practice, "PAIRS", 1)
+    monkeypatch.setattr(practice, "BLOCK_S", 1.0)
     at = lab_page()
     at.button(key="lesson_start").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -113,3 +115,51 @@ def test_the_lesson_asks_before_it_reveals_the_bars(monkeypatch):
              for c in at.get("plotly_chart")]
     assert any({"queue", "forward", "preprocess"} <= n for n in names)
     assert any(b.label.startswith("Step 2") for b in at.button)
+
+
+def queued_configs(group: dict) -> list[dict]:
+    """The configs the group's blocks run, in order — then stopped: only what was queued is
+    under test, not the measurement."""
+    from ui.server import run_manager
+
+    mgr = run_manager()
+    out = [mgr.get(rid).config.to_dict() for _, rid in group["blocks"]]
+    for _, rid in group["blocks"]:
+        mgr.stop(rid, requester="test", instructor=True)
+    assert mgr.wait_idle(120)
+    return out
+
+
+def test_a_lesson_step_is_the_same_experiment_whoever_presses_it():
+    """Step 2 pressed by a late arrival (who never loaded step 1's preset: the controls are
+    the defaults) and step 2 from its shared link queue the same A/B: the lesson's, both
+    arms. Step 1's finished A/B in the room is a cheap stand-in; only step 2 is under test."""
+    from latency.execution.ab import ABPlan, submit_ab
+    from latency.execution.validate import validated
+    from latency.workshop.practice import helping_plan
+    from ui.server import run_groups, run_manager
+
+    expected = [validated(c).to_dict() for _, c in helping_plan().blocks()]
+    base = RunConfig(model="tabular-mlp", concurrency=1, duration_s=0.3, warmup=2)
+    blocks = submit_ab(run_manager(), ABPlan(base, variant_config(base, optimize=["int8"]), 1),
+                       "someone")
+    run_groups().register("step 1, earlier", "someone", blocks,
+                          {"kind": "ab", "pairs": 1, "lesson": "quantise"})
+    mgr = run_manager()
+    assert mgr.wait_idle(240), [(h.run_id, h.status, h.config.model)
+                                for h in [mgr.current(), *mgr.queued()] if h is not None]
+
+    late = lab_page()  # the room's latest A/B: step 1, asking its question
+    late.radio(key="lesson_answer").set_value(late.radio(key="lesson_answer").options[1]).run()
+    next(b for b in late.button if b.label.startswith("Step 2")).click().run()
+    assert not late.exception and not late.error, [e.value for e in late.error]
+    assert late.session_state["lesson_step"] == "help"
+    assert queued_configs(late.session_state["ab_group"]) == expected
+
+    link = AppTest.from_file(APP, default_timeout=90)
+    link.query_params["lesson"] = "help"
+    link.run()
+    link.switch_page("views/optimisation_lab.py").run()
+    next(b for b in link.button if b.label == "Run A/B").click().run()
+    assert not link.exception and not link.error
+    assert queued_configs(link.session_state["ab_group"]) == expected

@@ -1,6 +1,8 @@
 """The Optimisation Lab's widgets and result panels (Streamlit); figures come from
 ``latency.figures.lab_plots``, numbers from ``latency.analysis.ab`` and
-``latency.simulation.whatif``.
+``latency.simulation.whatif``; the guided lesson is ``latency.workshop.practice`` (the same
+lesson model as the Workshop's): each step's controls are set from its A/B plan, and its
+answer is computed from its runs.
 
 An A/B is a group of ordinary runs queued together with the shared run manager (see
 ``latency.execution.ab.submit_ab``); this module follows the group's blocks and, once all are done,
@@ -19,8 +21,9 @@ from latency.core.optimization import LEVERS, VARIANTS
 from latency.execution.ab import ABPlan, variant_config
 from latency.figures import lab_plots as labplots
 from latency.simulation import whatif
-from latency.workshop import lesson
 from latency.workshop.course import course
+from latency.workshop.lesson import Answer, Lesson
+from latency.workshop.practice import practice
 from ui.server import run_manager
 from ui.text import plain
 
@@ -28,57 +31,64 @@ REAL_MODELS = ("image-cnn", "text-transformer", "tabular-mlp")
 SAME = "= A"
 LEVER_HELP = "\n".join(f"- **{k}**: {v}" for k, v in LEVERS.items())
 
-#: widget key → lesson preset value (step 1: quantise the beginner's server).
-LESSON_PRESET: dict[str, Any] = {
-    "lab_model": lesson.LESSON_SETTINGS["model"], "lab_pre": "naive", "lab_post": "naive",
-    "lab_batch": lesson.LESSON_SETTINGS["batch_size"],
-    "lab_delay": lesson.LESSON_SETTINGS["max_batch_delay_ms"],
-    "lab_replicas": 1, "lab_threads": 1,
-    "lab_workers": lesson.LESSON_SETTINGS["preprocess_workers"],
-    "lab_concurrency": lesson.LESSON_SETTINGS["concurrency"], "lab_block_s": 2.0,
-    "lab_pairs": 2, "lab_b_levers": ["int8"], "lab_b_pre": SAME, "lab_b_post": SAME,
-    "lab_b_workers": SAME, "lab_b_replicas": SAME, "lab_b_batch": SAME,
-}
-#: step 2: keep int8, fix what the bars point at.
-HELP_PRESET: dict[str, Any] = {"lab_b_levers": ["int8"], "lab_b_pre": "fast",
-                               "lab_b_post": "fast", "lab_b_workers": 4}
+def lesson() -> Lesson:
+    """The Lab's lesson, its steps' plans made now."""
+    return practice()
 
 
-def load_preset(values: dict[str, Any], step: str) -> None:
-    """Button callback: set the controls (before they render) and the lesson step."""
-    for k, v in values.items():
+def preset(plan: ABPlan) -> dict[str, Any]:
+    """Widget key → value: the controls that make ``plan`` — both arms, every setting the Lab
+    shows — so a step is the same experiment whoever loads it (a button, a shared link, a late
+    arrival whose controls were never set)."""
+    a, b = plan.baseline, plan.variant
+
+    def b_side(field: str) -> Any:
+        return SAME if getattr(b, field) == getattr(a, field) else getattr(b, field)
+
+    return {"lab_model": a.model, "lab_pre": a.pre, "lab_post": a.post,
+            "lab_batch": a.batch_size, "lab_delay": a.max_batch_delay_ms,
+            "lab_replicas": a.replicas, "lab_threads": a.threads,
+            "lab_workers": a.preprocess_workers, "lab_concurrency": a.concurrency,
+            "lab_block_s": a.duration_s, "lab_pairs": plan.pairs,
+            "lab_b_levers": list(b.optimize or []), "lab_b_pre": b_side("pre"),
+            "lab_b_post": b_side("post"), "lab_b_workers": b_side("preprocess_workers"),
+            "lab_b_replicas": b_side("replicas"), "lab_b_batch": b_side("batch_size")}
+
+
+def load_step(key: str) -> None:
+    """Set the controls (before they render) to the step's plan, and the lesson step."""
+    plan = lesson().step(key).plan
+    assert plan is not None, f"the Lab's step {key!r} has no A/B"
+    for k, v in preset(plan).items():
         st.session_state[k] = v
-    st.session_state["lesson_step"] = step
+    st.session_state["lesson_step"] = key
     st.session_state.pop("lesson_answer", None)
 
 
-#: a shared link's step → the preset it loads
-LINK_STEPS: dict[str, dict[str, Any]] = {"quantise": LESSON_PRESET,
-                                         "help": {**LESSON_PRESET, **HELP_PRESET}}
-
-
 def open_shared_link() -> None:
-    """``/lab?lesson=quantise`` or ``?lesson=help``: load that step's preset into the controls,
-    once per link (the user's own changes after it stay). It does not queue the A/B — the
-    room's latest A/B is shown, and Run A/B measures this step. A follower's Lab follows the
-    presenter, not its own link; a workshop lesson's key (kept in the query string when a
+    """``/lab?lesson=<step>`` (``quantise``, ``help``): load that step's preset into the
+    controls, once per link (the user's own changes after it stay). It does not queue the A/B
+    — the room's latest A/B is shown, and Run A/B measures this step. A follower's Lab follows
+    the presenter, not its own link; a workshop lesson's key (kept in the query string when a
     follower is moved here) is not a Lab step and is left alone."""
-    step = st.query_params.get("lesson")
-    if step is None or st.session_state.get("room_following"):
+    key = st.query_params.get("lesson")
+    if key is None or st.session_state.get("room_following"):
         return
-    if step not in LINK_STEPS:
-        if step not in {item.key for item in course()}:
-            st.error(f"No lesson step {step!r} in the Lab: the links are ?lesson=quantise "
-                     "(step 1) and ?lesson=help (step 2).")
+    steps = lesson().steps
+    if key not in [s.key for s in steps]:
+        if key not in {item.key for item in course()}:
+            st.error(f"No lesson step {key!r} in the Lab: the links are "
+                     + " and ".join(f"?lesson={s.key} (step {i})"
+                                    for i, s in enumerate(steps, 1)) + ".")
         return
-    if st.session_state.get("_lab_link") != step:
-        st.session_state["_lab_link"] = step
-        load_preset(LINK_STEPS[step], step)
+    if st.session_state.get("_lab_link") != key:
+        st.session_state["_lab_link"] = key
+        load_step(key)
 
 
-def start_step(values: dict[str, Any], step: str) -> None:
+def start_step(key: str) -> None:
     """Button callback of a lesson step: load its preset and queue its A/B on the next run."""
-    load_preset(values, step)
+    load_step(key)
     st.session_state["lab_submit"] = True
 
 
@@ -141,10 +151,10 @@ def controls() -> ABPlan:
 
 def group_title(plan: Any, lesson_step: str | None) -> str:
     """What a group of A/B runs answers, as the history names its runs."""
-    if lesson_step == "quantise":
-        return "Lesson: a faster model, the same latency — step 1 (int8)"
-    if lesson_step == "help":
-        return "Lesson: a faster model, the same latency — step 2 (the levers that help)"
+    the = lesson()
+    if lesson_step in [s.key for s in the.steps]:
+        step = the.step(lesson_step)
+        return f"Lesson: {the.title} — step {the.number(step.key)} ({step.title})"
     from latency.core.describe import setup_description
 
     a, b = plan.baseline, plan.variant
@@ -180,6 +190,18 @@ def merged(run_ids: tuple[str, ...], arms: tuple[str, ...], pairs: int) -> ABRes
         return merge(plan, [(a, r) for a, r in results if r.status != "failed"])
     except ValueError as exc:
         return f"{exc}" + (f" (a block failed: {failed[0]})" if failed else "")
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def step_answer(step: str, run_ids: tuple[str, ...], arms: tuple[str, ...]) -> Answer | str:
+    """A lesson step's answer from the group's finished blocks (once per group, shared by every
+    viewer), or why there is none."""
+    mgr = run_manager()
+    results = [mgr.get(rid).result() for rid in run_ids]  # type: ignore[union-attr]
+    try:
+        return lesson().step(step).answer(results, arms)
+    except ValueError as exc:
+        return str(exc)
 
 
 def headline_panel(ab: ABResult, reveal: bool = True) -> None:

@@ -1,9 +1,10 @@
-"""The Workshop page's parts: one lesson's card — its question, the room's guesses, its runs
-and, once revealed, the measured answer.
+"""The Workshop page's parts: one lesson's card — for each of its steps, the question, the
+room's guesses, its runs and, once revealed, the measured answer (``latency.workshop.lesson``:
+the same model as the Optimisation Lab's lesson).
 
 Who may run and reveal: anyone on a private dashboard; in a shared room (a server started with
 an instructor key) only an instructor — the students guess, the instructor asks the machine.
-The lesson's runs are one group kept by the run manager (``kind: lesson:<key>``), so every
+A step's runs are one group kept for the room (``kind: lesson:<step key>``), so every
 viewer, a reload and a late arrival see the same finished lesson.
 """
 from __future__ import annotations
@@ -14,7 +15,8 @@ from latency.core import fmt
 from latency.core.records import REQUEST_COMPONENTS
 from latency.figures import course_plots
 from latency.figures.handout import Handout
-from latency.workshop.course import TARGETS, Lesson, answer, guess_histogram
+from latency.workshop.course import TARGETS, guess_histogram
+from latency.workshop.lesson import Lesson, Step
 from ui.optimisation_lab import group_progress
 from ui.priority import yield_cpu_to_runs
 from ui.rights import can_manage_room
@@ -41,13 +43,13 @@ def focused_lesson(lessons: list[Lesson]) -> str | None:
     return key
 
 
-def lesson_group(item: Lesson) -> dict | None:
+def lesson_group(item: Step) -> dict | None:
     g = run_groups().latest(f"lesson:{item.key}")
     return g.to_state() if g is not None else None
 
 
-def run_lesson(item: Lesson) -> None:
-    """Queue the lesson's runs as one group, named after it. Guesses sent before the runs
+def run_lesson(item: Step) -> None:
+    """Queue the step's runs as one group, named after it. Guesses sent before the runs
     stay (students guess while the instructor starts them); a lesson run again after its
     answer was revealed opens a new round of guesses."""
     mgr = run_manager()
@@ -64,7 +66,7 @@ def signature(lessons: list[Lesson]) -> tuple:
     """What the page shows that others can change: each lesson's group and its progress, the
     number of guesses, whether it is revealed."""
     out = []
-    for item in lessons:
+    for item in (step for lesson in lessons for step in lesson.steps):
         g = lesson_group(item)
         progress = group_progress([tuple(b) for b in g["blocks"]])[0] if g else None
         out.append((g["group_id"] if g else None, progress, len(room().guesses(item.key)),
@@ -72,7 +74,7 @@ def signature(lessons: list[Lesson]) -> tuple:
     return tuple(out)
 
 
-def guess_input(item: Lesson) -> None:
+def guess_input(item: Step) -> None:
     """A student's guess, sent to the room (one per session; a new guess replaces it)."""
     me = session_id()
     mine = room().my_guess(item.key, me)
@@ -90,8 +92,8 @@ def guess_input(item: Lesson) -> None:
         c1.caption(f"Your guess: **{mine}**.")
 
 
-def results(item: Lesson, group: dict) -> list | None:
-    """The finished runs of the lesson's group, in order (None while some still run)."""
+def results(item: Step, group: dict) -> list | None:
+    """The finished runs of the step's group, in order (None while some still run)."""
     mgr = run_manager()
     out = []
     for _, rid in group["blocks"]:
@@ -102,84 +104,95 @@ def results(item: Lesson, group: dict) -> list | None:
     return out
 
 
-def card(item: Lesson) -> bool:
-    """Render one lesson; returns whether its runs are in flight (the page then refreshes)."""
-    manage = can_manage_room()
-    group = lesson_group(item)
+def card(lesson: Lesson) -> bool:
+    """Render one lesson, step by step; returns whether runs of it are in flight (the page
+    then refreshes)."""
     with st.container(border=True):
-        st.markdown(f"#### {item.title}")
+        st.markdown(f"#### {lesson.title}")
         st.page_link("views/workshop.py", label="Link to this lesson", icon=":material/link:",
-                     query_params={LINK_PARAM: item.key},
-                     help=f"Opens this lesson alone: /workshop?{LINK_PARAM}={item.key}")
-        st.caption(f"About {fmt.duration(item.estimated_s * 1000)} of runs on this machine: "
-                   f"{len(item.runs)} run(s) — " + ", ".join(item.labels()) + ".")
-        if item.key == "targets":
-            st.table([{"application": name, "p99 target": fmt.duration(ms), "why": why}
-                      for name, ms, why in TARGETS])
-        st.markdown(f"**Question.** {item.question}")
-        guess_input(item)
-        guesses = room().guesses(item.key)
-        revealed = room().revealed(item.key)
+                     query_params={LINK_PARAM: lesson.key},
+                     help=f"Opens this lesson alone: /workshop?{LINK_PARAM}={lesson.key}")
         in_flight = False
-        if group is not None:
-            run_groups().viewed(group["group_id"])
-            done, line = group_progress([tuple(b) for b in group["blocks"]])
-            in_flight = done < len(group["blocks"])
-            if in_flight:
-                st.progress(done / len(group["blocks"]),
-                            text=f"measuring: {done} of {len(group['blocks'])} runs · {line}")
-        if manage:
-            b1, b2, _ = st.columns([1, 1, 2])
-            b1.button("Run this lesson", key=f"lesson_run_{item.key}", type="primary",
-                      icon=":material/play_arrow:", disabled=in_flight,
-                      on_click=run_lesson, args=(item,),
-                      help="Queue the lesson's runs (one after another, nobody else's in "
-                           "between) and open a new round of guesses.")
-            b2.button("Reveal the answer", key=f"lesson_reveal_{item.key}",
-                      disabled=group is None or in_flight or revealed,
-                      on_click=room().reveal, args=(item.key,),
-                      help="Show everyone the measured answer.")
-            if guesses and not revealed:  # once revealed, shown with the answer marked
-                labels, counts = guess_histogram(guesses, item)
-                st.plotly_chart(course_plots.guesses_figure(labels, counts),
-                                key=f"guesses_{item.key}")
-            elif not guesses:
-                st.caption("No guesses yet.")
-        elif not revealed:
-            st.caption(f"{len(guesses)} guess(es) in the room. The instructor reveals the "
-                       "answer once the runs are measured.")
-        if group is None or in_flight or not revealed:
-            return in_flight
-        finished = results(item, group)
-        if finished is None:
-            return in_flight
-        if any(r.status != "completed" for r in finished):
-            st.warning("Some of the lesson's runs did not complete: "
-                       + ", ".join(f"{label}: {r.status}" for (label, _), r
-                                   in zip(group["blocks"], finished)))
-            return in_flight
-        ans = answer(item, finished)
-        st.success(f"**Measured:** {ans.text}")
-        st.plotly_chart(course_plots.answer_figure(item.key, ans.table,
-                                                   components(item, finished), ans.details),
-                        key=f"answer_{item.key}")
-        if ans.details:
-            st.table([{"application": d["application"], "p99 target": fmt.duration(d["slo_ms"]),
-                       "measured: load it can take": d["measured"],
-                       "M/M/1 theory": d["theory"]} for d in ans.details])
-        for check in ans.checks:
-            st.caption(check)
-        st.markdown(item.idea)
-        if guesses:
-            labels, counts = guess_histogram(guesses, item)
-            mark = ans.value if item.choices is not None else None
-            st.plotly_chart(course_plots.guesses_figure(labels, counts, mark),
-                            key=f"guesses_after_{item.key}")
-        handout_buttons(item, group, finished, guesses)
+        for item in lesson.steps:
+            if len(lesson.steps) > 1:
+                st.markdown(f"**Step {lesson.number(item.key)}: {item.title}.** {item.intro}")
+            in_flight = step_card(item) or in_flight
     return in_flight
 
 
-def components(item: Lesson, finished: list) -> dict[str, float] | None:
+def step_card(item: Step) -> bool:
+    """Render one step; returns whether its runs are in flight."""
+    manage = can_manage_room()
+    group = lesson_group(item)
+    st.caption(f"About {fmt.duration(item.estimated_s * 1000)} of runs on this machine: "
+               f"{len(item.runs)} run(s) — " + ", ".join(item.labels()) + ".")
+    if item.key == "targets":
+        st.table([{"application": name, "p99 target": fmt.duration(ms), "why": why}
+                  for name, ms, why in TARGETS])
+    st.markdown(f"**Question.** {item.question}")
+    guess_input(item)
+    guesses = room().guesses(item.key)
+    revealed = room().revealed(item.key)
+    in_flight = False
+    if group is not None:
+        run_groups().viewed(group["group_id"])
+        done, line = group_progress([tuple(b) for b in group["blocks"]])
+        in_flight = done < len(group["blocks"])
+        if in_flight:
+            st.progress(done / len(group["blocks"]),
+                        text=f"measuring: {done} of {len(group['blocks'])} runs · {line}")
+    if manage:
+        b1, b2, _ = st.columns([1, 1, 2])
+        b1.button("Run this lesson", key=f"lesson_run_{item.key}", type="primary",
+                  icon=":material/play_arrow:", disabled=in_flight,
+                  on_click=run_lesson, args=(item,),
+                  help="Queue the lesson's runs (one after another, nobody else's in "
+                       "between) and open a new round of guesses.")
+        b2.button("Reveal the answer", key=f"lesson_reveal_{item.key}",
+                  disabled=group is None or in_flight or revealed,
+                  on_click=room().reveal, args=(item.key,),
+                  help="Show everyone the measured answer.")
+        if guesses and not revealed:  # once revealed, shown with the answer marked
+            labels, counts = guess_histogram(guesses, item)
+            st.plotly_chart(course_plots.guesses_figure(labels, counts),
+                            key=f"guesses_{item.key}")
+        elif not guesses:
+            st.caption("No guesses yet.")
+    elif not revealed:
+        st.caption(f"{len(guesses)} guess(es) in the room. The instructor reveals the "
+                   "answer once the runs are measured.")
+    if group is None or in_flight or not revealed:
+        return in_flight
+    finished = results(item, group)
+    if finished is None:
+        return in_flight
+    if any(r.status != "completed" for r in finished):
+        st.warning("Some of the lesson's runs did not complete: "
+                   + ", ".join(f"{label}: {r.status}" for (label, _), r
+                               in zip(group["blocks"], finished)))
+        return in_flight
+    ans = item.answer(finished)
+    st.success(f"**Measured:** {ans.text}")
+    st.plotly_chart(course_plots.answer_figure(item.key, ans.table,
+                                               components(item, finished), ans.details),
+                    key=f"answer_{item.key}")
+    if ans.details:
+        st.table([{"application": d["application"], "p99 target": fmt.duration(d["slo_ms"]),
+                   "measured: load it can take": d["measured"],
+                   "M/M/1 theory": d["theory"]} for d in ans.details])
+    for check in ans.checks:
+        st.caption(check)
+    st.markdown(item.idea)
+    if guesses:
+        labels, counts = guess_histogram(guesses, item)
+        mark = ans.value if item.choices is not None else None
+        st.plotly_chart(course_plots.guesses_figure(labels, counts, mark),
+                        key=f"guesses_after_{item.key}")
+    handout_buttons(item, group, finished, guesses)
+    return in_flight
+
+
+def components(item: Step, finished: list) -> dict[str, float] | None:
     """The component means the "where the time goes" chart shows (None for other lessons)."""
     if item.key != "where":
         return None
@@ -187,10 +200,10 @@ def components(item: Lesson, finished: list) -> dict[str, float] | None:
     return {c: s.components_ms[c].mean or 0.0 for c in REQUEST_COMPONENTS}
 
 
-def lesson_handout(item: Lesson, group: dict, finished: list, guesses: list) -> Handout:
+def lesson_handout(item: Step, group: dict, finished: list, guesses: list) -> Handout:
     """The finished lesson as the handout's page: the same answer, chart and table as the card
     (computed from the same runs), the room's guesses, and where the runs were measured."""
-    ans = answer(item, finished)
+    ans = item.answer(finished)
     if guesses:
         labels, counts = guess_histogram(guesses, item)
         said = f"{len(guesses)} guess(es): " + ", ".join(
@@ -211,20 +224,20 @@ def lesson_handout(item: Lesson, group: dict, finished: list, guesses: list) -> 
                            .replace(" (every load measured)", ""), "M/M/1": d["theory"]}
                           for d in ans.details])
     checks = list(ans.checks)
-    return Handout(item.title, item.question, ans.text, item.idea,
+    return Handout(item.title, item.question or "", ans.text, item.idea,
                    course_plots.answer_figure(item.key, ans.table, components(item, finished),
                                               ans.details),
                    tables, said, provenance, checks)
 
 
-def handout_bytes(item: Lesson, group: dict, finished: list, guesses: list, kind: str) -> bytes:
+def handout_bytes(item: Step, group: dict, finished: list, guesses: list, kind: str) -> bytes:
     """A download's file, drawn in Streamlit's worker thread at the dashboard's low priority
     (thirty students pressing it must not slow the next lesson's run)."""
     yield_cpu_to_runs()
     return lesson_handout(item, group, finished, guesses).render(kind)
 
 
-def handout_buttons(item: Lesson, group: dict, finished: list, guesses: list) -> None:
+def handout_buttons(item: Step, group: dict, finished: list, guesses: list) -> None:
     """Download the lesson's one-page handout; rendered when pressed, not on every rerun."""
     c1, c2, _ = st.columns([1, 1, 3])
     for col, kind in ((c1, "pdf"), (c2, "png")):

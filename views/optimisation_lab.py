@@ -19,29 +19,25 @@ st.caption("Pick a baseline (A) and what the variant (B) changes; the A/B runs b
            "its effect on the answers. Every figure is measured when you press Run.")
 mgr, me = run_manager(), session_id()
 lab.open_shared_link()  # /lab?lesson=quantise (step 1) or ?lesson=help (step 2)
-step = st.session_state.get("lesson_step")
+lesson = lab.lesson()
+steps = {s.key: s for s in lesson.steps}
+step = steps.get(st.session_state.get("lesson_step"))
 
 with st.container(border=True):
-    st.markdown("#### :material/school: The lesson: a much faster model, the same latency")
+    st.markdown(f"#### :material/school: The lesson: {lesson.title}")
     if step is None:
-        st.markdown("A beginner's image server: naive preprocessing (pixel loops, a PNG "
-                    "round trip), eight clients keeping it saturated. We quantise the model "
-                    "to int8 and measure what the users get.")
+        st.markdown(lesson.summary)
         st.button("Start the lesson", icon=":material/play_arrow:", key="lesson_start",
-                  on_click=lab.start_step, args=(lab.LESSON_PRESET, "quantise"),
+                  on_click=lab.start_step, args=(lesson.steps[0].key,),
                   help="Loads the preset into the controls and runs the A/B.")
-    elif step == "quantise":
-        st.markdown("**Step 1.** A = the beginner's server, B = the same with an **int8** "
-                    "model. Watch the headline when the blocks finish.")
     else:
-        st.markdown("**Step 2.** B keeps int8 and fixes what the bars showed: vectorised "
-                    "pre/postprocessing and more preprocess workers.")
-    if step is not None:
+        st.markdown(f"**Step {lesson.number(step.key)}.** {step.intro}")
         st.button("Leave the lesson", key="lesson_leave",
                   on_click=lambda: st.session_state.pop("lesson_step", None))
         st.page_link("views/optimisation_lab.py", label="Link to this step",
-                     icon=":material/link:", query_params={"lesson": step},
-                     help=f"Opens the Lab at this step, its preset loaded: /lab?lesson={step}")
+                     icon=":material/link:", query_params={"lesson": step.key},
+                     help="Opens the Lab at this step, its preset loaded: "
+                          f"/lab?lesson={step.key}")
 
 plan = lab.controls()
 run_now = st.button("Run A/B", type="primary", icon=":material/compare_arrows:",
@@ -66,10 +62,6 @@ if group is None and (latest := run_groups().latest("ab")) is not None:
     st.caption(f"The room's latest A/B: **{plain(group['title'])}**.")
 in_flight = bool(group) and lab.group_progress(group["blocks"])[0] < len(group["blocks"])
 
-ANSWERS = ("Quantise harder: the model must still be the bottleneck",
-           "Where the rest of the time goes: the component bars",
-           "Buy a GPU")
-
 
 @st.fragment(run_every=1.0 if in_flight else None)
 def results() -> None:
@@ -93,35 +85,38 @@ def results() -> None:
     if isinstance(ab, str):
         st.error(f"The A/B has no result: {ab}")
         return
-    hide_bars = group.get("lesson") == "quantise"
+    asked = steps.get(group.get("lesson"))  # a lesson step that asks before it answers
+    hide_bars = asked is not None and asked.question is not None
     # a lesson asks before it answers: where the change came from stays hidden until then
     lab.headline_panel(ab, reveal=not hide_bars
                        or st.session_state.get("lesson_answer") is not None)
-    if hide_bars:
+    if asked is not None and hide_bars:
         h = ab.headline
         model = (f"the model alone {fmt.change(h.forward_alone_change)}"
                  if h.forward_alone_change is not None
                  else f"the forward pass {fmt.change(h.forward_mean_change)}")
-        question = (f"Measured: {model}, end-to-end p50 {fmt.change(h.p50_change)}. What do "
-                    "you look at next?")
-        answer = st.radio(question, ANSWERS, index=None, key="lesson_answer")
-        if answer is None:
+        guess = st.radio(f"Measured: {model}, end-to-end p50 {fmt.change(h.p50_change)}. "
+                         f"{asked.question}", asked.choices, index=None, key="lesson_answer")
+        if guess is None:
             st.caption("Answer to reveal the component bars.")
         else:
-            if answer == ANSWERS[1]:
-                st.success("Yes: the bars show where the time goes.")
+            ans = lab.step_answer(asked.key, tuple(r for _, r in blocks),
+                                  tuple(a for a, _ in blocks))
+            if isinstance(ans, str):
+                st.error(f"The step has no answer: {ans}")
             else:
-                st.warning("Look at the bars first: they say where the time goes.")
-            comps = ab.a.components_ms
-            top = sorted(comps, key=lambda c: -(comps[c].mean or 0.0))[:2]
-            share = sum(comps[c].mean or 0.0 for c in top) / ab.a.latency_ms.mean
-            st.markdown(f"In A, **{top[0]}** and **{top[1]}** took {share:.0%} of the mean; the "
-                        f"forward pass {ab.headline.forward_share:.0%}. Making the forward pass "
-                        "faster can only move the total by its share (Amdahl's law).")
+                if guess == ans.value:
+                    st.success(f"Yes — the runs say so: {ans.value}.")
+                else:
+                    st.warning(f"The runs point elsewhere: {ans.value}.")
+                st.markdown(ans.text)
             hide_bars = False
-            st.button("Step 2: apply the levers that help", type="primary",
-                      icon=":material/build:", key="lesson_help",
-                      on_click=lab.start_step, args=(lab.HELP_PRESET, "help"))
+            number = lesson.number(asked.key)
+            if number < len(lesson.steps):
+                after = lesson.steps[number]
+                st.button(f"Step {number + 1}: {after.title}", type="primary",
+                          icon=":material/build:", key="lesson_next",
+                          on_click=lab.start_step, args=(after.key,))
     if not hide_bars:
         lab.charts_panel(ab)
     lab.accuracy_panel(ab)

@@ -4,6 +4,7 @@ import streamlit as st
 
 from latency.core import fmt
 from latency.workshop.course import course
+from latency.workshop.practice import practice
 from ui import room as room_ui
 from ui import workshop
 from ui.priority import yield_cpu_to_runs
@@ -36,12 +37,14 @@ def lessons_view() -> None:
             workshop.card(item)
     if focus is not None:
         return
+    lab = practice()  # the same lesson model, measured in the Optimisation Lab
     with st.container(border=True):
-        st.markdown("#### 6. The practice question")
-        st.markdown("A 40 % faster model, about the same latency: the Optimisation Lab's "
-                    "lesson quantises a beginner's server and asks what to look at next.")
+        st.markdown(f"#### {len(lessons) + 1}. The practice question: {lab.title}")
+        st.markdown(f"{lab.summary} The Optimisation Lab runs it in {len(lab.steps)} steps: "
+                    + "; ".join(f"{i}. {s.title}" for i, s in enumerate(lab.steps, 1)) + ".")
         st.page_link("views/optimisation_lab.py", label="Open the lesson in the Optimisation "
-                     "Lab", icon=":material/school:", query_params={"lesson": "quantise"})
+                     "Lab", icon=":material/school:",
+                     query_params={"lesson": lab.steps[0].key})
 
 
 @st.fragment(run_every=1.0)

@@ -10,7 +10,6 @@ checked by ``bench/bench_course.py``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,12 +18,8 @@ from latency.analysis.littles_law import littles_law
 from latency.analysis.result import RunResult
 from latency.core.config import RunConfig
 from latency.core.records import REQUEST_COMPONENTS
+from latency.workshop.lesson import Answer, Lesson, Step
 
-#: what starting one run costs besides its measured seconds (process, model load, warm-up),
-#: measured on this project's 2-core machine (bench/bench_course.py: 4.3–5.0 s a synthetic
-#: run, 9 s for the image CNN with naive preprocessing)
-RUN_STARTUP_S = 5.0
-MODEL_STARTUP_S = {"image-cnn": 9.0}
 #: the synthetic server of the queueing lessons: 4 ms exponential service, one replica
 SERVICE_MS = 4.0
 CAPACITY_RPS = 1000.0 / SERVICE_MS
@@ -42,39 +37,19 @@ def _synthetic(**kw: Any) -> RunConfig:
     return RunConfig(model="synthetic", model_args=args, **kw)
 
 
-@dataclass(frozen=True)
-class Lesson:
-    """One lesson: its runs (label → config), the question asked before the answer, and the
-    choices (None: the guess is a number, in ``unit``)."""
-
-    key: str
-    title: str
-    question: str
-    runs: tuple[tuple[str, RunConfig], ...]
-    choices: tuple[str, ...] | None = None
-    unit: str = ""
-    idea: str = ""
-
-    @property
-    def estimated_s(self) -> float:
-        """Wall time of the lesson's runs on this machine: measured seconds + start-up."""
-        return sum((c.duration_s or 0.0) + MODEL_STARTUP_S.get(c.model, RUN_STARTUP_S)
-                   for _, c in self.runs)
-
-    def configs(self) -> list[RunConfig]:
-        return [c for _, c in self.runs]
-
-    def labels(self) -> list[str]:
-        return [label for label, _ in self.runs]
+def _lesson(key: str, title: str, question: str, runs: tuple[tuple[str, RunConfig], ...],
+            answer_of: Any, **kw: Any) -> Lesson:
+    """A Workshop lesson: one step, under the lesson's own key and title."""
+    return Lesson(key, title, (Step(key, title, runs, question, answer_of, **kw),))
 
 
 def where_the_time_goes(seconds: float = 4.0) -> Lesson:
     cfg = RunConfig(model="image-cnn", pre="naive", post="naive", concurrency=1,
                     duration_s=seconds, warmup=8)
-    return Lesson("where", "1. Where the time goes",
+    return _lesson("where", "1. Where the time goes",
                   "One request to a beginner's image server (naive preprocessing). Which "
                   "component takes the largest share of its time?",
-                  (("one client", cfg),), choices=REQUEST_COMPONENTS,
+                  (("one client", cfg),), _where, choices=REQUEST_COMPONENTS,
                   idea="Measure before you optimise: the model is often not where the time "
                        "goes. The two classic mistakes: optimising the model first, and "
                        "reading the mean instead of the tail.")
@@ -85,10 +60,10 @@ def queueing(seconds: float = 4.0) -> Lesson:
                                                  rate=load * CAPACITY_RPS, duration_s=seconds,
                                                  seed=1))
                  for load in LOADS)
-    return Lesson("queueing", "2. Queueing: the hockey stick",
+    return _lesson("queueing", "2. Queueing: the hockey stick",
                   f"The server does one request in {SERVICE_MS:g} ms on average "
                   f"({CAPACITY_RPS:g} req/s). At 90 % of that load, how many times longer is "
-                  "the median latency than at 30 %?", runs, unit="× longer",
+                  "the median latency than at 30 %?", runs, _queueing, unit="× longer",
                   idea="Near saturation the queue explodes: latency is not proportional to "
                        "load. Little's law, L = λW, holds on the measured run: the requests "
                        "in the system equal the arrival rate times the time each spends.")
@@ -99,10 +74,10 @@ def coordinated_omission(seconds: float = 4.0) -> Lesson:
     runs = (("closed loop, 1 client", _synthetic(**stall, concurrency=1, duration_s=seconds)),
             ("open loop, 200 req/s", _synthetic(**stall, rate=200.0, duration_s=seconds,
                                                 arrival="constant")))
-    return Lesson("co", "3. Coordinated omission",
+    return _lesson("co", "3. Coordinated omission",
                   f"The model freezes once for {STALL_MS:g} ms. Measured closed loop (one "
                   "client that waits for each answer) and open loop (requests at their "
-                  "intended times): which p99 shows the stall?", runs,
+                  "intended times): which p99 shows the stall?", runs, _co,
                   choices=("closed loop", "open loop", "both", "neither"),
                   idea="A closed-loop client stops sending while the server is stuck, so the "
                        "stall hits one request and hides below the p99. Real users keep "
@@ -116,10 +91,10 @@ def batching(seconds: float = 3.0) -> Lesson:
                                              batch_size=b, max_batch_delay_ms=2.0,
                                              concurrency=16, duration_s=seconds))
                  for b in BATCHES)
-    return Lesson("batching", "4. Batching",
+    return _lesson("batching", "4. Batching",
                   "A forward pass costs 4 ms + 0.5 ms per extra request in the batch; 16 "
                   "clients keep the server busy. How many times more requests per second does "
-                  "batch ≤ 8 serve than batch 1?", runs, unit="× the throughput",
+                  "batch ≤ 8 serve than batch 1?", runs, _batching, unit="× the throughput",
                   idea="Batching shares one forward pass among requests: throughput rises "
                        "until the batch is rarely full; past the knee a bigger batch only "
                        "adds waiting.")
@@ -153,11 +128,11 @@ def targets(seconds: float = 15.0) -> Lesson:
                                                  duration_s=seconds, seed=2))
                  for load in TARGET_LOADS)
     slo = dict((name, ms) for name, ms, _ in TARGETS)[ASKED_TARGET]
-    return Lesson("targets", "5. Targets are application-specific",
+    return _lesson("targets", "5. Targets are application-specific",
                   f"One server ({TARGET_SERVICE_MS:g} ms a request on average, at most "
                   f"{TARGET_CAPACITY_RPS:.0f} req/s), four applications, each with its own p99 "
                   f"target. What share of the server's capacity can the {ASKED_TARGET} "
-                  f"(p99 ≤ {slo:g} ms) use?", runs, unit="% of capacity",
+                  f"(p99 ≤ {slo:g} ms) use?", runs, _targets, unit="% of capacity",
                   idea="There is no one good latency: the application sets the target, and "
                        "the target — not the hardware — sets how much of the server you can "
                        "sell. The same machine takes a fraction of its capacity for a strict "
@@ -178,71 +153,80 @@ def lesson(key: str) -> Lesson:
     raise KeyError(key)
 
 
-# ---- answers, from the finished runs -----------------------------------------------------
-@dataclass(frozen=True)
-class Answer:
-    """What the runs measured, the value the question asked for, and the figures' data."""
-
-    value: Any
-    text: str
-    table: list[dict[str, Any]]
-    checks: list[str] = field(default_factory=list)
-    #: a second table the answer reads from the runs (the targets lesson: one row a target)
-    details: list[dict[str, Any]] = field(default_factory=list)
+# ---- answers, from the finished runs ------------------------------------------------------
+Results = Sequence[RunResult]
 
 
-def answer(item: Lesson, results: Sequence[RunResult]) -> Answer:
-    """The lesson's answer from its finished runs (in the lesson's order)."""
-    rows = [{"run": label, **_row(r)} for label, r in zip(item.labels(), results)]
-    if item.key == "where":
-        s = results[0].summary
-        means = {c: s.components_ms[c].mean or 0.0 for c in REQUEST_COMPONENTS}
-        top = max(means, key=means.__getitem__)
-        total = s.latency_ms.mean or 1.0
-        return Answer(top, f"{top}: {means[top] / total:.0%} of the mean "
-                           f"{s.latency_ms.mean:.1f} ms; the forward pass "
-                           f"{means['forward'] / total:.0%}.", rows)
-    if item.key == "queueing":
-        ratio = rows[-1]["p50_ms"] / rows[0]["p50_ms"] if rows[0]["p50_ms"] else float("nan")
-        law = littles_law(results[2].measured())
-        checks = [repr(law)] if law is not None else []
-        return Answer(ratio, f"the median is {ratio:.1f}× longer at 90 % load than at 30 % "
-                             f"({rows[0]['p50_ms']:.1f} → {rows[-1]['p50_ms']:.1f} ms).",
-                      rows, checks)
-    if item.key == "co":
-        closed, open_ = rows[0]["p99_ms"], rows[1]["p99_ms"]
-        shows = [label for label, p99 in (("closed loop", closed), ("open loop", open_))
-                 if p99 >= STALL_MS / 2]
-        value = shows[0] if len(shows) == 1 else ("both" if shows else "neither")
-        return Answer(value, f"closed-loop p99 {closed:.1f} ms, open-loop p99 {open_:.1f} ms: "
-                             f"the open loop's is {open_ - closed:.0f} ms longer (the stall: "
-                             f"{STALL_MS:g} ms).", rows)
-    if item.key == "batching":
-        thr = [r["throughput_rps"] for r in rows]
-        ratio = thr[BATCHES.index(8)] / thr[0] if thr[0] else float("nan")
-        k = knee(thr)
-        return Answer(ratio, f"batch ≤ 8 serves {ratio:.1f}× the requests of batch 1; the "
-                             f"knee is at batch ≤ {BATCHES[k]} (the smallest within 10 % of "
-                             "the best throughput).", rows)
-    if item.key == "targets":
-        for row, load in zip(rows, TARGET_LOADS):
-            row["load"] = load
-        means = [m for r in results if (m := r.summary.components_ms["forward"].mean)]
-        service_ms = float(np.mean(means)) if means else None  # None: no theory to set beside
-        details = [capacity_at_target(rows, name, slo, service_ms) for name, slo, _ in TARGETS]
-        asked = next(d for d in details if d["application"] == ASKED_TARGET)
-        counts = [r["requests"] for r in rows]
-        crossed = asked["measured"][:1].isdigit()
-        checks = [] if asked["range_pct"] or not crossed else [
-            f"Each p99 comes from one run of {min(counts):,}–{max(counts):,} requests, without "
-            "a p99 confidence interval for the runs around the crossing: read these "
-            "capacities to within several points."]
-        return Answer(asked["load_pct"],
-                      f"the {ASKED_TARGET} (p99 ≤ {asked['slo_ms']:g} ms) can use "
-                      f"{asked['measured']} of the capacity, read off the measured p99 curve"
-                      + (f"; M/M/1 theory with the measured {service_ms:.2f} ms service says "
-                         f"{asked['theory']}." if service_ms else "."), rows, checks, details)
-    raise KeyError(item.key)
+def answer(item: Lesson | Step, results: Results) -> Answer:
+    """A Workshop lesson's answer from its finished runs (in the lesson's order)."""
+    step = item.steps[0] if isinstance(item, Lesson) else item
+    return step.answer(results)
+
+
+def _rows(labels: Sequence[str], results: Results) -> list[dict[str, Any]]:
+    return [{"run": label, **_row(r)} for label, r in zip(labels, results)]
+
+
+def _where(step: Step, labels: Sequence[str], results: Results) -> Answer:
+    s = results[0].summary
+    means = {c: s.components_ms[c].mean or 0.0 for c in REQUEST_COMPONENTS}
+    top = max(means, key=means.__getitem__)
+    total = s.latency_ms.mean or 1.0
+    return Answer(top, f"{top}: {means[top] / total:.0%} of the mean "
+                       f"{s.latency_ms.mean:.1f} ms; the forward pass "
+                       f"{means['forward'] / total:.0%}.", _rows(labels, results))
+
+
+def _queueing(step: Step, labels: Sequence[str], results: Results) -> Answer:
+    rows = _rows(labels, results)
+    ratio = rows[-1]["p50_ms"] / rows[0]["p50_ms"] if rows[0]["p50_ms"] else float("nan")
+    law = littles_law(results[2].measured())
+    checks = [repr(law)] if law is not None else []
+    return Answer(ratio, f"the median is {ratio:.1f}× longer at 90 % load than at 30 % "
+                         f"({rows[0]['p50_ms']:.1f} → {rows[-1]['p50_ms']:.1f} ms).",
+                  rows, checks)
+
+
+def _co(step: Step, labels: Sequence[str], results: Results) -> Answer:
+    rows = _rows(labels, results)
+    closed, open_ = rows[0]["p99_ms"], rows[1]["p99_ms"]
+    shows = [label for label, p99 in (("closed loop", closed), ("open loop", open_))
+             if p99 >= STALL_MS / 2]
+    value = shows[0] if len(shows) == 1 else ("both" if shows else "neither")
+    return Answer(value, f"closed-loop p99 {closed:.1f} ms, open-loop p99 {open_:.1f} ms: "
+                         f"the open loop's is {open_ - closed:.0f} ms longer (the stall: "
+                         f"{STALL_MS:g} ms).", rows)
+
+
+def _batching(step: Step, labels: Sequence[str], results: Results) -> Answer:
+    rows = _rows(labels, results)
+    thr = [r["throughput_rps"] for r in rows]
+    ratio = thr[BATCHES.index(8)] / thr[0] if thr[0] else float("nan")
+    k = knee(thr)
+    return Answer(ratio, f"batch ≤ 8 serves {ratio:.1f}× the requests of batch 1; the "
+                         f"knee is at batch ≤ {BATCHES[k]} (the smallest within 10 % of "
+                         "the best throughput).", rows)
+
+
+def _targets(step: Step, labels: Sequence[str], results: Results) -> Answer:
+    rows = _rows(labels, results)
+    for row, load in zip(rows, TARGET_LOADS):
+        row["load"] = load
+    means = [m for r in results if (m := r.summary.components_ms["forward"].mean)]
+    service_ms = float(np.mean(means)) if means else None  # None: no theory to set beside
+    details = [capacity_at_target(rows, name, slo, service_ms) for name, slo, _ in TARGETS]
+    asked = next(d for d in details if d["application"] == ASKED_TARGET)
+    counts = [r["requests"] for r in rows]
+    crossed = asked["measured"][:1].isdigit()
+    checks = [] if asked["range_pct"] or not crossed else [
+        f"Each p99 comes from one run of {min(counts):,}–{max(counts):,} requests, without "
+        "a p99 confidence interval for the runs around the crossing: read these "
+        "capacities to within several points."]
+    return Answer(asked["load_pct"],
+                  f"the {ASKED_TARGET} (p99 ≤ {asked['slo_ms']:g} ms) can use "
+                  f"{asked['measured']} of the capacity, read off the measured p99 curve"
+                  + (f"; M/M/1 theory with the measured {service_ms:.2f} ms service says "
+                     f"{asked['theory']}." if service_ms else "."), rows, checks, details)
 
 
 def monotone(values: Sequence[float]) -> list[float]:
@@ -323,8 +307,10 @@ def _row(r: RunResult) -> dict[str, Any]:
             "p99_hi_ms": s.latency_ms.p99_ci95[1] if s.latency_ms.p99_ci95 else None}
 
 
-def guess_histogram(guesses: Sequence[Any], item: Lesson) -> tuple[list[str], list[int]]:
+def guess_histogram(guesses: Sequence[Any], item: Lesson | Step
+                    ) -> tuple[list[str], list[int]]:
     """The room's guesses as (labels, counts): one bar per choice, or numeric guesses in bins."""
+    item = item.steps[0] if isinstance(item, Lesson) else item
     if item.choices is not None:
         return list(item.choices), [sum(1 for g in guesses if g == c) for c in item.choices]
     values = np.array([float(g) for g in guesses if isinstance(g, (int, float))])
@@ -337,5 +323,5 @@ def guess_histogram(guesses: Sequence[Any], item: Lesson) -> tuple[list[str], li
     return [f"{a:.3g}–{b:.3g}" for a, b in zip(edges[:-1], edges[1:])], counts.tolist()
 
 
-__all__ = ["Answer", "Lesson", "TARGETS", "answer", "capacity_at_target", "course",
+__all__ = ["TARGETS", "answer", "capacity_at_target", "course",
            "guess_histogram", "knee", "lesson", "monotone", "targets"]

@@ -1,38 +1,113 @@
-"""The lesson "a 40% faster model, the same latency", as runnable plans (no figures in here).
+"""What a lesson is, for the Workshop page and the Optimisation Lab alike: a few steps, each a
+live measured experiment — its runs (ready-made presets: the same experiment whoever presses
+it, from a button, a shared link or a late arrival's screen), the question asked before it
+runs, and the answer computed from its runs when they finish, never a scripted number.
 
-The preset is a real pipeline written the way a beginner would write it: image-cnn with the
-naive preprocessing (pixel loops in Python), batching on, eight clients keeping the server
-saturated. Step one quantises the model (``int8``): the forward pass gets much faster, the
-requests barely do, because the forward pass was a small share of the time and the queue in
-front of the slow preprocessing does not care. Step two applies the levers that do help.
-Everything the lesson shows is measured when it runs; this module only says what to run.
+The lessons themselves are ``course`` (the Workshop's five) and ``practice`` (the Lab's
+quantisation lesson); this module holds only their shape.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from latency.analysis.result import RunResult
 from latency.core.config import RunConfig
-from latency.execution.ab import ABPlan, variant_config
+from latency.execution.ab import ABPlan
 
-#: the saturated beginner's server: naive pre/postprocessing on one worker thread, batches
-#: of up to 8 (40 ms to fill: preprocessed requests trickle in, and int8 pays off from batches
-#: of two up), eight clients always waiting.
-LESSON_SETTINGS = dict(model="image-cnn", pre="naive", post="naive", batch_size=8,
-                       max_batch_delay_ms=40.0, replicas=1, threads=1, preprocess_workers=1,
-                       concurrency=8, warmup=8)
-
-
-def lesson_baseline(duration_s: float = 2.0) -> RunConfig:
-    return RunConfig(duration_s=duration_s, **LESSON_SETTINGS)  # type: ignore[arg-type]
+#: what starting one run costs besides its measured seconds (process, model load, warm-up),
+#: measured on this project's 2-core machine (bench/bench_course.py: 4.3–5.0 s a synthetic
+#: run, 9 s for the image CNN with naive preprocessing)
+RUN_STARTUP_S = 5.0
+MODEL_STARTUP_S = {"image-cnn": 9.0}
 
 
-def quantise_plan(duration_s: float = 2.0, pairs: int = 2) -> ABPlan:
-    """Step 1: the same server with an int8 model."""
-    base = lesson_baseline(duration_s)
-    return ABPlan(base, variant_config(base, optimize=["int8"]), pairs)
+@dataclass(frozen=True)
+class Answer:
+    """What the runs measured: the value the question asked for (a choice, or a number in the
+    question's unit), a sentence saying it, and the figures' data."""
+
+    value: Any
+    text: str
+    table: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    #: a second table the answer reads from the runs (the targets lesson: one row a target)
+    details: list[dict[str, Any]] = field(default_factory=list)
 
 
-def helping_plan(duration_s: float = 2.0, pairs: int = 2) -> ABPlan:
-    """Step 2: keep int8 and fix what the bars point at — vectorised pre/postprocessing and
-    a second preprocess worker."""
-    base = lesson_baseline(duration_s)
-    return ABPlan(base, variant_config(base, optimize=["int8"], pre="fast", post="fast",
-                                       preprocess_workers=4), pairs)
+#: a step's answer from its finished runs: (the step, each run's label, the results in order)
+AnswerOf = Callable[["Step", Sequence[str], Sequence[RunResult]], Answer]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One experiment: its runs (label → config, in the order they run), the question asked
+    before the answer (None: the step only measures) with its ``choices`` (None: the guess is
+    a number, in ``unit``), and how the answer is computed from the runs. ``plan``: for an A/B
+    step, the plan its runs are the blocks of (the Lab sets its controls from it)."""
+
+    key: str
+    title: str
+    runs: tuple[tuple[str, RunConfig], ...]
+    question: str | None = None
+    answer_of: AnswerOf | None = None
+    choices: tuple[str, ...] | None = None
+    unit: str = ""
+    #: what the step shows, before it runs; and the idea it teaches, after the answer
+    intro: str = ""
+    idea: str = ""
+    plan: ABPlan | None = None
+
+    @classmethod
+    def ab(cls, key: str, title: str, plan: ABPlan, **kw: Any) -> Step:
+        """A step measured as an interleaved A/B: its runs are the plan's blocks."""
+        return cls(key, title, tuple(plan.blocks()), plan=plan, **kw)
+
+    @property
+    def estimated_s(self) -> float:
+        """Wall time of the step's runs on this machine: measured seconds + start-up."""
+        return sum((c.duration_s or 0.0) + MODEL_STARTUP_S.get(c.model, RUN_STARTUP_S)
+                   for _, c in self.runs)
+
+    def configs(self) -> list[RunConfig]:
+        return [c for _, c in self.runs]
+
+    def labels(self) -> list[str]:
+        return [label for label, _ in self.runs]
+
+    def answer(self, results: Sequence[RunResult],
+               labels: Sequence[str] | None = None) -> Answer:
+        """The answer from the finished runs, in order. ``labels``: each run's label when the
+        runs measured are not exactly the preset's (an A/B with more or fewer pairs)."""
+        if self.answer_of is None:
+            raise ValueError(f"step {self.key!r} asks nothing: it has no answer")
+        return self.answer_of(self, list(labels or self.labels()), list(results))
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """Steps in order under one title; ``summary``: what the lesson is about, before it
+    starts."""
+
+    key: str
+    title: str
+    steps: tuple[Step, ...]
+    summary: str = ""
+
+    @property
+    def estimated_s(self) -> float:
+        return sum(s.estimated_s for s in self.steps)
+
+    def step(self, key: str) -> Step:
+        for s in self.steps:
+            if s.key == key:
+                return s
+        raise KeyError(key)
+
+    def number(self, key: str) -> int:
+        """The step's number in the lesson, from 1."""
+        return 1 + [s.key for s in self.steps].index(key)
+
+
+__all__ = ["MODEL_STARTUP_S", "RUN_STARTUP_S", "Answer", "AnswerOf", "Lesson", "Step"]
