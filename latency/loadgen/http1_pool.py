@@ -7,8 +7,12 @@ machine as the server takes its CPU from the server, so the client's cost per re
 limits the rate it can drive — and what it adds to every ``network`` time it measures.
 
 What it does: ``POST`` with a Content-Length body (no chunked uploads, no ``Expect``), reads
-responses framed by Content-Length or chunked transfer coding (decoded by httptools); honours
-``Connection: close``; TLS for ``https://``. What it does not:
+responses framed by Content-Length, by chunked transfer coding (decoded by httptools) or — an
+HTTP/1.0 server's way, such as the standard library's ``http.server`` — by the server closing
+the connection; honours ``Connection: close``; TLS for ``https://``. Every wait and buffer is
+bounded: connecting within the request timeout, a response body of at most
+``MAX_RESPONSE_BYTES`` (a reply that never ends fails its request, instead of growing the
+client until the machine runs out of memory). What it does not:
 redirects, cookies, proxies, compression, HTTP/2 — a profiler wants one plain request per
 request, on a connection it keeps.
 """
@@ -23,6 +27,11 @@ import httptools
 
 #: response headers kept (lower-case): the ones the transport reads.
 KEPT = frozenset((b"server-timing", b"latency-lab-batch"))
+#: the largest response body read; a larger one fails its request (a prediction's reply is
+#: kilobytes; this leaves room for images and embeddings).
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+#: statuses whose response has no body, whatever its headers say
+_NO_BODY = frozenset((204, 304))
 
 
 class HttpError(ConnectionError):
@@ -38,6 +47,11 @@ class _Connection(asyncio.Protocol):
         self.waiter: asyncio.Future[tuple[int, dict[bytes, bytes], bytes]] | None = None
         self.headers: dict[bytes, bytes] = {}
         self.body: list[bytes] = []
+        self.body_bytes = 0
+        self.max_body = MAX_RESPONSE_BYTES
+        #: the response's body ends when the server closes (no length, not chunked)
+        self.until_close = False
+        self._framed = False
         self.reusable = True
         self.complete = False
 
@@ -55,6 +69,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.reusable = False
+        if self.until_close and exc is None and self.waiter is not None:
+            self.on_message_complete()  # a close-delimited body ends here
+            return
         self._fail(HttpError("the server closed the connection"
                              + (f": {exc}" if exc else "")))
 
@@ -63,8 +80,19 @@ class _Connection(asyncio.Protocol):
         name = name.lower()
         if name in KEPT:
             self.headers[name] = value
+        elif name in (b"content-length", b"transfer-encoding"):
+            self._framed = True
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        self.until_close = not self._framed and status >= 200 and status not in _NO_BODY
 
     def on_body(self, body: bytes) -> None:
+        self.body_bytes += len(body)
+        if self.body_bytes > self.max_body:
+            self._fail(HttpError(f"the response is larger than {self.max_body / 2**20:g} MiB: "
+                                 "not read further"))
+            return
         self.body.append(body)
 
     def on_message_complete(self) -> None:
@@ -86,7 +114,8 @@ class _Connection(asyncio.Protocol):
     def request(self, data: bytes) -> asyncio.Future[tuple[int, dict[bytes, bytes], bytes]]:
         loop = asyncio.get_running_loop()
         self.waiter = loop.create_future()
-        self.headers, self.body = {}, []
+        self.headers, self.body, self.body_bytes = {}, [], 0
+        self.until_close = self._framed = False
         self.transport.write(data)  # type: ignore[union-attr]
         return self.waiter
 
@@ -94,7 +123,8 @@ class _Connection(asyncio.Protocol):
 class Pool:
     """Up to ``size`` keep-alive connections to one origin; callers beyond wait for one."""
 
-    def __init__(self, url: str, size: int, timeout_s: float, method: str = "POST") -> None:
+    def __init__(self, url: str, size: int, timeout_s: float, method: str = "POST",
+                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         parts = urlsplit(url)
         self.method = method.upper()
         self.host = parts.hostname or "127.0.0.1"
@@ -106,6 +136,7 @@ class Pool:
         self.host_header = host if default else f"{host}:{self.port}"
         self.size = size
         self.timeout_s = timeout_s
+        self.max_response_bytes = max_response_bytes
         self._idle: deque[_Connection] = deque()
         self._open = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -126,13 +157,19 @@ class Pool:
                 self._open += 1
                 try:
                     loop = asyncio.get_running_loop()
-                    _, conn = await loop.create_connection(
+                    _, conn = await asyncio.wait_for(loop.create_connection(
                         _Connection, self.host, self.port, ssl=self._ssl,
-                        server_hostname=self.host if self.tls else None)
+                        server_hostname=self.host if self.tls else None), self.timeout_s)
+                except asyncio.TimeoutError:
+                    self._open -= 1
+                    self._wake()
+                    raise TimeoutError(f"could not connect within {self.timeout_s:g} s") \
+                        from None
                 except BaseException:
                     self._open -= 1
                     self._wake()
                     raise
+                conn.max_body = self.max_response_bytes
                 return conn
             w = asyncio.get_running_loop().create_future()
             self._waiters.append(w)

@@ -1,0 +1,141 @@
+"""A target that misbehaves cannot hang the client or exhaust its memory, and a plain one that
+speaks HTTP/1.0 is understood: every wait and buffer of the HTTP client is bounded."""
+import asyncio
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from latency.core.config import RunConfig
+from latency.execution.engine import execute
+from latency.loadgen.http1_pool import HttpError, Pool
+
+
+class _Http10(BaseHTTPRequestHandler):
+    """The standard library's textbook handler: HTTP/1.0, no Content-Length, the body ends
+    when the connection closes."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"label": "ok"}')
+
+
+class _Endless(BaseHTTPRequestHandler):
+    """A reply that never ends: chunk after chunk until the client goes away."""
+
+    protocol_version = "HTTP/1.1"
+    chunk = b"x" * (1 << 20)
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        frame = f"{len(self.chunk):x}\r\n".encode() + self.chunk + b"\r\n"
+        try:
+            for _ in range(4096):  # bounded: 4 GiB at most, the client stops long before
+                self.wfile.write(frame)
+        except OSError:
+            pass
+
+
+def _serve(handler):
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/predict"
+
+
+@pytest.fixture()
+def bodies(tmp_path):
+    path = tmp_path / "bodies.jsonl"
+    path.write_text('{"text": "hello"}\n')
+    return str(path)
+
+
+def test_an_http10_server_whose_replies_end_at_close_is_read(bodies):
+    httpd, url = _serve(_Http10)
+    try:
+        r = execute(RunConfig(target=url, target_protocol="http", bodies=bodies,
+                              requests=20, warmup=0))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert r.status == "completed"
+    assert r.summary.errors == 0 and r.summary.successful == 20, r.summary.error_messages
+
+
+def test_a_reply_that_never_ends_fails_its_request_at_the_size_limit():
+    httpd, url = _serve(_Endless)
+
+    async def one() -> None:
+        pool = Pool(url, 1, 30.0, max_response_bytes=8 << 20)
+        try:
+            await pool.post(b"{}", "application/json")
+        finally:
+            pool.close()
+
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(HttpError, match="larger than 8 MiB"):
+            asyncio.run(one())
+        assert time.monotonic() - t0 < 20  # at the limit, not at the request timeout
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_run_against_a_never_ending_reply_fails_those_requests_and_goes_on(bodies):
+    httpd, url = _serve(_Endless)
+    try:
+        r = execute(RunConfig(target=url, target_protocol="http", bodies=bodies,
+                              requests=2, warmup=0))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert r.summary.errors == 2
+    assert all("larger than" in m for m in r.summary.error_messages), r.summary.error_messages
+
+
+def test_connecting_is_bounded_by_the_request_timeout():
+    """A listener whose backlog is full drops new connections' handshakes: the kernel would
+    retry for minutes; the client gives up at its timeout."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(8):  # fill the backlog (never accepted)
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        fillers.append(s)
+    time.sleep(0.2)
+
+    async def one() -> None:
+        pool = Pool(f"http://127.0.0.1:{port}/", 1, 1.0)
+        try:
+            await pool.post(b"{}", "application/json")
+        finally:
+            pool.close()
+
+    try:
+        t0 = time.monotonic()
+        with pytest.raises((TimeoutError, OSError)):
+            asyncio.run(one())
+        assert time.monotonic() - t0 < 10
+    finally:
+        for s in fillers:
+            s.close()
+        listener.close()
