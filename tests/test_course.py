@@ -144,3 +144,23 @@ def test_shared_links_open_a_lesson_or_a_lab_step():
     assert at.sidebar.selectbox(key="lab_b_pre").value == "fast"
     assert at.sidebar.selectbox(key="lab_pre").value == "naive"
     assert any(m.value.startswith("**Step 2.**") for m in at.markdown)
+
+
+def test_the_workshop_is_a_stage_of_its_own_that_no_cli_path_imports():
+    """The workshop (lessons, the room, run groups) sits on ``execution``; the command line
+    neither may nor does import it, and ``execution`` holds one run and the queue only."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    from latency.layers import LAYERS
+
+    assert "execution" in LAYERS["workshop"] and "workshop" not in LAYERS["cli"]
+    assert not any("workshop" in allowed for stage, allowed in LAYERS.items())
+    for gone in ("course", "room", "lesson"):
+        assert importlib.util.find_spec(f"latency.execution.{gone}") is None, gone
+    code = ("import sys, latency.cli.main\n"
+            "print(any(m.startswith('latency.workshop') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(APP).parent, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
