@@ -95,14 +95,15 @@ class ArmStats:
 
 
 #: the nanosecond stamps of a request row (shifted together when blocks are pooled)
-STAMPS = tuple(n for n in RECORD_DTYPE.names if n.startswith("t_"))
+STAMPS = tuple(n for n in RECORD_DTYPE.names or () if n.startswith("t_"))
 
 
 def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
     """Pool one arm's block results (each block's warm-up already excluded)."""
     if not results:
         raise ValueError(f"arm {arm} has no finished blocks")
-    oks, errors, seconds, block_p50, warnings = [], 0, 0.0, [], []
+    oks, errors, seconds, block_p50 = [], 0, 0.0, []
+    warnings: list[str] = []
     next_batch = next_replica = 0
     next_start: int | None = None
     for r in results:
@@ -128,7 +129,7 @@ def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
         s = r.summary
         seconds += s.duration_s
         if len(ok):
-            block_p50.append(float(s.latency_ms.p50))
+            block_p50.append(float(s.latency_ms.p50 or 0.0))  # (set: the block has requests)
         warnings += [w for w in s.warnings if w not in warnings
                      and w.kind != "too_few"]  # judged on the pool below, not per block
         if r.failure:
@@ -161,8 +162,9 @@ def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
         optimization=results[0].environment.get("optimization"), warnings=warnings, rows=rows)
 
 
-def _change(a: float, b: float) -> float:
-    return (b - a) / a if a else 0.0
+def _change(a: float | None, b: float | None) -> float:
+    """B's relative change against A (0 when either is unknown or A is 0)."""
+    return (b - a) / a if a and b is not None else 0.0
 
 
 def _batch_forward_ms(rows: np.ndarray) -> dict[int, np.ndarray]:
@@ -223,8 +225,9 @@ def headline(a: ArmStats, b: ArmStats) -> Headline:
     changed, the mean would change by ``forward share × model change`` — the Amdahl
     prediction; a measured change far from it means something else moved too.
     """
-    fa, fb = a.components_ms["forward"].mean, b.components_ms["forward"].mean
-    ta, tb = a.latency_ms.mean, b.latency_ms.mean
+    # (an arm always has requests, so its means are set: arm_stats refuses an empty one)
+    fa, fb = a.components_ms["forward"].mean or 0.0, b.components_ms["forward"].mean or 0.0
+    ta, tb = a.latency_ms.mean or 0.0, b.latency_ms.mean or 0.0
     fwd_mean = _change(fa, fb)
     matched = matched_forward_change(a, b)
     fwd = fwd_mean if matched is None else matched
