@@ -22,6 +22,9 @@ MAX_DURATION_S = 3600.0
 MAX_REQUESTS = 10_000_000
 MAX_CONCURRENCY = 1024
 MAX_RATE = 100_000.0
+#: one request every ~17 minutes: below it the intended send times overflow the ns clock
+#: long before a run could end (and no run is longer than ``MAX_DURATION_S``)
+MIN_RATE = 0.001
 MAX_REPLICAS = 64
 MAX_THREADS = 256
 MAX_BATCH = 4096
@@ -332,8 +335,9 @@ class RunConfig:
         if c.concurrency is not None and c.rate is not None:
             raise ConfigError("choose one load: --concurrency (closed loop) or --rate (open loop)")
         if c.rate is not None:
-            if not (c.rate > 0 and c.rate <= MAX_RATE):
-                raise ConfigError(f"--rate must be > 0 and <= {MAX_RATE:g} requests/s")
+            if not (isinstance(c.rate, (int, float)) and MIN_RATE <= c.rate <= MAX_RATE):
+                raise ConfigError(f"--rate must be from {MIN_RATE:g} to {MAX_RATE:g} "
+                                  f"requests/s (got {c.rate!r})")
             if c.arrival not in ARRIVALS:
                 raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
         else:
@@ -347,6 +351,12 @@ class RunConfig:
             positive_int("requests", c.requests, MAX_REQUESTS)
         if c.duration_s is not None and not 0 < c.duration_s <= MAX_DURATION_S:
             raise ConfigError(f"--duration must be > 0 and <= {MAX_DURATION_S:g} s")
+        if c.rate is not None and c.requests is not None and \
+                c.requests / c.rate > MAX_DURATION_S:
+            raise ConfigError(f"--requests {c.requests:,} at --rate {c.rate:g} would take "
+                              f"{c.requests / c.rate / 3600:,.1f} h; a run is at most "
+                              f"{MAX_DURATION_S:g} s (as --duration): fewer requests or a "
+                              "higher rate")
         c._check_transport()
         return c
 

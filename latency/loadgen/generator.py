@@ -18,6 +18,9 @@ import numpy as np
 from latency.core.records import Request
 from latency.core.timing import now_ns
 
+#: open loop: a wait to the next send longer than this is spent waiting on the stop event
+#: (so a stop ends it at once) and only its last stretch in ``time.sleep``.
+LONG_WAIT_NS = 20_000_000
 #: after a cancel, how long in-flight requests may take to come back before we stop waiting.
 DRAIN_S = 10.0
 _STOP = object()
@@ -139,8 +142,12 @@ class LoadDriver:
             if until_ns is not None and t_intended >= until_ns:
                 break
             wait = t_intended - now_ns()
+            if wait > LONG_WAIT_NS:  # a long gap: wake on a stop (Ctrl-C, SIGTERM) too
+                if self.cancel.wait((wait - LONG_WAIT_NS) / 1e9):
+                    break
+                wait = t_intended - now_ns()
             if wait > 0:
-                time.sleep(wait / 1e9)
+                time.sleep(wait / 1e9)  # the last stretch: sleep is the finer timer
             self.offered, self.last_due_ns = self.offered + 1, t_intended
             if max_backlog is not None and sent - state["received"] >= max_backlog:
                 dropped += 1  # the server is this far behind: sending more only queues

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from latency.core.config import MAX_BATCH, MAX_REQUESTS, MAX_SEED
+from latency.core.config import MAX_BATCH, MAX_REQUESTS, MAX_SEED, MIN_RATE
 from latency.core.errors import ConfigError
 
 ARRIVALS = ("poisson", "constant", "bursty", "recorded")
@@ -64,9 +64,9 @@ class SimConfig:
             _whole("preprocess-workers", c.preprocess_workers, MAX_SIM_WORKERS)
         if c.clients is not None:
             _whole("clients", c.clients, MAX_SIM_CLIENTS)
-        if not _number(c.rate) or not 0 < c.rate <= MAX_SIM_RATE:
-            raise ConfigError(f"--rate must be > 0 and <= {MAX_SIM_RATE:.0f} requests/s "
-                              f"(got {c.rate!r})")
+        if not _number(c.rate) or not MIN_RATE <= c.rate <= MAX_SIM_RATE:
+            raise ConfigError(f"--rate must be from {MIN_RATE:g} to {MAX_SIM_RATE:.0f} "
+                              f"requests/s (got {c.rate!r})")
         if not _number(c.max_batch_delay_ms) or not 0 <= c.max_batch_delay_ms <= \
                 MAX_SIM_DELAY_MS:
             raise ConfigError(f"--max-batch-delay-ms must be between 0 and "

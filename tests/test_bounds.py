@@ -1,0 +1,55 @@
+"""Every wait is bounded and a signal always ends the run: a rate too low for the clock is one
+line before anything runs, a run planned longer than the longest ``--duration`` too, and an
+open loop waiting for its next send wakes on SIGTERM."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import latency
+from latency.cli.main import main
+from latency.core.errors import ConfigError
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--rate", "1e-12", "--requests", "3"], "--rate must be from 0.001"),
+    (["--rate", "1e-12", "--duration", "1"], "--rate must be from 0.001"),
+    (["--rate", "0.001", "--requests", "100"], "would take 27.8 h"),
+])
+def test_a_rate_the_clock_cannot_hold_or_a_run_of_hours_is_one_line(args, says, capsys):
+    assert main(["run", "--model", "synthetic", "--warmup", "0", "--no-save", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1
+
+
+def test_the_simulator_refuses_the_same_rate():
+    with pytest.raises(ConfigError, match="--rate must be from 0.001"):
+        latency.simulate(rate=1e-12, service_ms=5)
+    assert main(["simulate", "--rate", "1e-12", "--service-ms", "5"]) == 2
+
+
+def test_sigterm_ends_an_open_loop_waiting_for_its_next_send(tmp_path):
+    """One request every 100 s: the run waits between sends, and a SIGTERM ends it at once
+    with what it measured (exit 143)."""
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "latency", "run", "--model", "synthetic", "--rate", "0.01",
+         "--arrival", "constant", "--requests", "3", "--warmup", "0", "--no-save", "--quiet",
+         "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    time.sleep(6)  # started, and waiting 100 s for its first send
+    assert proc.poll() is None, proc.communicate()
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("SIGTERM did not end an open loop waiting for its next send") \
+            from None
+    assert time.monotonic() - t0 < 15
+    assert proc.returncode == 143, proc.stderr.read()
+    assert out.exists()  # what it measured (nothing, here) is kept and written
