@@ -2,9 +2,10 @@
 the one builder (``builder``), for ``python -m latency serve`` and for an HTTP run.
 
 Why a process of its own for a run: see ``ServerProcess``. The process reads its config as
-JSON on the command line and answers on stdout with one line, ``ready {...}``: the port, the
-builder's timings and the optimisation report of the levers it applied, so an HTTP run records
-the same facts as an in-process one.
+JSON on the command line and answers with one line on a pipe of its own, ``ready {...}``: the
+port, the builder's timings and the optimisation report of the levers it applied, so an HTTP
+run records the same facts as an in-process one — or ``error <Type>: <message>`` when it cannot
+serve.
 """
 from __future__ import annotations
 
@@ -13,15 +14,20 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from latency.core.config import DEFAULT_MAX_BODY_MB, RunConfig
 from latency.core.timing import GIL_SWITCH_INTERVAL_S
 from latency.serve.builder import BuiltServer, build_server
 from latency.serve.http_app import create_app
+
+#: the longest status line read from the server process (a ready line is a few kB)
+MAX_STATUS = 1 << 20
+#: lines of the server process's own output kept (for the reason it could not start)
+TAIL_LINES = 200
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -90,9 +96,15 @@ class ServerProcess:
 
     Why ``subprocess`` and not ``multiprocessing``: the run itself is a daemonic
     multiprocessing child (``latency.execution.process``), and those may not have children. The
-    server reads its config as JSON on the command line, prints ``ready {...}`` (port, the
-    builder's timings, the optimisation report), and stops when its stdin closes — so it also
-    stops if the run process dies.
+    server reads its config as JSON on the command line, writes ``ready {...}`` (port, the
+    builder's timings, the optimisation report) on a status pipe, and stops when its stdin
+    closes — so it also stops if the run process dies.
+
+    Why a status pipe and not stdout: a pipeline may print, before it is ready or while it
+    serves, and its output must neither be mistaken for the status line nor block the server.
+    Its stdout and stderr share one pipe that a thread here always reads, keeping only the last
+    ``TAIL_LINES`` lines (memory and disk stay bounded however much it prints); when the
+    server cannot start, the reason is its own ``error`` line, else the last line it wrote.
     """
 
     def __init__(self, config: RunConfig, max_body_mb: float = DEFAULT_MAX_BODY_MB) -> None:
@@ -102,34 +114,54 @@ class ServerProcess:
         #: what the server process reported once ready: ``timings`` and ``optimization``
         self.ready: dict[str, Any] = {}
         self._proc: Any = None
+        self._tail: deque[str] = deque(maxlen=TAIL_LINES)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 120.0) -> ServerProcess:
-        # stderr to a file, not a pipe nobody drains: a chatty pipeline must not block the server
-        self._stderr = tempfile.TemporaryFile(mode="w+")
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "latency.serve.http_server",
-             json.dumps(self.config.to_dict()), str(self.max_body_mb)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
-            cwd=os.getcwd())
+        status_r, status_w = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "latency.serve.http_server",
+                 json.dumps(self.config.to_dict()), str(self.max_body_mb), str(status_w)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, errors="replace", cwd=os.getcwd(), pass_fds=(status_w,))
+        finally:
+            os.close(status_w)
+        self._drainer = threading.Thread(target=self._drain, name="server-output", daemon=True)
+        self._drainer.start()
+        status = os.fdopen(status_r, "r")
         line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(self._proc.stdout.readline()),
+        reader = threading.Thread(target=lambda: line.append(status.readline(MAX_STATUS)),
                                   daemon=True)
         reader.start()
         reader.join(timeout_s)
         text = line[0].strip() if line else ""
         if not text.startswith("ready "):
             self.stop()
-            self._stderr.seek(0)
-            err = self._stderr.read().strip().splitlines()
-            why = text or (err[-1] if err else f"no answer within {timeout_s:g} s")
+            why = text.removeprefix("error ") or self._last_line() or \
+                f"no answer within {timeout_s:g} s"
+            status.close()
             raise RuntimeError(f"the HTTP server could not start: {why}")
+        status.close()
         self.ready = json.loads(text[len("ready "):])
         self.port = int(self.ready["port"])
         return self
+
+    def _drain(self) -> None:
+        """Read the server's output as long as it writes (lines cut at 64 kB), keeping the
+        tail."""
+        out = self._proc.stdout
+        for line in iter(lambda: out.readline(65536), ""):
+            if line.strip():
+                self._tail.append(line.rstrip("\n"))
+
+    def _last_line(self) -> str:
+        """The last line the server process wrote (a traceback ends with its exception)."""
+        self._drainer.join(timeout=2)  # the process has ended: its output is complete
+        return self._tail[-1].strip() if self._tail else ""
 
     def stop(self) -> None:
         if self._proc is None:
@@ -143,7 +175,6 @@ class ServerProcess:
         except Exception:  # noqa: BLE001 - hung: kill it
             self._proc.kill()
             self._proc.wait(timeout=5)
-        self._stderr.close()
 
 
 def ready_line(port: int, built: BuiltServer) -> str:
@@ -154,8 +185,13 @@ def ready_line(port: int, built: BuiltServer) -> str:
 
 
 def _main(argv: list[str]) -> int:
-    """``python -m latency.serve.http_server CONFIG_JSON MAX_BODY_MB`` (ServerProcess)."""
+    """``python -m latency.serve.http_server CONFIG_JSON MAX_BODY_MB [STATUS_FD]``
+    (ServerProcess): the ``ready``/``error`` line goes to STATUS_FD (default stdout)."""
     stop = threading.Event()
+    status = os.fdopen(int(argv[2]), "w") if len(argv) > 2 else sys.stdout
+
+    def say(line: str) -> None:
+        print(line, file=status, flush=True)
 
     def watchdog() -> None:  # the parent closed our stdin (or died): stop
         sys.stdin.read()
@@ -164,13 +200,12 @@ def _main(argv: list[str]) -> int:
     threading.Thread(target=watchdog, name="stdin-watchdog", daemon=True).start()
     try:
         serve(RunConfig.from_dict(json.loads(argv[0])), "127.0.0.1", 0, float(argv[1]),
-              on_ready=lambda port, built: print(ready_line(port, built), flush=True),
-              stop=stop)
+              on_ready=lambda port, built: say(ready_line(port, built)), stop=stop)
     except KeyboardInterrupt:
         return 0
-    except Exception as exc:  # noqa: BLE001 - one line for the parent
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - one line for the parent
         text = str(exc).splitlines()[0] if str(exc) else ""
-        print(f"error {type(exc).__name__}: {text}", flush=True)
+        say(f"error {type(exc).__name__}: {text}")
         return 1
     return 0
 

@@ -1,0 +1,63 @@
+"""Pipelines that misbehave on purpose, one behaviour each, for the tests that check a user's
+bad stage fails alone and a bad constructor fails the run with its reason. Named by file path
+(``--pipeline tests/hostile_pipelines.py:InitRaise``), so a run process imports them too."""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+
+from latency import ModelArg, Pipeline
+
+
+class Base(Pipeline):
+    """A well-behaved pipeline: a 4→2 linear layer over a tensor of ones."""
+
+    name = "hostile"
+    model_args = (ModelArg("n", int, 4, "unused"),)
+
+    def __init__(self, device: Any = "cpu", dtype: Any = torch.float32, **args: Any) -> None:
+        super().__init__(device, dtype, **args)
+        self.model = torch.nn.Linear(4, 2)
+
+    def sample_inputs(self, n: int, seed: int) -> list[Any]:
+        return [str(i) for i in range(n)]
+
+    def preprocess(self, raw: Any) -> Any:
+        return torch.ones(4)
+
+    def forward(self, batch: Any) -> Any:
+        return self.model(batch)
+
+    def postprocess(self, item: Any) -> Any:
+        return {"y": float(item[0])}
+
+
+class InitRaise(Base):
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        raise ValueError("bad init")
+
+
+class InitExit(Base):
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        sys.exit(0)
+
+
+class PrintInit(Base):
+    """Says what it does while it loads, as many real pipelines do."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        print("loading the model ...", flush=True)
+        super().__init__(*a, **k)
+        print("loaded", flush=True)
+
+
+class PrintMB(Base):
+    """Prints a megabyte a request: more than a pipe holds."""
+
+    def preprocess(self, raw: Any) -> Any:
+        print("x" * (1 << 20), flush=True)
+        return torch.ones(4)
