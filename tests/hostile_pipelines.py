@@ -61,3 +61,10 @@ class PrintMB(Base):
     def preprocess(self, raw: Any) -> Any:
         print("x" * (1 << 20), flush=True)
         return torch.ones(4)
+
+
+class PostTensor(Base):
+    """Answers with a tensor: not a response JSON can carry."""
+
+    def postprocess(self, item: Any) -> Any:
+        return item

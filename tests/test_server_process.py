@@ -29,3 +29,11 @@ def test_a_pipeline_that_prints_is_served_over_http(name):
     r = execute(_http(name, requests=30, concurrency=2))
     assert r.status == "completed", r.failure
     assert r.summary.errors == 0 and r.summary.successful == 30, r.summary.error_messages
+
+
+def test_a_response_json_cannot_carry_is_a_counted_500_with_its_reason():
+    r = execute(_http("PostTensor", requests=10))
+    assert r.summary.errors == 10
+    assert all("cannot be sent as JSON" in m for m in r.summary.error_messages), \
+        r.summary.error_messages
+    assert r.timings.server_responses == {"500": 10}  # /metrics counts what was sent

@@ -155,9 +155,15 @@ def create_app(server: Any, model: str, max_body_bytes: int,
             status = error_status(r.error)
             stats.count(status)
             return Response(error_body(r.error), status, headers, media_type=JSON_TYPE)
+        try:
+            encoded = encode_response(model, r.response, rid)
+        except (TypeError, ValueError, RecursionError) as exc:  # the response is not JSON
+            stats.count(500)
+            return Response(error_body(f"the pipeline's response cannot be sent as JSON: "
+                                       f"{type(exc).__name__}: {exc}"), 500, headers,
+                            media_type=JSON_TYPE)
         stats.count(200)
-        return Response(encode_response(model, r.response, rid), 200, headers,
-                        media_type=JSON_TYPE)
+        return Response(encoded, 200, headers, media_type=JSON_TYPE)
 
     async def ready(request: HttpRequest) -> Response:
         stats.count(200)
