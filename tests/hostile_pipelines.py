@@ -68,3 +68,40 @@ class PostTensor(Base):
 
     def postprocess(self, item: Any) -> Any:
         return item
+
+
+class PreExit(Base):
+    def preprocess(self, raw: Any) -> Any:
+        sys.exit(0)
+
+
+class PreKBI(Base):
+    def preprocess(self, raw: Any) -> Any:
+        raise KeyboardInterrupt
+
+
+class FwdExit(Base):
+    def forward(self, batch: Any) -> Any:
+        sys.exit(0)
+
+
+class FwdShort(Base):
+    """Returns one row whatever the batch."""
+
+    def forward(self, batch: Any) -> Any:
+        return self.model(batch)[:1]
+
+
+class SplitNone(Base):
+    def split(self, output: Any, n: int) -> Any:
+        return None
+
+
+class PostExit(Base):
+    def postprocess(self, item: Any) -> Any:
+        sys.exit(0)
+
+
+class PostKBI(Base):
+    def postprocess(self, item: Any) -> Any:
+        raise KeyboardInterrupt

@@ -11,7 +11,11 @@ Data flow inside one server (docs/architecture.md):
   time: that is what it waited for), then post-processes the batch's requests one by one and
   replies to each as soon as its own response is ready.
 
-Every stage that raises fails only the requests it was working on; the server goes on.
+Every stage that raises fails only the requests it was working on; the server goes on. That
+holds for anything a user's stage raises — ``sys.exit()`` and ``KeyboardInterrupt`` too, which
+would otherwise end the worker thread and leave its requests unanswered for ever — and for a
+stage that returns the wrong thing: a ``split`` (or a ``forward``) that yields fewer or more
+outputs than its batch has requests fails the batch, so no request goes unanswered.
 """
 from __future__ import annotations
 
@@ -34,6 +38,20 @@ def error_text(exc: BaseException) -> str:
     """'Type: first line' of an exception: how a failed stage names its error."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _outputs(outputs: object, n: int) -> list[object]:
+    """``split``'s result as a list of exactly ``n`` outputs, else an error naming what it
+    returned: every request of the batch gets an answer or a reason."""
+    try:
+        items = list(outputs)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"split returned {type(outputs).__name__}, not a list of {n} "
+                        "outputs") from None
+    if len(items) != n:
+        raise ValueError(f"the batch of {n} gave {len(items)} output(s): forward must "
+                         f"return one row per request (or split one output per request)")
+    return items
 
 
 class BatchQueue:
@@ -160,7 +178,7 @@ class Server:
             r.t_pre_start = now_ns()
             try:
                 r.item = pipeline.preprocess(r.raw)
-            except Exception as exc:  # one bad request fails alone
+            except BaseException as exc:  # one bad request fails alone, whatever it raised
                 r.t_pre_end = now_ns()
                 r.error = f"preprocess: {error_text(exc)}"
                 r.fill_missing_server()
@@ -190,8 +208,8 @@ class Server:
                 out = pipeline.forward(pipeline.collate(items))
                 synchronize(device)
                 t1 = now_ns()
-                outputs = pipeline.split(out, n)
-            except Exception as exc:  # the whole batch failed together
+                outputs = _outputs(pipeline.split(out, n), n)
+            except BaseException as exc:  # the whole batch failed together
                 t1 = now_ns()
                 msg = f"forward: {error_text(exc)}"
                 for r in batch:
@@ -206,7 +224,7 @@ class Server:
                 r.t_post_start = now_ns()
                 try:
                     r.response = pipeline.postprocess(o)
-                except Exception as exc:
+                except BaseException as exc:
                     r.error = f"postprocess: {error_text(exc)}"
                 r.t_post_end = now_ns()
                 r.reply(r)

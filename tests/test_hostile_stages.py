@@ -1,0 +1,31 @@
+"""A user's stage that raises anything (``sys.exit``, ``KeyboardInterrupt``) or returns the
+wrong thing fails its own request or batch, with the reason, and the run goes on: no request is
+left unanswered, no worker thread dies, the run never hangs."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PIPELINES = Path(__file__).with_name("hostile_pipelines.py")
+
+
+@pytest.mark.parametrize("name,says", [
+    ("PreExit", "preprocess: SystemExit"), ("PreKBI", "preprocess: KeyboardInterrupt"),
+    ("FwdExit", "forward: SystemExit"), ("PostExit", "postprocess: SystemExit"),
+    ("PostKBI", "postprocess: KeyboardInterrupt"), ("SplitNone", "split returned NoneType"),
+    ("FwdShort", "gave 1 output(s)"),
+])
+def test_a_stage_that_exits_or_returns_the_wrong_thing_fails_alone(name, says, tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "latency", "run", "--pipeline", f"{PIPELINES}:{name}",
+         "--concurrency", "4", "--requests", "40", "--warmup", "0", "--batch-size", "4",
+         "--max-batch-delay-ms", "5", "--no-save", "--quiet", "--json", str(out)],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr  # INVALID: every request failed
+    d = json.loads(out.read_text())
+    s = d["summary"]
+    assert d["status"] == "completed" and s["requests"] == 40 and s["errors"] == 40
+    assert any(says in m for m in s["error_messages"]), s["error_messages"]
