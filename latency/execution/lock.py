@@ -1,4 +1,4 @@
-"""One measurement at a time per machine: a run lock every process shares.
+"""One measurement at a time: a run lock every process of a user shares.
 
 Two runs on one machine disturb each other's timings — they share the cores, the caches and the
 memory bus — and nothing in either result would say so. The dashboard's run manager already
