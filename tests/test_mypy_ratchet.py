@@ -1,6 +1,8 @@
 """The CI type check (``.ci/mypy_check.py``) is a ratchet: a file with more mypy errors than
-its baseline fails CI and is named with its errors; a file with fewer passes and asks for the
-baseline to be lowered. mypy itself is not run here (CI runs it); its output is."""
+its baseline fails CI and is named with its errors; a file with fewer fails too and asks for the
+baseline to be lowered (--update), so the gain is kept in the change that made it. Output
+without mypy's own summary line (mypy missing or crashed) fails instead of counting as zero.
+mypy itself is not run here (CI runs it); its output is."""
 import importlib.util
 import json
 from pathlib import Path
@@ -49,13 +51,47 @@ def test_a_new_file_with_errors_fails(check, monkeypatch, capsys):
     assert check.main([]) == 1 and "ui/b.py: 1 mypy errors, baseline 0" in capsys.readouterr().out
 
 
-def test_fewer_errors_pass_and_ask_for_a_lower_baseline(check, monkeypatch, capsys):
+def test_fewer_errors_fail_and_ask_for_a_lower_baseline(check, monkeypatch, capsys):
     check.BASELINE.write_text(json.dumps({"latency/a.py": 5, "ui/b.py": 1, "gone.py": 2}))
     mypy_says(check, monkeypatch, OUTPUT)
-    assert check.main([]) == 0
+    assert check.main([]) == 1  # the baseline is lowered in the change that fixed them
     out = capsys.readouterr().out
     assert "latency/a.py (5 -> 2)" in out and "gone.py (2 -> 0)" in out
-    assert "lower the baseline" in out and "--update" in out
+    assert "lower the baseline" in out and "python .ci/mypy_check.py --update" in out
+
+
+def test_exactly_the_baseline_passes(check, monkeypatch, capsys):
+    check.BASELINE.write_text(json.dumps({"latency/a.py": 2, "ui/b.py": 1}))
+    mypy_says(check, monkeypatch, OUTPUT)
+    assert check.main([]) == 0
+    assert "mypy: 3 errors, none above the baseline (3)" in capsys.readouterr().out
+
+
+def test_a_clean_run_passes_on_mypys_success_line(check, monkeypatch):
+    check.BASELINE.write_text(json.dumps({}))
+    mypy_says(check, monkeypatch, ["Success: no issues found in 9 source files"])
+    assert check.main([]) == 0
+
+
+MYPY_MISSING = ["/usr/bin/python: No module named mypy"]  # exit 1, no error lines
+
+
+@pytest.mark.parametrize("args", [[], ["--update"]])
+def test_output_without_mypys_summary_fails_loudly(check, monkeypatch, capsys, args):
+    check.BASELINE.write_text(json.dumps({}))
+    mypy_says(check, monkeypatch, MYPY_MISSING)
+    assert check.main(args) != 0
+    err = capsys.readouterr().err
+    assert "no summary line" in err and "No module named mypy" in err
+    assert json.loads(check.BASELINE.read_text()) == {}  # --update wrote nothing
+
+
+def test_a_summary_that_disagrees_with_the_error_lines_fails(check, monkeypatch, capsys):
+    check.BASELINE.write_text(json.dumps({"latency/a.py": 2, "ui/b.py": 1}))
+    found_7 = "Found 7 errors in 3 files (checked 9 source files)"
+    mypy_says(check, monkeypatch, OUTPUT[:-1] + [found_7])
+    assert check.main([]) != 0
+    assert "mypy says 7 errors in 3 files" in capsys.readouterr().err
 
 
 def test_update_writes_todays_counts(check, monkeypatch):
