@@ -3,7 +3,7 @@
 - Tests never write to the user's run history: every run the suite saves (CLI subprocesses,
   the dashboard's run manager, the browser test's server inherit this) goes to a throw-away
   database.
-- The suite's runs queue behind each other on their own machine-wide run lock, not the user's:
+- The suite's runs queue behind each other on their own run lock, not the user's:
   a dashboard left open on this machine neither waits for the suite nor is disturbed by it
   without saying so (each side's results then carry the overlap warning).
 """
