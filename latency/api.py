@@ -123,8 +123,8 @@ def _build_here(src: Any, config_kw: dict[str, Any]) -> Any:
     return src.build(device, dtype, args)
 
 
-def simulate(rate: float | None = None, *, service_ms: float = 5.0,
-             service_dist: str = "exponential", service_cv: float = 1.0,
+def simulate(rate: float | None = None, *, service_ms: float | None = None,
+             service_dist: str | None = None, service_cv: float | None = None,
              from_run: Any = None, replicas: int | None = None,
              batch_size: int | None = None, max_batch_delay_ms: float | None = None,
              arrival: str = "poisson",
@@ -134,42 +134,20 @@ def simulate(rate: float | None = None, *, service_ms: float = 5.0,
     summary, marked SIMULATED). ``from_run``: a RunResult, a run JSON/CSV path or a history
     id whose service times — and, unless given, its rate (or, for a closed-loop run, its
     clients), batching, replicas and preprocess workers — are taken. ``clients``: a closed
-    loop of that many clients instead of arrivals at a rate. Every value is checked as the
-    CLI checks it (ConfigError, one line)."""
-    from latency.simulation.config import SimConfig
-    from latency.simulation.replay import Recording, replay_config
-    from latency.simulation.simulator import ServiceModel, summarize_simulation
+    loop of that many clients instead of arrivals at a rate. ``service_*``: the parametric
+    service (None: ``ServiceModel``'s default). Every value is checked as the CLI checks it,
+    by the same ``simulation_setup`` (ConfigError, the same one line)."""
+    from latency.simulation.setup import simulation_setup
+    from latency.simulation.simulator import summarize_simulation
+    from latency.storage.run_files import load_run
 
-    if rate is not None and clients is not None:
-        raise ConfigError("clients (a closed loop) and rate (arrivals) exclude each other: "
-                          "choose one")
-    settings: dict[str, Any] = dict(
+    setup = simulation_setup(
         rate=rate, clients=clients, replicas=replicas, batch_size=batch_size,
         max_batch_delay_ms=max_batch_delay_ms, arrival=arrival,
-        preprocess_workers=preprocess_workers, requests=requests, seed=seed)
-    if from_run is not None:
-        if hasattr(from_run, "log"):
-            run = from_run
-        else:
-            from latency.storage.run_files import load_run
-
-            try:
-                run = Recording(*load_run(str(from_run)))
-            except ValueError as exc:
-                raise ConfigError(f"from_run: {exc}") from None
-        config = replay_config(run, **settings)
-        try:
-            service = ServiceModel.from_rows(run.log)
-        except ValueError as exc:
-            raise ConfigError(f"from_run: {exc}") from None
-    else:
-        service = ServiceModel(forward_ms=service_ms, dist=service_dist, cv=service_cv).checked()
-        given = {k: v for k, v in settings.items() if v is not None}
-        given.setdefault("rate", 1.0)  # a closed loop's rate is an outcome
-        config = SimConfig(**given).checked()  # a bad value is named even without a rate
-        if rate is None and clients is None:
-            raise ConfigError("simulate() needs a rate, clients= or from_run=")
-    return summarize_simulation(config, service)
+        preprocess_workers=preprocess_workers, requests=requests, seed=seed,
+        service_ms=service_ms, service_dist=service_dist, service_cv=service_cv,
+        from_run=from_run, load=load_run)
+    return summarize_simulation(setup.config, setup.service)
 
 
 __all__ = ["profile", "simulate"]

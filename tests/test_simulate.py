@@ -174,6 +174,26 @@ def test_the_api_refuses_what_the_cli_refuses_naming_the_setting(settings, named
     assert main(["simulate", *flags]) == 2  # the CLI refuses the same values
 
 
+@pytest.mark.parametrize("settings", [
+    {"rate": 10, "clients": 4},
+    {},
+    {"rate": 10, "arrival": "recorded"},
+    {"rate": 10, "from_run": "no-such-run.json"},
+])
+def test_the_cli_and_the_api_word_the_same_mistake_alike(settings, capsys):
+    """One glue (``simulation_setup``) behind both: a mistake reads the same line whether it
+    was made with flags or with keywords."""
+    import latency
+    from latency.cli.main import main
+    from latency.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        latency.simulate(**settings)
+    flags = [x for k, v in settings.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+    assert main(["simulate", *flags]) == 2
+    assert capsys.readouterr().err.strip() == f"latency: error: {refused.value}"
+
+
 def test_a_replayed_batched_closed_loop_charges_every_component_as_the_engine_does():
     """The engine charges a request's wait for its replica to post-process the earlier
     requests of its batch to ``queue`` (docs/method.md's component table); a batch-8 closed loop

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from latency.cli import history as history_cli
-from latency.cli.args import EXIT_OK, FORMATTER, NO_DEFAULT, UsageError, number
+from latency.cli.args import EXIT_OK, FORMATTER, NO_DEFAULT, number
 from latency.core import fmt
 from latency.core.errors import ConfigError
 
@@ -55,44 +55,22 @@ def add_parser(sub: Any) -> None:
 
 def cmd_simulate(a: argparse.Namespace) -> int:
     from latency.analysis.summary_text import format_table
-    from latency.simulation.config import SimConfig
-    from latency.simulation.simulator import ServiceModel, summarize_simulation
+    from latency.simulation.setup import simulation_setup
+    from latency.simulation.simulator import summarize_simulation
     from latency.storage.outputs import check_output, write_atomic
+    from latency.storage.run_files import load_run
     from latency.storage.store import default_path
 
     if a.json:  # checked before simulating; creates nothing
         check_output(a.json, "--json", force=a.force, history=a.db or default_path(),
                      inputs=(a.from_run,))
-    if a.clients is not None and a.rate is not None:
-        raise UsageError("--clients (a closed loop) and --rate (arrivals) exclude each "
-                         "other: choose one")
-    if a.from_run is None and a.clients is None and (a.rate is None or a.arrival == "recorded"):
-        raise UsageError("--rate is required (or --from-run RUN to take a recorded run's)"
-                         if a.rate is None else "--arrival recorded needs --from-run RUN")
-    settings = dict(rate=a.rate, clients=a.clients, replicas=a.replicas,
-                    batch_size=a.batch_size, max_batch_delay_ms=a.max_batch_delay_ms,
-                    arrival=a.arrival, preprocess_workers=a.preprocess_workers,
-                    requests=a.requests, seed=a.seed)
-    if a.from_run is not None:
-        from latency.simulation.replay import Recording, replay_config
-        from latency.storage.run_files import load_run
-
-        try:
-            run = Recording(*load_run(a.from_run, a.db))
-            svc = ServiceModel.from_rows(run.log)
-        except ValueError as exc:
-            raise ConfigError(f"--from-run: {exc}") from None
-        cfg = replay_config(run, **settings)
-        source = (f"service resampled from {a.from_run} "
-                  f"({len(run.log)} recorded requests, batch sizes "
-                  f"{', '.join(str(b) for b in sorted(svc.forward_by_batch))})")
-    else:
-        svc = ServiceModel(forward_ms=a.service_ms, dist=a.service_dist,
-                           cv=a.service_cv).checked()
-        given = {k: v for k, v in settings.items() if v is not None}
-        given.setdefault("rate", 1.0)  # a closed loop's rate is an outcome
-        cfg = SimConfig(**given).checked()
-        source = f"service {a.service_ms:g} ms {a.service_dist}"
+    setup = simulation_setup(
+        rate=a.rate, clients=a.clients, replicas=a.replicas, batch_size=a.batch_size,
+        max_batch_delay_ms=a.max_batch_delay_ms, arrival=a.arrival,
+        preprocess_workers=a.preprocess_workers, requests=a.requests, seed=a.seed,
+        service_ms=a.service_ms, service_dist=a.service_dist, service_cv=a.service_cv,
+        from_run=a.from_run, load=lambda source: load_run(source, a.db))
+    cfg, svc, source = setup.config, setup.service, setup.source
     sim = summarize_simulation(cfg, svc)
     s = sim.summary
     print(f"SIMULATED (no model ran): {cfg.describe()}, {source}; "
