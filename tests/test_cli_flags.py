@@ -113,3 +113,35 @@ def test_a_bad_number_is_the_same_one_line_error_everywhere(command):
     lines = err.getvalue().strip().splitlines()
     assert code == 2 and len(lines) == 1
     assert "--max-batch-delay-ms" in lines[0] and "not a number: 'soon'" in lines[0]
+
+
+#: the simulator's settings that are the API's alone (no flag): the transient dropped, the
+#: bursty period, the unstable guard, and a recording's arrival times (``--from-run`` brings them)
+API_ONLY = {"warmup_fraction", "burst_on_s", "allow_unstable", "arrival_times_ms"}
+#: simulate's own flags, which are not a setting of the simulated system
+SIMULATE_OWN = {"--from-run", "--db", "--json", "--force", "-h", "--help"}
+#: simulate's flags that mean what a RunConfig field means: one help text for both
+SAME_AS_RUN = ("replicas", "batch_size", "max_batch_delay_ms", "preprocess_workers", "seed")
+
+
+def test_every_simulated_setting_that_is_a_flag_has_its_metadata(monkeypatch):
+    """simulate's flags are made from SimConfig's and ServiceModel's fields, as run's are from
+    RunConfig's: each flag but the command's own is a field's, and ``--help`` says its help."""
+    from latency.core.config import field_help
+    from latency.core.flags import flags_of
+    from latency.simulation.config import SimConfig, setting_help
+    from latency.simulation.service import ServiceModel
+
+    declared = {**flags_of(SimConfig), **flags_of(ServiceModel)}
+    assert set(flags_of(SimConfig)) == {f.name for f in dataclasses.fields(SimConfig)} - API_ONLY
+    assert set(flags_of(ServiceModel)) == {"forward_ms", "dist", "cv"}
+    sub = next(a for a in build_parser()._actions if hasattr(a, "choices") and a.choices
+               and "simulate" in a.choices).choices["simulate"]
+    parsed = {o for a in sub._actions for o in a.option_strings}
+    assert parsed - SIMULATE_OWN == {f.name for f in declared.values()}
+    shown = help_text("simulate", monkeypatch)
+    for name, f in declared.items():
+        assert f"{f.name} " in shown and " ".join(f.help.split()) in shown, name
+        assert setting_help(name) == f.help
+    for name in SAME_AS_RUN:
+        assert " ".join(field_help(name).split()) in " ".join(declared[name].help.split())

@@ -63,3 +63,27 @@ def test_optimisation_lab_tooltips_are_the_fields_help():
     at.switch_page("views/optimisation_lab.py").run()
     assert not at.exception
     assert_tooltips(at, LAB)
+
+
+#: the Load Simulator's widgets that set a simulated setting: widget key → field
+#: (``latency.simulation.config.setting_help``: what ``simulate --help`` says)
+SIMULATOR = {"sim_service": "forward_ms", "sim_dist": "dist", "sim_arrival": "arrival",
+             "sim_replicas": "replicas", "sim_batch": "batch_size",
+             "sim_delay": "max_batch_delay_ms"}
+
+
+def test_load_simulator_tooltips_are_the_settings_help():
+    from latency.simulation.config import setting_help
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/load_simulator.py").run()
+    at.sidebar.selectbox(key="sim_dist").set_value("lognormal").run()
+    assert not at.exception
+    shown = widgets(at)
+    for key, name in {**SIMULATOR, "sim_cv": "cv"}.items():
+        assert shown[key].help == setting_help(name), f"{key}: its tooltip is not {name}'s help"
+    assert shown["sim_rate"].help.startswith(setting_help("rate") + " ")
+    # where a simulated setting is a RunConfig field, the tooltip is that field's help too
+    for key in ("sim_replicas", "sim_batch", "sim_delay"):
+        assert shown[key].help == field_help(SIMULATOR[key])

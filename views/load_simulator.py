@@ -4,6 +4,7 @@ import streamlit as st
 from latency.core import fmt
 from latency.core.errors import ConfigError
 from latency.figures import plots
+from latency.simulation.config import setting_help
 from ui.controls import KEEP
 from ui.load_simulator import (
     MAX_BATCH,
@@ -51,13 +52,12 @@ if source != "parametric":
         st.stop()
 if source == "parametric":
     service_ms = sb.slider("Forward time, mean (ms)", 0.5, 200.0, 10.0, 0.5, key="sim_service",
-                           help="Mean time one batch spends in the model.", **KEEP)
+                           help=setting_help("forward_ms"), **KEEP)
     dist = sb.selectbox("Forward-time distribution", ["exponential", "constant", "lognormal"],
-                        key="sim_dist", help="Variable service times queue far more than "
-                        "constant ones at the same utilisation.", **KEEP)
+                        key="sim_dist", help=setting_help("dist"), **KEEP)
     if dist == "lognormal":
         cv = sb.slider("Spread (coefficient of variation)", 0.1, 3.0, 1.0, 0.1, key="sim_cv",
-                       help="Standard deviation ÷ mean of the forward time.", **KEEP)
+                       help=setting_help("cv"), **KEEP)
     per_item = sb.slider(
         "Each extra request in a batch costs (% of batch-1 time)", 0, 150,
         int(round(100 * PER_ITEM_SHARE_DEFAULT)), 5, key="sim_per_item",
@@ -67,16 +67,13 @@ if source == "parametric":
              "bench/bench_onnx.py); the text-transformer measured 115 %. 0 % makes batching "
              "free, which no real model is.", **KEEP) / 100
 arrival = sb.selectbox("Arrivals", ["poisson", "constant", "bursty"], key="sim_arrival",
-                       help="Poisson: independent arrivals (the usual model of many users). "
-                            "Constant: evenly spaced. Bursty: Poisson at twice the rate for a "
-                            "second, then nothing for a second — same mean rate, far longer "
-                            "queues.", **KEEP)
-replicas = sb.slider("Replicas", 1, MAX_REPLICAS, 1, key="sim_replicas", help="Model workers.",
-                     **KEEP)
+                       help=setting_help("arrival"), **KEEP)
+replicas = sb.slider("Replicas", 1, MAX_REPLICAS, 1, key="sim_replicas",
+                     help=setting_help("replicas"), **KEEP)
 batch = sb.slider("Max batch size", 1, MAX_BATCH, 1, key="sim_batch",
-                  help="Requests a replica takes at once.", **KEEP)
+                  help=setting_help("batch_size"), **KEEP)
 delay = sb.slider("Max batch delay (ms)", 0.0, MAX_DELAY_MS, 0.0, 0.5, key="sim_delay",
-                  help="Longest wait for a batch to fill.", **KEEP)
+                  help=setting_help("max_batch_delay_ms"), **KEEP)
 base = SimSettings(source=source, service_ms=service_ms, dist=dist, cv=cv, per_item=per_item,
                    arrival=arrival, replicas=replicas, batch=batch, delay_ms=float(delay))
 # the rate slider spans what this setting can serve (to 2.5× its capacity, where queues blow
@@ -91,7 +88,7 @@ if st.session_state.get("sim_rate", 0) > top:
     st.session_state["sim_rate"] = top
 rate = float(sb.slider("Arrival rate (req/s)", 1, top, min(70, max(1, int(0.7 * capacity))),
                        key="sim_rate",
-                       help=f"Mean arrivals per second. This setting serves about "
+                       help=f"{setting_help('rate')} This setting serves about "
                             f"{capacity:,.0f} req/s (utilisation 1); the slider runs to 2.5× "
                             "that.", **KEEP))
 settings = base.at_rate(rate)

@@ -1,6 +1,7 @@
 """``python -m latency simulate``: the serving system without a model (discrete-event
 simulation), parametric or resampled from a recorded run, with the closed form where one
-exists. Every output is labelled SIMULATED.
+exists. Every output is labelled SIMULATED. Its settings' flags are made from the fields of
+``SimConfig`` and ``ServiceModel`` (their metadata), as ``run``'s are from RunConfig's.
 """
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import json
 from typing import Any
 
 from latency.cli import history as history_cli
-from latency.cli.args import EXIT_OK, FORMATTER, NO_DEFAULT, number
+from latency.cli.args import EXIT_OK, FORMATTER
+from latency.cli.config_flags import SIMULATED, add_config_flags
 from latency.core import fmt
 from latency.core.errors import ConfigError
 
@@ -17,38 +19,13 @@ from latency.core.errors import ConfigError
 def add_parser(sub: Any) -> None:
     sm = sub.add_parser("simulate", help="simulate the serving system (no model runs)",
                         formatter_class=FORMATTER)
-    sm.add_argument("--rate", type=number,
-                    help="arrivals per second (required, except with --from-run: the run's)")
-    sm.add_argument("--replicas", type=int,
-                    help="model workers (default: the --from-run run's, else 1)" + NO_DEFAULT)
-    sm.add_argument("--batch-size", type=int,
-                    help="largest batch (default: the --from-run run's, else 1)" + NO_DEFAULT)
-    sm.add_argument("--max-batch-delay-ms", type=number,
-                    help="longest wait for a batch to fill (default: the --from-run run's, "
-                         "else 0)" + NO_DEFAULT)
-    sm.add_argument("--clients", type=int,
-                    help="a closed loop of this many clients, each asking again when answered "
-                         "(the rate is then an outcome); default: a closed-loop --from-run "
-                         "run's own clients, unless --rate is given" + NO_DEFAULT)
-    sm.add_argument("--arrival", default="poisson",
-                    help="poisson, constant, bursty (on/off at twice the rate) or recorded "
-                         "(the --from-run run's own arrival times)")
-    sm.add_argument("--service-ms", type=number, default=5.0,
-                    help="mean forward time per batch (ms)")
-    sm.add_argument("--service-dist", default="exponential",
-                    help="constant, exponential or lognormal")
-    sm.add_argument("--service-cv", type=number, default=1.0,
-                    help="lognormal spread (coefficient of variation)")
+    add_config_flags(sm, "simulate", SIMULATED)
     sm.add_argument("--from-run", metavar="RUN",
                     help="resample service times (every component; forward per batch size) "
                          "from a recorded run: the JSON or CSV `run --json/--csv` wrote, or a "
-                         "history run id")
-    sm.add_argument("--preprocess-workers", type=int,
-                    help="preprocess worker pool (requests wait for a free worker); default: "
-                         "the --from-run run's, else unlimited")
+                         "history run id; its rate (or clients), replicas, batching and "
+                         "preprocess workers are the defaults")
     history_cli.add_db_flag(sm)
-    sm.add_argument("--requests", type=int, default=100_000, help="simulated requests")
-    sm.add_argument("--seed", type=int, default=0, help="seed of arrivals and service draws")
     sm.add_argument("--json", metavar="PATH", help="write the summary as JSON")
     sm.add_argument("--force", action="store_true", help="overwrite an existing --json file")
 

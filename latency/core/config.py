@@ -134,8 +134,8 @@ class RunConfig:
         "--warmup", "Warm-up requests first: timed and counted, not in the statistics.",
         commands=MEASURED, group=LOAD, type="int", defaults={AB: 10}))
     seed: int = field(default=0, metadata=flag(
-        "--seed", "Seed of the arrivals and the inputs.", commands=MEASURED, group=LOAD,
-        type="int"))
+        "--seed", "Seed of the random draws: the arrivals and the inputs (a simulation's "
+        "service times).", commands=MEASURED, group=LOAD, type="int"))
     #: open loop: requests in flight beyond which a request due is dropped by overload
     #: (None: twice the requests of one second at the rate, from 64 to 20,000)
     max_backlog: int | None = field(default=None, metadata=flag(

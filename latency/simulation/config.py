@@ -8,13 +8,23 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
-from latency.core.config import MAX_BATCH, MAX_REQUESTS, MAX_SEED, MIN_RATE
+from latency.core.config import (
+    LOAD,
+    MAX_BATCH,
+    MAX_REQUESTS,
+    MAX_SEED,
+    MIN_RATE,
+    SERVER,
+    field_help,
+)
 from latency.core.errors import ConfigError
+from latency.core.flags import flag, flags_of
+from latency.simulation.service import SIMULATE, ServiceModel
 
 ARRIVALS = ("poisson", "constant", "bursty", "recorded")
 #: a simulation needs no machine, so its ceilings are those of its own cost, not a server's
@@ -24,7 +34,7 @@ MAX_SIM_WORKERS = 1024
 MAX_SIM_CLIENTS = 100_000
 MAX_SIM_DELAY_MS = 1e5
 
-__all__ = ["ARRIVALS", "SimConfig"]
+__all__ = ["ARRIVALS", "SIMULATE", "SimConfig", "setting_help"]
 
 
 @dataclass
@@ -33,25 +43,46 @@ class SimConfig:
     ``clients``), the replicas, the batching and the preprocess worker pool; how many
     requests, with which seed."""
 
-    rate: float  # requests per second
-    replicas: int = 1
-    batch_size: int = 1
-    max_batch_delay_ms: float = 0.0
-    arrival: str = "poisson"
-    requests: int = 100_000
-    seed: int = 0
+    rate: float = field(metadata=flag(
+        "--rate", "Open loop: arrivals per second (their mean).", commands=SIMULATE,
+        group=LOAD, type="float", unset=True,
+        default_text="the --from-run run's; required without --from-run or --clients"))
+    replicas: int = field(default=1, metadata=flag(
+        "--replicas", field_help("replicas"), commands=SIMULATE, group=SERVER, type="int",
+        unset=True, default_text="the --from-run run's, else 1"))
+    batch_size: int = field(default=1, metadata=flag(
+        "--batch-size", field_help("batch_size"), commands=SIMULATE, group=SERVER, type="int",
+        unset=True, default_text="the --from-run run's, else 1"))
+    max_batch_delay_ms: float = field(default=0.0, metadata=flag(
+        "--max-batch-delay-ms", field_help("max_batch_delay_ms"), commands=SIMULATE,
+        group=SERVER, type="float", unset=True, default_text="the --from-run run's, else 0"))
+    arrival: str = field(default="poisson", metadata=flag(
+        "--arrival", "Arrivals: poisson (independent, the usual model of many users), "
+        "constant (evenly spaced), bursty (Poisson at twice the rate for a second, then none "
+        "for a second: the same mean rate, far longer queues) or recorded (a recorded run's "
+        "own arrival times, replayed).", commands=SIMULATE, group=LOAD))
+    requests: int = field(default=100_000, metadata=flag(
+        "--requests", "Simulated requests.", commands=SIMULATE, group=LOAD, type="int"))
+    seed: int = field(default=0, metadata=flag(
+        "--seed", field_help("seed"), commands=SIMULATE, group=LOAD, type="int"))
     warmup_fraction: float = 0.1  # the transient from an empty system, dropped
     burst_on_s: float = 1.0  # bursty arrivals: on at 2× rate for this long, then off as long
     allow_unstable: bool = True
     #: the server's preprocess worker pool: requests wait FIFO for one of this many workers
     #: (the engine's ``preprocess_workers``); None = unlimited (preprocessing never queues)
-    preprocess_workers: int | None = None
+    preprocess_workers: int | None = field(default=None, metadata=flag(
+        "--preprocess-workers", field_help("preprocess_workers") + " Requests wait for a free "
+        "one.", commands=SIMULATE, group=SERVER, type="int", unset=True,
+        default_text="the --from-run run's, else unlimited"))
     #: ``arrival="recorded"``: arrival times (ms from the start) of a recorded run, replayed
     #: (cycled with the run's length as the period when more requests are asked for)
     arrival_times_ms: np.ndarray | None = None
     #: a closed loop of this many clients instead of arrivals (``rate`` and ``arrival`` are
     #: then ignored: the rate is an outcome; ``latency.simulation.closed_loop``)
-    clients: int | None = None
+    clients: int | None = field(default=None, metadata=flag(
+        "--clients", "Closed loop: this many clients, each asking again when answered (the "
+        "rate is then an outcome).", commands=SIMULATE, group=LOAD, type="int", unset=True,
+        default_text="a closed-loop --from-run run's own clients, unless --rate is given"))
 
     def checked(self) -> SimConfig:
         """A copy, after checking every value: ConfigError (one line, naming the setting as
@@ -115,3 +146,10 @@ def _whole(flag: str, value: Any, limit: int) -> None:
         raise ConfigError(f"--{flag} must be a whole number >= 1 (got {value!r})")
     if int(value) > limit:
         raise ConfigError(f"--{flag} must be <= {limit} (got {value})")
+
+
+def setting_help(name: str) -> str:
+    """What a simulated setting means — a ``SimConfig`` or parametric ``ServiceModel`` field —
+    as ``simulate --help`` says it and the Load Simulator's tooltips show it. Where a
+    setting means what a RunConfig field means, its help is that field's."""
+    return {**flags_of(ServiceModel), **flags_of(SimConfig)}[name].help

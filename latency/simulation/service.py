@@ -9,9 +9,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from latency.core.errors import ConfigError
+from latency.core.flags import flag
 from latency.core.records import STATUS_OK, component_ns
 
 DISTS = ("constant", "exponential", "lognormal")
+#: the sub-command whose flags the simulated settings' fields are (``latency.cli.config_flags``
+#: makes them from the fields' metadata, as for RunConfig)
+SIMULATE = ("simulate",)
+#: their help section for the parametric service
+SERVICE = "service (parametric; --from-run resamples a recorded run's instead)"
 
 
 def measured_turnaround_ms(rows: np.ndarray) -> float:
@@ -50,7 +56,9 @@ class ServiceModel:
     request, all drawn from ``dist`` (lognormal spread ``cv``). Recorded: ``samples`` of each
     component per request and ``forward_by_batch`` {batch size: forward times} from a run."""
 
-    forward_ms: float = 5.0
+    forward_ms: float = field(default=5.0, metadata=flag(
+        "--service-ms", "Mean time (ms) one batch spends in the model's forward pass.",
+        commands=SIMULATE, group=SERVICE, type="float"))
     forward_per_item_ms: float = 0.0
     #: the serving machinery's own fixed costs, for predicting a real server: ``network_ms``
     #: per request (both directions together) and ``turnaround_ms`` per batch (the replica's
@@ -62,8 +70,13 @@ class ServiceModel:
     lag_ms: float = 0.0
     preprocess_ms: float = 0.0
     postprocess_ms: float = 0.0
-    dist: str = "exponential"
-    cv: float = 1.0
+    dist: str = field(default="exponential", metadata=flag(
+        "--service-dist", "Forward-time distribution: constant, exponential or lognormal. "
+        "Variable service times queue far more than constant ones at the same utilisation.",
+        commands=SIMULATE, group=SERVICE))
+    cv: float = field(default=1.0, metadata=flag(
+        "--service-cv", "Lognormal spread: the forward time's standard deviation ÷ its mean "
+        "(coefficient of variation).", commands=SIMULATE, group=SERVICE, type="float"))
     samples: dict[str, np.ndarray] = field(default_factory=dict)
     forward_by_batch: dict[int, np.ndarray] = field(default_factory=dict)
     #: replay: the forward time of the k-th batch is ``forward_trace_ms[k]`` (cycled) — the
@@ -90,9 +103,9 @@ class ServiceModel:
         naming the CLI's flag) for a distribution or a time the simulator cannot draw."""
         if self.dist not in DISTS:
             raise ConfigError(f"--service-dist must be one of: {', '.join(DISTS)}")
-        for flag, value in (("service-ms", self.forward_ms), ("service-cv", self.cv)):
+        for name, value in (("service-ms", self.forward_ms), ("service-cv", self.cv)):
             if not _real(value) or not 0 < value < 1e7:
-                raise ConfigError(f"--{flag} must be > 0 (got {value!r})")
+                raise ConfigError(f"--{name} must be > 0 (got {value!r})")
         for name in ("forward_per_item_ms", "preprocess_ms", "postprocess_ms", "network_ms",
                      "turnaround_ms", "lag_ms"):
             value = getattr(self, name)
