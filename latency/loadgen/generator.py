@@ -4,6 +4,11 @@ Open loop is coordinated-omission free, as in wrk2 and MLPerf LoadGen: every req
 *intended* send time fixed by the arrival process before the run; its latency starts there,
 whether or not the generator managed to send it on time. ``schedule_lag`` (actual − intended
 send) is recorded per request, so a generator that falls behind is visible, not hidden.
+
+Every request sent is accounted for: answered, failed, or — when the run ends with it still in
+flight — recorded as failed with "no reply" (or, on a stop, counted as cancelled). A request
+that silently vanished would bias the result exactly as coordinated omission does: the slowest
+requests, the ones never answered, would be missing from the distribution.
 """
 from __future__ import annotations
 
@@ -54,6 +59,28 @@ class LoadDriver:
         self.cancel = cancel
         self._input_index = itertools.count()
 
+    def _unanswered(self, inflight: dict[int, Request]) -> int:
+        """Account for the requests still in flight when the run ends (their replies, if any
+        come later, are not read): cancelled on a stop, else failed with "no reply". Each is
+        recorded as a copy, so a transport still holding the original cannot change it."""
+        now = now_ns()
+        left = list(inflight.values())
+        inflight.clear()
+        for r in left:
+            gone = Request(r.raw, r.client, r.warmup, None, r.t_intended)
+            gone.t_sent = r.t_sent or r.t_intended
+            gone.decomposed = False
+            if self.cancel.is_set():
+                gone.cancelled = True
+            else:
+                gone.error = "no reply: still unanswered when the run ended"
+            for s in ("received", "pre_start", "pre_end", "fwd_start", "fwd_end",
+                      "post_start", "post_end"):
+                setattr(gone, f"t_{s}", gone.t_sent)
+            gone.t_done = now
+            self.record(gone)
+        return len(left)
+
     def _next_input(self) -> object:
         return self.inputs[next(self._input_index) % len(self.inputs)]
 
@@ -65,6 +92,8 @@ class LoadDriver:
                warmup: bool) -> None:
         """``concurrency`` clients, each sending its next request when the previous returns."""
         issued = itertools.count()
+        inflight: dict[int, Request] = {}  # client → its request awaiting a reply
+        lock = threading.Lock()
 
         def client(ci: int) -> None:
             channel: queue.SimpleQueue[Request] = queue.SimpleQueue()
@@ -76,19 +105,26 @@ class LoadDriver:
                 if until_ns is not None and t_intended >= until_ns:
                     return
                 r = Request(self._next_input(), ci, warmup, reply, t_intended)
+                inflight[ci] = r
                 self.send(r)
                 channel.get()
-                if not r.t_done:  # a transport that reads its own reply stamps it there
-                    r.t_done = now_ns()
-                self.record(r)
+                with lock:  # not given up on meanwhile: recorded here, once
+                    if inflight.pop(ci, None) is None:
+                        return
+                    if not r.t_done:  # a transport that reads its own reply stamps it there
+                        r.t_done = now_ns()
+                    self.record(r)
 
         threads = [threading.Thread(target=client, args=(i,), name=f"client-{i}", daemon=True)
                    for i in range(concurrency)]
         for t in threads:
             t.start()
-        self._join(threads)
+        if not self._join(threads):
+            with lock:
+                self._unanswered(inflight)
 
-    def _join(self, threads: list[threading.Thread]) -> None:
+    def _join(self, threads: list[threading.Thread]) -> bool:
+        """Wait for the clients; False if a stop's drain ran out with some still waiting."""
         drain_deadline: float | None = None
         for t in threads:
             while t.is_alive():
@@ -96,7 +132,8 @@ class LoadDriver:
                 if self.cancel.is_set():
                     drain_deadline = drain_deadline or time.monotonic() + DRAIN_S
                     if time.monotonic() > drain_deadline:
-                        return  # abandon requests stuck in a hung pipeline
+                        return False  # requests stuck in a hung pipeline
+        return True
 
     # ---- open loop ----------------------------------------------------------------------
     def open(self, rate: float, arrival: str, rng: np.random.Generator, count: int | None,
@@ -115,15 +152,20 @@ class LoadDriver:
         replies: queue.SimpleQueue[Request | object] = queue.SimpleQueue()
         state = {"sent": 0, "received": 0, "done_sending": False}
         all_back = threading.Event()
+        inflight: dict[int, Request] = {}  # id → a request sent, not yet answered
+        lock = threading.Lock()
 
         def receiver() -> None:
             while True:
                 r = replies.get()
                 if r is _STOP:
                     return
-                if not r.t_done:  # a transport that reads its own reply stamps it there
-                    r.t_done = now_ns()
-                self.record(r)
+                with lock:
+                    if inflight.pop(id(r), None) is None:  # given up on already
+                        continue
+                    if not r.t_done:  # a transport that reads its own reply stamps it there
+                        r.t_done = now_ns()
+                    self.record(r)
                 state["received"] += 1
                 if state["done_sending"] and state["received"] >= state["sent"]:
                     all_back.set()
@@ -153,6 +195,7 @@ class LoadDriver:
                 dropped += 1  # the server is this far behind: sending more only queues
                 continue
             r = Request(self._next_input(), 0, warmup, reply, t_intended)
+            inflight[id(r)] = r
             self.send(r)
             sent += 1
             state["sent"] = sent
@@ -179,6 +222,8 @@ class LoadDriver:
                 deadline = deadline or time.monotonic() + DRAIN_S
             if deadline is not None and time.monotonic() > deadline:
                 break
+        with lock:
+            self._unanswered(inflight)
         replies.put(_STOP)
         rx.join(timeout=1)
         return dropped
