@@ -139,3 +139,50 @@ def test_connecting_is_bounded_by_the_request_timeout():
         for s in fillers:
             s.close()
         listener.close()
+
+
+class _Dribble(BaseHTTPRequestHandler):
+    """Answers a GET one byte every half second: each read is quick, the whole never ends."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        try:
+            for _ in range(1000):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.5)
+        except OSError:
+            pass
+
+
+def test_a_health_check_that_dribbles_is_bounded_as_a_whole(tmp_path):
+    """urllib's timeout is per read; the check's is for the whole answer."""
+    httpd, url = _serve(_Dribble)
+    bodies = tmp_path / "bodies.jsonl"
+    bodies.write_text('{"x": 1}\n')
+    try:
+        t0 = time.monotonic()
+        r = execute(RunConfig(target=url, target_protocol="http", bodies=str(bodies),
+                              health_url=url.replace("/predict", "/health"), requests=2,
+                              warmup=0))
+        took = time.monotonic() - t0
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert r.status == "failed" and "not ready" in r.failure and "within" in r.failure
+    assert took < 30
+
+
+@pytest.mark.parametrize("url,says", [("http://127.0.0.1:0/v2", "port 0"),
+                                      ("http://u:p@127.0.0.1:8000", "user name or password")])
+def test_a_target_url_that_cannot_work_is_one_line(url, says, capsys):
+    from latency.cli.main import main
+
+    assert main(["run", "--target", url, "--requests", "5", "--no-save"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1

@@ -393,9 +393,16 @@ class RunConfig:
                 raise ConfigError(f"--target must be an http:// or https:// URL, got "
                                   f"{self.target!r}")
             try:
-                _ = parts.port  # raises on a bad port
+                port = parts.port  # raises on a bad port
             except ValueError:
                 raise ConfigError(f"--target has a bad port: {self.target!r}") from None
+            if port == 0:
+                raise ConfigError(f"--target has port 0, which no server listens on: "
+                                  f"{self.target!r}")
+            if parts.username is not None or parts.password is not None:
+                raise ConfigError("--target must not carry a user name or password "
+                                  "(user:password@host is not sent as credentials): give "
+                                  "the URL without them")
         if self.transport not in TRANSPORTS:
             raise ConfigError(f"--transport must be one of: {', '.join(TRANSPORTS)}")
         if self.payload not in PAYLOADS:

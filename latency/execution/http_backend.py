@@ -7,6 +7,7 @@ everything else stays the same — the same load generator, request log and summ
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -30,14 +31,36 @@ from latency.serve.ray_serve import RayServe
 OPEN_LOOP_CONNECTIONS = 256
 
 
+#: the largest answer a health check or /metrics may give (ours are a few kB)
+MAX_GET_BYTES = 16 * 1024 * 1024
+
+
 def http_get(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:
-    """(status, body) of a GET; status 0 and the reason as body when nothing answered."""
+    """(status, body) of a GET; status 0 and the reason as body when nothing answered.
+
+    Bounded as a whole, not per read: urllib's timeout restarts at every byte, so a server
+    that dribbles its answer would hold the run (and a stop) for ever. The GET runs in a
+    daemon thread joined for ``timeout_s``, and reads at most ``MAX_GET_BYTES``."""
+    result: list[tuple[int, bytes]] = []
+    worker = threading.Thread(target=lambda: result.append(_get(url, timeout_s)),
+                              name="http-get", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if not result:
+        return 0, f"no complete answer within {timeout_s:g} s".encode()
+    return result[0]
+
+
+def _get(url: str, timeout_s: float) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 - http(s)
-            return resp.status, resp.read()
+            body = resp.read(MAX_GET_BYTES + 1)
+            if len(body) > MAX_GET_BYTES:
+                return 0, f"the answer is larger than {MAX_GET_BYTES >> 20} MiB".encode()
+            return resp.status, body
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-    except (urllib.error.URLError, OSError) as exc:
+        return exc.code, exc.read(MAX_GET_BYTES)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return 0, str(reason).encode()
 
