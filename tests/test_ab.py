@@ -1,4 +1,5 @@
 """A/B runs, the headline and Amdahl, the what-if calculator, and the lesson on measured data."""
+import dataclasses
 import json
 
 import pytest
@@ -194,6 +195,26 @@ def test_a_pooled_arm_replayed_as_recorded_reproduces_its_own_measurement():
     assert "nothing else moves" in flat.assumption
     # the queue responds: the simulated gain exceeds the decomposition's
     assert w.change["mean"] < flat.change["mean"]
+
+
+def test_every_setting_an_arms_label_names_is_a_runconfig_field():
+    """The label's settings are RunConfig's fields, read by attribute: a renamed field cannot
+    silently read None and drop a change from the label."""
+    from latency.analysis import ab
+
+    names = {f.name for f in dataclasses.fields(RunConfig)}
+    assert set(ab.SETTING_NAMES) <= names and set(ab.NOT_WALKED) <= names
+    assert set(ab.ARM_SETTINGS) <= names
+    assert all(ab.NOT_WALKED.values())  # each field left out says why
+
+
+def test_an_arm_that_changes_a_setting_nobody_listed_is_labelled_with_it():
+    """B served by Ray Serve, A by our server: B's label names the backend, so the result is
+    not credited to nothing ('the same settings as A')."""
+    a, b = sim_result(10.0), sim_result(10.0)
+    b.config = dataclasses.replace(a.config, backend="ray", ray_preprocess="deployment")
+    ab = merge({}, [("A", a), ("B", b)])
+    assert ab.b.label == "backend ray (A: builtin), ray-preprocess deployment (A: replica)"
 
 
 def test_the_headline_names_every_change_and_its_parts_sum_to_the_total():

@@ -367,6 +367,36 @@ def test_setup_differences_name_the_keys_that_changed():
     assert d == ["model_args.y: 2 → 3", "batch_size: 1 → 8", "git_commit: abc → def"]
 
 
+@pytest.mark.parametrize("change, named", [
+    ({"backend": "ray"}, "backend: builtin → ray"),
+    ({"ray_preprocess": "deployment"}, "ray_preprocess: replica → deployment"),
+    ({"inputs": "texts.jsonl"}, "inputs: not set → texts.jsonl"),
+    ({"pipeline": "my.mod:Pipe"}, "pipeline: not set → my.mod:Pipe"),
+    ({"target_protocol": "http"}, "target_protocol: oip → http"),
+])
+def test_a_compare_of_runs_differing_in_one_setting_names_it(runs, change, named):
+    """A builtin run against a Ray run (or any one setting changed): the comparison says what
+    differs in their setup, whichever RunConfig field it is."""
+    a = runs["plain"]
+    b = dataclasses.replace(a, config=dataclasses.replace(a.config, **change))
+    text = repr(a.compare(b))
+    assert f"setup A → B: {named}" in text, text
+    assert "setup A → B" not in repr(a.compare(a))
+
+
+def test_every_compared_setting_is_a_runconfig_field():
+    """The settings a compare walks are RunConfig's own, read by attribute: a renamed field
+    cannot silently read None, and every field is compared or says why it is not."""
+    from latency.analysis import compare
+
+    names = {f.name for f in dataclasses.fields(RunConfig)}
+    assert set(compare.CONFIG_KEYS) <= names and set(compare.NOT_SETUP) <= names
+    assert set(compare.CONFIG_KEYS) | set(compare.NOT_SETUP) == names
+    assert not set(compare.CONFIG_KEYS) & set(compare.NOT_SETUP)
+    assert all(compare.NOT_SETUP.values())  # each exclusion says why
+    assert all(isinstance(getattr(RunConfig, p), property) for p in compare.SETUP_PROPERTIES)
+
+
 def test_a_version_1_history_is_migrated_and_keeps_its_runs(tmp_path, runs):
     import latency.storage.store as store_mod
 

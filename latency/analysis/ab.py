@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from latency.analysis.compare import settings_of
+from latency.analysis.compare import CONFIG_KEYS, setting_of
 from latency.analysis.result import RunResult
 from latency.analysis.snapshot import MAKEUP_POINTS, QUANTILE_GRID
 from latency.analysis.stats import (
@@ -26,20 +27,37 @@ from latency.analysis.stats import (
 )
 from latency.core import fmt
 from latency.core.config import RunConfig
+from latency.core.flags import flags_of
 from latency.core.optimization import lever_summary
 from latency.core.records import COMPONENTS, RECORD_DTYPE, component_ns, measured_and_ok
 
 ARMS = ("A", "B")
-#: serving settings an arm may change besides levers, as the arm's label names them.
+#: how an arm's label names the settings an A/B most often changes, in this order (RunConfig
+#: field names: tests/test_ab.py checks them against the fields)
 SETTING_NAMES = {"replicas": "replicas", "threads": "threads", "batch_size": "batch ≤",
                  "max_batch_delay_ms": "batch delay ms", "preprocess_workers": "pre workers",
                  "concurrency": "clients", "rate": "req/s", "device": "on", "dtype": "dtype",
                  "pre": "preprocessing", "post": "postprocessing", "model": "pipeline",
-                 "transport": "transport", "payload": "payload", "inputs": "inputs"}
+                 "transport": "transport", "payload": "payload", "inputs": "inputs",
+                 "pipeline": "pipeline spec"}
+#: setup fields the label does not walk by name, each with why
+NOT_WALKED: Mapping[str, str] = MappingProxyType({
+    "optimize": "the levers are named as one list ('levers int8 (A: none)')",
+    "model_args": "each model-arg is named by its own name ('fwd_ms 3 (A: 1)')",
+    "seed": "the plan gives both arms of a pair the same seed, each pair its own: a block's "
+            "seed says which pair it ran in, never what B changed",
+})
+#: every setting an arm's label names when it changes: those of ``SETTING_NAMES`` first, then
+#: every other setup field (``compare.CONFIG_KEYS``, derived from RunConfig) by its flag's name
+#: ('backend ray (A: builtin)'), so no change goes unnamed because nobody listed it
+_FLAGS = flags_of(RunConfig)
+ARM_SETTINGS: dict[str, str] = {**SETTING_NAMES, **{
+    k: _FLAGS[k].name.removeprefix("--") if k in _FLAGS else k
+    for k in CONFIG_KEYS if k not in SETTING_NAMES and k not in NOT_WALKED}}
 
 
-def _levers(config: Mapping[str, Any]) -> list[str]:
-    levers = config.get("optimize") or []
+def _levers(config: RunConfig | Mapping[str, Any]) -> list[str]:
+    levers = setting_of(config, "optimize") or []
     return [str(x) for x in (levers if isinstance(levers, list) else [levers])]
 
 
@@ -47,18 +65,17 @@ def arm_changes(a: RunConfig | Mapping[str, Any], b: RunConfig | Mapping[str, An
                 ) -> list[str]:
     """Every setting B changes against A, each with both values: 'int8 (A: none)',
     'preprocessing fast (A: naive)', 'pre workers 4 (A: 1)'. An A/B's label names all of
-    them: a result must never be credited to one change while another made it. (A table of
-    settings by name, so a RunConfig is read as its ``to_dict()``.)"""
-    a, b = settings_of(a), settings_of(b)
+    them: a result must never be credited to one change while another made it, hence every
+    setting of ``ARM_SETTINGS``. (A RunConfig is read by attribute, a table by name.)"""
     out = []
     la, lb = _levers(a), _levers(b)
     if la != lb:
         out.append(f"levers {'+'.join(lb) or 'none'} (A: {'+'.join(la) or 'none'})")
-    for key, name in SETTING_NAMES.items():
-        va, vb = a.get(key), b.get(key)
+    for key, name in ARM_SETTINGS.items():
+        va, vb = setting_of(a, key), setting_of(b, key)
         if va != vb:
             out.append(f"{name} {fmt.setting(vb)} (A: {fmt.setting(va)})")
-    ma, mb = a.get("model_args") or {}, b.get("model_args") or {}
+    ma, mb = setting_of(a, "model_args") or {}, setting_of(b, "model_args") or {}
     for k in sorted(set(ma) | set(mb)):
         if ma.get(k) != mb.get(k):
             out.append(f"{k} {fmt.setting(mb.get(k))} (A: {fmt.setting(ma.get(k))})")

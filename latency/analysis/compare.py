@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from types import MappingProxyType
 from typing import Any
 
 from latency.analysis.summary import Summary
@@ -23,12 +24,20 @@ from latency.core.records import COMPONENTS
 
 STATS: tuple[str, ...] = ("mean", "p50", "p99")
 ROWS: tuple[str, ...] = ("total",) + COMPONENTS
-#: setup keys worth naming when two runs differ in them.
-CONFIG_KEYS = ("model", "model_args", "device", "dtype", "optimize", "pre", "post",
-               "batch_size", "max_batch_delay_ms", "replicas", "threads", "preprocess_workers",
-               "transport", "payload", "target", "bodies", "net_rtt_ms", "net_jitter_ms",
-               "net_bandwidth_mbps", "max_body_mb", "mode", "concurrency", "rate", "arrival",
-               "requests", "duration_s", "warmup", "seed")
+#: the RunConfig fields that never describe a setup difference, each with why: two runs that
+#: differ only in these ran the same experiment. Every other field is a setting that is named
+#: when two runs differ in it, so a field added to RunConfig is compared without being listed.
+NOT_SETUP: Mapping[str, str] = MappingProxyType({
+    "max_error_rate": "the verdict's limit on failed requests: it judges the run, changes nothing"
+                      " that was measured",
+    "health_url": "an HTTP target's readiness probe, sent once before the run; no measured "
+                  "request goes there",
+})
+#: the settings two runs are compared by: every RunConfig field but ``NOT_SETUP``, in field
+#: order (derived, so a renamed field is renamed here too instead of reading None)
+CONFIG_KEYS: tuple[str, ...] = tuple(f.name for f in fields(RunConfig) if f.name not in NOT_SETUP)
+#: RunConfig properties that sum up several fields, named before them ('mode: closed → open')
+SETUP_PROPERTIES: tuple[str, ...] = ("mode",)
 ENV_KEYS = ("cpu_model", "cores", "device_name", "torch", "python", "git_commit")
 
 
@@ -113,30 +122,32 @@ def format_diff(letters: Sequence[str], summaries: Sequence[Summary]) -> str:
     return "\n".join(lines)
 
 
-def settings_of(config: RunConfig | Mapping[str, Any]) -> Mapping[str, Any]:
-    """A config as a table of settings by name (``RunConfig.to_dict()``), for the differs that
-    walk ``CONFIG_KEYS``."""
-    return config.to_dict() if isinstance(config, RunConfig) else config
+def setting_of(config: RunConfig | Mapping[str, Any], name: str) -> Any:
+    """One setting of a config: a RunConfig's attribute (a name it does not have raises, so a
+    renamed field fails here instead of reading None), or a table's value (None when absent:
+    a config from a file written before the setting existed)."""
+    return getattr(config, name) if isinstance(config, RunConfig) else config.get(name)
 
 
 def setup_differences(a_config: RunConfig | Mapping[str, Any],
                       b_config: RunConfig | Mapping[str, Any],
                       a_env: Mapping[str, Any], b_env: Mapping[str, Any]) -> list[str]:
-    """'batch_size: 1 → 8' for every setting or environment fact that differs."""
+    """'batch_size: 1 → 8' for every setting (``SETUP_PROPERTIES``, ``CONFIG_KEYS``) or
+    environment fact (``ENV_KEYS``) that differs."""
     out = []
-    for keys, a, b in ((CONFIG_KEYS, settings_of(a_config), settings_of(b_config)),
-                       (ENV_KEYS, a_env, b_env)):
-        for k in keys:
-            va, vb = a.get(k), b.get(k)
-            if va == vb or (va is None and vb is None):
-                continue
-            if isinstance(va, Mapping) and isinstance(vb, Mapping):  # name the keys that differ
-                for sub in sorted(set(va) | set(vb), key=str):
-                    if va.get(sub) != vb.get(sub):
-                        out.append(f"{k}.{sub}: {fmt.setting(va.get(sub))} → "
-                                   f"{fmt.setting(vb.get(sub))}")
-            else:
-                out.append(f"{k}: {fmt.setting(va)} → {fmt.setting(vb)}")
+    pairs = [(setting_of(a_config, k), setting_of(b_config, k), k)
+             for k in SETUP_PROPERTIES + CONFIG_KEYS]
+    pairs += [(a_env.get(k), b_env.get(k), k) for k in ENV_KEYS]
+    for va, vb, k in pairs:
+        if va == vb or (va is None and vb is None):
+            continue
+        if isinstance(va, Mapping) and isinstance(vb, Mapping):  # name the keys that differ
+            for sub in sorted(set(va) | set(vb), key=str):
+                if va.get(sub) != vb.get(sub):
+                    out.append(f"{k}.{sub}: {fmt.setting(va.get(sub))} → "
+                               f"{fmt.setting(vb.get(sub))}")
+        else:
+            out.append(f"{k}: {fmt.setting(va)} → {fmt.setting(vb)}")
     return out
 
 
