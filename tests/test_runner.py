@@ -123,3 +123,31 @@ def test_a_closed_manager_stops_its_run_and_its_queue_and_closing_again_does_not
     m.close()  # idempotent
     with pytest.raises(RuntimeError):
         m.submit(cfg, owner="carol")
+
+
+def test_one_person_cannot_fill_a_shared_line():
+    """A room shares one machine: each person may have a few submissions waiting (a group
+    counts as one), the line as a whole is bounded; the refusal is one line, nothing queued."""
+    from latency.core.errors import ConfigError
+    from latency.execution.manager import MAX_WAITING_PER_OWNER, QueueFull
+
+    m = RunManager(store=None)
+    cfg = RunConfig(model="synthetic", model_args={"forward_ms": 1, "preprocess_ms": 0,
+                                                   "postprocess_ms": 0},
+                    concurrency=1, duration_s=60, warmup=0)
+    try:
+        first = m.submit(cfg, owner="alice")  # running (or about to): then the line
+        deadline = time.monotonic() + 60
+        while m.position(first.run_id) != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        m.submit_group([cfg, cfg], owner="alice")  # one submission of two runs
+        for _ in range(MAX_WAITING_PER_OWNER - 1):
+            m.submit(cfg, owner="alice")
+        waiting = len(m.queued())
+        with pytest.raises(QueueFull, match="already have") as err:
+            m.submit(cfg, owner="alice")
+        assert isinstance(err.value, ConfigError) and "\n" not in str(err.value)
+        assert len(m.queued()) == waiting  # nothing queued by the refusal
+        m.submit(cfg, owner="bob")  # somebody else still may
+    finally:
+        m.close()

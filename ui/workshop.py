@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from latency.core import fmt
+from latency.core.errors import ConfigError
 from latency.core.records import REQUEST_COMPONENTS
 from latency.figures import course_plots
 from latency.figures.handout import Handout
@@ -54,7 +55,11 @@ def run_lesson(item: Step) -> None:
     answer was revealed opens a new round of guesses."""
     mgr = run_manager()
     names = [f"Workshop {item.title} · {label}" for label in item.labels()]
-    tickets = mgr.submit_group(item.configs(), owner=session_id(), names=names)
+    try:
+        tickets = mgr.submit_group(item.configs(), owner=session_id(), names=names)
+    except ConfigError as exc:  # bad input, or the line is full: an error box, nothing queued
+        st.error(f"Cannot run the lesson: {exc}")
+        return
     run_groups().register(item.title, session_id(),
                        [(label, t.run_id) for label, t in zip(item.labels(), tickets)],
                        {"kind": f"lesson:{item.key}"})

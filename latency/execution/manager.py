@@ -15,6 +15,7 @@ watches — is tested without waiting for it.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
 from latency.execution.process import RunHandle
 from latency.storage.store import RunStore
 
@@ -33,6 +35,10 @@ DEFAULT_STORE: Any = object()
 
 #: finished runs kept in memory for viewers (the SQLite store keeps everything for history).
 KEEP_FINISHED = 20
+#: a room shares one machine: each person may have this many submissions waiting (a group —
+#: an A/B's blocks, a lesson step — counts as one), and the line holds at most this many runs
+MAX_WAITING_PER_OWNER = 3
+MAX_WAITING_RUNS = 200
 #: how often the queue thread calls its watchers (``add_watcher``), in real seconds
 TICK_S = 1.0
 #: how long ``close`` waits for the run it stopped to end (its process reports what it
@@ -54,6 +60,8 @@ class RunRecord:
     #: the manager's clock when it was submitted, and when somebody last watched it
     submitted_at: float = 0.0
     last_viewed: float = 0.0
+    #: the submission it came in (the runs of one group share it)
+    submission: int = 0
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,10 @@ class Ticket:
 
     run_id: str
     position: int  # 0 = running now, 1 = next, ...
+
+
+class QueueFull(ConfigError):
+    """The line is full, for this person or for everyone: one line to show, nothing queued."""
 
 
 class PermissionDenied(Exception):
@@ -79,6 +91,7 @@ class RunManager:
         self._store = store
         self.clock = clock
         self._lock = threading.Condition()
+        self._submissions = itertools.count(1)
         self._runs: dict[str, RunRecord] = {}
         self._queue: deque[RunHandle] = deque()
         self._current: RunHandle | None = None
@@ -110,12 +123,25 @@ class RunManager:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the run manager is closed")
+            self._check_room(runs[0][1], len(runs))
             now = self.clock()
+            submission = next(self._submissions)
             for handle, owner, name in runs:
                 self._queue.append(handle)
                 self._runs[handle.run_id] = RunRecord(handle, owner, name, submitted_at=now,
-                                                      last_viewed=now)
+                                                      last_viewed=now, submission=submission)
             self._lock.notify_all()
+
+    def _check_room(self, owner: str, n: int) -> None:
+        """QueueFull unless ``owner`` may queue ``n`` more runs (the caller holds the lock)."""
+        waiting = [self._runs[h.run_id] for h in self._queue if h.run_id in self._runs]
+        mine = {r.submission for r in waiting if r.owner == owner}
+        if len(mine) >= MAX_WAITING_PER_OWNER:
+            raise QueueFull(f"you already have {len(mine)} runs waiting in line (at most "
+                            f"{MAX_WAITING_PER_OWNER}): wait for one to start, or stop one")
+        if len(waiting) + n > MAX_WAITING_RUNS:
+            raise QueueFull(f"the line is full ({len(waiting)} runs waiting, at most "
+                            f"{MAX_WAITING_RUNS}): try again when some have run")
 
     def stop(self, run_id: str, requester: str, instructor: bool = False) -> None:
         """Stop (or un-queue) a run; only its owner or an instructor may."""
