@@ -1,8 +1,8 @@
 """A run's config and timings stay typed after the run (``RunConfig``, ``Timings``): out of the
 engine, back from a run JSON and back from the history, so a misspelt field fails where it is
-read. A finding keeps its kind through the history. And one run's load is named the same way
-on every surface: the CLI's summary, the history listing, the Compare page's legend and the
-Live Profiler's heading."""
+read. A finding keeps its kind through the history and the run JSON. And one run's load is
+named the same way on every surface: the CLI's summary, the history listing, the Compare page's
+legend and the Live Profiler's heading."""
 import contextlib
 import dataclasses
 import io
@@ -18,7 +18,7 @@ from latency.cli.main import main
 from latency.core.config import RunConfig
 from latency.core.describe import load_description
 from latency.execution.engine import execute
-from latency.storage.run_files import load_result, load_run
+from latency.storage.run_files import load_result, load_run, stored_run_from_json
 from latency.storage.store import RunStore
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -92,6 +92,30 @@ def test_a_findings_kind_survives_the_history(tmp_path, failing_open_loop):
     assert [str(w) for w in stored.summary.warnings] == [str(w) for w in r.summary.warnings]
     assert stored.summary.findings_of("errors") and stored.result.summary.findings_of("errors")
     assert [w.kind for w in store.load(run_id, rows=False).summary.warnings] == kinds
+
+
+def test_a_findings_kind_survives_the_run_json(tmp_path, failing_open_loop):
+    """A run JSON (also a baseline for ``compare``) keeps its warnings' kinds beside their
+    plain texts; a file written before kinds were kept reads every warning as recorded."""
+    r = failing_open_loop
+    kinds = [w.kind for w in r.summary.warnings]
+    path = tmp_path / "run.json"
+    r.to_json(path)
+    data = json.loads(path.read_text())
+    assert data["summary"]["warnings"] == [str(w) for w in r.summary.warnings]  # plain text
+    assert data["summary"]["warning_kinds"] == kinds
+    for summary in (load_result(path).summary, stored_run_from_json(path).summary):
+        assert [w.kind for w in summary.warnings] == kinds
+        assert [str(w) for w in summary.warnings] == [str(w) for w in r.summary.warnings]
+        assert summary.findings_of("errors")
+    del data["summary"]["warning_kinds"]  # as every file written before
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    assert {w.kind for w in load_result(old).summary.warnings} == {"recorded"}
+    assert load_result(old).summary.to_dict() == data["summary"]  # written back as it was
+    data["summary"]["warning_kinds"] = kinds[1:]  # not aligned: not this summary's kinds
+    old.write_text(json.dumps(data))
+    assert {w.kind for w in stored_run_from_json(old).summary.warnings} == {"recorded"}
 
 
 def _cli(*args: str) -> str:

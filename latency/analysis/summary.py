@@ -90,7 +90,16 @@ class Summary:
             "offered_rps": self.offered_rps, "overloaded": self.overloaded,
             **({"dropped": self.dropped} if self.dropped else {}),  # (files before: absent)
             "warnings": [str(w) for w in self.warnings], "verdict": str(self.verdict),
+            **self._kinds_dict(),
         }
+
+    def _kinds_dict(self) -> dict[str, list[str]]:
+        """``warning_kinds``: each warning's kind, aligned with ``warnings`` (which stay plain
+        sentences, as every version reads them). Added after the keys of earlier files, and
+        only when a kind is not ``recorded`` — what a reader without the key takes them all
+        for — so a summary loaded from an older file is written back exactly as it was."""
+        kinds = [getattr(w, "kind", "recorded") for w in self.warnings]
+        return {"warning_kinds": kinds} if any(k != "recorded" for k in kinds) else {}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> Summary:
@@ -112,12 +121,24 @@ class Summary:
             error_messages=dict(d.get("error_messages") or {}),
             offered_rps=d.get("offered_rps"), overloaded=bool(d.get("overloaded")),
             dropped=int(d.get("dropped") or 0),
-            warnings=findings(d.get("warnings")), verdict=Verdict(d.get("verdict") or ""))
+            warnings=_findings_with_kinds(d.get("warnings"), d.get("warning_kinds")),
+            verdict=Verdict(d.get("verdict") or ""))
 
     def __repr__(self) -> str:
         from latency.analysis.summary_text import format_summary_block
 
         return format_summary_block(self)
+
+
+def _findings_with_kinds(texts: list[str] | None, kinds: Any) -> list[Finding]:
+    """A stored summary's warnings with their kinds (``warning_kinds``); ``recorded`` for all
+    of them when the file has no kinds (written before they were kept) or kinds that are not
+    a list aligned with its warnings (not this summary's: its texts still say what they say)."""
+    got = findings(texts)
+    if not isinstance(kinds, list) or len(kinds) != len(got) or \
+            not all(isinstance(k, str) and k for k in kinds):
+        return got
+    return [Finding(str(w), k) for w, k in zip(got, kinds)]
 
 
 def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns: int | None,
