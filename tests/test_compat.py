@@ -22,6 +22,7 @@ import pytest
 from latency.analysis.result import RunResult
 from latency.analysis.summary import Summary
 from latency.analysis.timings import Timings
+from latency.core.config import RunConfig
 from latency.core.records import rows_from_table
 from latency.storage.run_files import load_run
 from latency.storage.store import RunStore
@@ -90,7 +91,12 @@ def test_stored_summaries_round_trip_and_recompute_to_the_same_numbers(old_store
 def test_an_old_run_json_and_csv_are_written_again_alike(name):
     old = json.loads((DATA / f"run_{name}.json").read_text())
     rows, config = load_run(str(DATA / f"run_{name}.json"))
-    assert {k: v for k, v in config.to_dict().items() if k in old["config"]} == old["config"]
+    loaded = config.to_dict()
+    assert not set(old["config"]) - set(loaded), "a key of the old config was lost"
+    for key, value in old["config"].items():  # the whole old config, key by key
+        assert loaded[key] == value, f"config.{key}: {loaded[key]!r} != {value!r}"
+    assert {k: loaded[k] for k in set(loaded) - set(old["config"])} == {
+        k: v for k, v in RunConfig().to_dict().items() if k not in old["config"]}  # added since
     errors = {int(k): v for k, v in old["requests"]["errors"].items()}
     result = RunResult(config=config, environment=old["environment"], status=old["status"],
                        log=rows, errors=errors, timings=Timings.from_dict(old["timings"]))
@@ -98,6 +104,10 @@ def test_an_old_run_json_and_csv_are_written_again_alike(name):
     # every key of the old file, in its order; keys added since (validity) come after
     assert [k for k in new if k in old] == list(old)
     assert set(new) - set(old) <= {"validity"}
+    # the config written again: the old one whole, in its order, then the fields added since
+    assert [k for k in new["config"] if k in old["config"]] == list(old["config"])
+    assert {k: new["config"][k] for k in old["config"]} == old["config"]
+    assert new["config"] == json.loads(json.dumps(loaded))
     _numbers_equal(old["summary"], new["summary"], "summary")
     assert new["series"] == old["series"] and new["requests"] == old["requests"]
     assert rows_from_table(new["requests"]).tobytes() == rows.tobytes()
