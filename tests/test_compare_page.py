@@ -281,3 +281,24 @@ def test_the_delete_dialog_deletes_exactly_the_run_picked(seeded):
     assert ids["slow"] in yes.label
     yes.click().run()
     assert [i.id for i in store.list()] == [ids["fast"], ids["failed"]]
+
+
+def test_html_in_a_run_name_is_text_in_the_charts_and_pickers_show_no_backslashes(seeded):
+    """Plotly renders HTML in trace names and tick labels: a name with a link must not become
+    one for everyone comparing; a select box shows text as it is, so it is not escaped."""
+    from latency.figures.compare_plots import runs_bars_figure, runs_spectrum_figure
+    from ui.compare_runs import option_label
+
+    store, ids = seeded
+    name = '<a href="http://127.0.0.1:9/phish">click</a> <i>it</i> 12-02 02:01'
+    store.rename(ids["slow"], name)
+    info = next(i for i in store.list() if i.id == ids["slow"])
+    assert "\\" not in option_label(info) and name in option_label(info)
+    spectrum = runs_spectrum_figure({name: ([0.5, 0.9, 0.995], [1.0, 2.0, 3.0])})
+    bars = runs_bars_figure({name: {"p50": {"queue": 1.0, "forward": 2.0}}})
+    shown = [t.name for t in spectrum.data if t.name] + [str(v) for t in bars.data for v in t.x[1]]
+    assert shown and not any("<a" in s or "<i>" in s for s in shown)
+    assert any("&lt;a href" in s for s in shown)
+    at = page()
+    assert not at.exception
+    assert not any("\\" in c.value for c in at.caption if "LATENCY_LAB_DB" in c.value)

@@ -15,7 +15,6 @@ import streamlit as st
 from latency.core import fmt
 from latency.storage.export import export_bytes
 from latency.storage.store import RunInfo, RunStore, StoredRun
-from ui.text import plain
 
 #: a Chrome trace of more requests than this is slow to open in a viewer: the download keeps
 #: the first ones (the CLI's `history export --format trace` has no cap).
@@ -81,8 +80,10 @@ def _r(v: float | None) -> float | None:
 
 
 def option_label(info: RunInfo) -> str:
-    """A run in a select box: its id, label and time — the label as plain text."""
-    return plain(f"{info.id} · {info.label} · {info.when[5:16]}")
+    """A run in a select box: its id, label and time. An option is shown as plain text
+    already (Streamlit renders no Markdown there), so it is not escaped: escaping showed
+    every backslash."""
+    return f"{info.id} · {info.label} · {info.when[5:16]}"
 
 
 def diff_colours(rows: list[dict[str, Any]]) -> list[list[str]]:

@@ -26,7 +26,8 @@ from ui.text import plain
 yield_cpu_to_runs()
 st.title("Compare Runs")
 history = store()
-where = (f"in `{plain(history.path)}` (set `LATENCY_LAB_DB` to use another file)"
+where = (f"in `{str(history.path).replace('`', chr(39))}` (set `LATENCY_LAB_DB` to use "
+         "another file)"  # a code span shows its text as it is: no escaping
          if may_see_server_details() else "in this server's run history")
 st.caption(f"Every finished run — from the dashboard or `python -m latency run` — is saved "
            f"{where}. `python -m latency compare A B` prints the same diff in a terminal.")

@@ -24,6 +24,7 @@ from latency.figures.plots import (
     empty_figure,
     spectrum_x,
 )
+from latency.figures.text import as_text
 
 #: the statistics whose make-up is drawn side by side, with their axis labels.
 BAR_POINTS: dict[str, str] = {"mean": "mean", "p50": "p50", "p99": "p99 (tail)"}
@@ -52,7 +53,7 @@ def runs_bars_figure(makeups: Mapping[str, Mapping[str, Mapping[str, float]] | N
     for p in points:
         for label, makeup in runs:
             x[0].append(BAR_POINTS[p])
-            x[1].append(label)
+            x[1].append(as_text(label))
             for c in COMPONENTS:
                 values[c].append(float((makeup.get(p) or {}).get(c, 0.0) or 0.0))
     totals = [sum(values[c][i] for c in COMPONENTS) for i in range(len(x[0]))]
@@ -104,7 +105,7 @@ def runs_spectrum_figure(curves: Mapping[str, tuple[Sequence[float], Sequence[fl
     for i, (name, p, ms) in enumerate(items):
         colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
         traces.append(go.Scatter(
-            x=spectrum_x(p), y=ms, name=str(name), mode="lines", legendgroup=str(i),
+            x=spectrum_x(p), y=ms, name=as_text(name), mode="lines", legendgroup=str(i),
             line={"color": colour, "width": 2.5}, customdata=p * 100,
             hovertemplate="p%{customdata:.3g}: %{y:.3f} ms<extra>%{fullData.name}</extra>"))
         if p[-1] >= 0.99:
@@ -112,7 +113,7 @@ def runs_spectrum_figure(curves: Mapping[str, tuple[Sequence[float], Sequence[fl
             traces.append(go.Scatter(
                 x=[100.0], y=[p99], mode="markers", legendgroup=str(i), showlegend=False,
                 marker={"color": colour, "size": 9, "line": {"color": "#ffffff", "width": 1}},
-                hovertemplate=f"{name}<br>p99: {fmt.ms(p99)} ms<extra></extra>"))
+                hovertemplate=f"{as_text(name)}<br>p99: {fmt.ms(p99)} ms<extra></extra>"))
     reach = max(float(p[-1]) for _, p, _ in items)
     ticks = [t for t in SPECTRUM_TICKS if t <= reach + 1e-12] or [0.5]
     x_max = float(spectrum_x([reach])[0])

@@ -26,6 +26,7 @@ import plotly.io as pio
 from latency.analysis.summary import Summary
 from latency.core import fmt
 from latency.core.records import COMPONENTS
+from latency.figures.text import as_text
 
 #: One colour per component (Okabe & Ito 2008, "Color Universal Design"). The yellow is left
 #: out because it vanishes on white; overhead — the measurement's own remainder, not something
@@ -409,7 +410,7 @@ def percentile_spectrum_figure(curves: Mapping[str, np.ndarray | Sequence[float]
         keep = grid < (1.0 - 1.0 / n + 1e-12 if n and n > 1 else 1.0 - 1e-12)
         p, y = grid[keep], q_ms[keep]
         traces.append(go.Scatter(
-            x=spectrum_x(p), y=y, name=str(name), mode="lines",
+            x=spectrum_x(p), y=y, name=as_text(name), mode="lines",
             line={"color": SERIES_COLOURS[i % len(SERIES_COLOURS)], "width": 2.5},
             customdata=p * 100,
             hovertemplate="p%{customdata:.1f}: %{y:.3f} ms<extra>%{fullData.name}</extra>"))
