@@ -172,11 +172,11 @@ def test_simulate_from_a_run_takes_its_batching_and_replicas(tmp_path):
     assert "2 replica(s), batch ≤ 8 / 5 ms" in sim.stdout and "unstable" not in sim.stdout
     # a closed-loop run replays as a closed loop of its clients (open-loop arrivals at a
     # saturated closed loop's throughput would put its server at ρ ≈ 1)
-    assert "closed loop, 16 client(s)" in sim.stdout
+    assert "closed 16 clients" in sim.stdout
     one = cli_here("simulate", "--from-run", str(j), "--replicas", "1", "--requests", "20000")
     assert "1 replica(s), batch ≤ 8 / 5 ms" in one.stdout
     at_rate = cli_here("simulate", "--from-run", str(j), "--rate", "500", "--requests", "5000")
-    assert "500 req/s poisson" in at_rate.stdout
+    assert "open 500 req/s poisson" in at_rate.stdout
 
 
 def test_simulate_a_closed_loop_known_answer():
@@ -185,7 +185,7 @@ def test_simulate_a_closed_loop_known_answer():
     out = cli_here("simulate", "--clients", "4", "--service-ms", "10", "--service-dist",
                    "constant", "--requests", "5000")
     assert out.returncode == 0, out.stderr
-    assert "closed loop, 4 client(s)" in out.stdout
+    assert "closed 4 clients" in out.stdout
     served = float(out.stdout.split("throughput ")[1].split()[0])
     assert served == pytest.approx(100.0, rel=0.01)
     total = next(line for line in out.stdout.splitlines() if line.startswith("total"))

@@ -48,7 +48,7 @@ def test_a_replay_takes_the_runs_own_setup_in_the_cli_and_the_api(recorded, caps
     # an open-loop replay at a chosen rate keeps the recorded server
     at_rate = latency.simulate(from_run=result, rate=150, requests=4000).config
     assert at_rate.clients is None and at_rate.describe().startswith(
-        "150 req/s poisson, 2 replica(s), batch ≤ 4 / 2 ms, 2 preprocess worker(s)")
+        "open 150 req/s poisson, 2 replica(s), batch ≤ 4 / 2 ms, 2 preprocess worker(s)")
 
 
 def test_the_cli_the_api_and_the_page_replay_a_run_with_the_same_config(recorded, capsys):
@@ -71,7 +71,7 @@ def test_the_cli_the_api_and_the_page_replay_a_run_with_the_same_config(recorded
     api = latency.simulate(from_run=run_id, rate=150, replicas=3, batch_size=2,
                            max_batch_delay_ms=1, requests=4000)
     described = api.config.describe()
-    assert described == "150 req/s poisson, 3 replica(s), batch ≤ 2 / 1 ms, " \
+    assert described == "open 150 req/s poisson, 3 replica(s), batch ≤ 2 / 1 ms, " \
                         "2 preprocess worker(s)"
     assert f"Simulated setting: {described}." in caption
     header = cli_header(capsys, "--from-run", run_id, *flags)

@@ -220,3 +220,24 @@ def test_a_replayed_batched_closed_loop_charges_every_component_as_the_engine_do
     assert sim.summary.latency_ms.mean == pytest.approx(run.summary.latency_ms.mean,
                                                        abs=tolerance)
     assert not sim.unstable  # a saturated closed loop reads ρ ≈ 1 but never grows a queue
+
+
+@pytest.mark.parametrize("run,simulated", [
+    ({"concurrency": 8}, {"rate": 1.0, "clients": 8}),
+    ({"concurrency": 1}, {"rate": 1.0, "clients": 1}),
+    ({"rate": 150, "arrival": "poisson"}, {"rate": 150}),
+    ({"rate": 2.5, "arrival": "constant"}, {"rate": 2.5, "arrival": "constant"}),
+])
+def test_a_simulated_load_is_worded_as_a_measured_one(run, simulated, capsys):
+    """The history, the Compare page and a run's summary call a load what the simulator's
+    header and the Load Simulator's caption call the same load."""
+    from latency.cli.main import main
+    from latency.core.config import RunConfig
+    from latency.core.describe import load_description
+
+    said = load_description(RunConfig(**run))
+    assert SimConfig(**simulated).describe().startswith(f"{said}, ")
+    flags = (["--clients", str(run["concurrency"])] if "concurrency" in run else
+             ["--rate", str(run["rate"]), "--arrival", run["arrival"]])
+    assert main(["simulate", *flags, "--requests", "500"]) == 0
+    assert capsys.readouterr().out.startswith(f"SIMULATED (no model ran): {said}, ")

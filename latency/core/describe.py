@@ -1,7 +1,8 @@
 """Short descriptions of a run's configuration, for listings, legends and headings: one place,
 so the CLI's summary, the history, the Compare page and the Live Profiler call a run the same
-thing. ``load_description`` is the only wording of a run's load; what the history stored
-(its ``load`` column) was written by it, so old and new runs list alike.
+thing. ``load_words`` is the only wording of a load (a run's, ``load_description``, or a
+simulated one); what the history stored (its ``load`` column) was written by it, so old and
+new runs list alike.
 """
 from __future__ import annotations
 
@@ -12,9 +13,16 @@ from latency.core.config import RunConfig
 
 def load_description(config: RunConfig) -> str:
     """'open 200 req/s poisson' or 'closed 4 clients'."""
-    if config.rate is not None:
-        return f"open {config.rate:g} req/s {config.arrival}"
-    n = config.concurrency or 1
+    return load_words(config.rate, config.arrival, config.concurrency)
+
+
+def load_words(rate: float | None, arrival: str, clients: int | None) -> str:
+    """A load in words from plain values — open-loop arrivals at ``rate``, or (``rate``
+    None) a closed loop of ``clients`` — so a simulated load (``SimConfig.describe``) is
+    worded as a measured one: 'open 200 req/s poisson' or 'closed 4 clients'."""
+    if rate is not None:
+        return f"open {rate:g} req/s {arrival}"
+    n = clients or 1
     return f"closed {n} client{'s' if n != 1 else ''}"
 
 

@@ -22,6 +22,7 @@ from latency.core.config import (
     SERVER,
     field_help,
 )
+from latency.core.describe import load_words
 from latency.core.errors import ConfigError
 from latency.core.flags import flag, flags_of
 from latency.simulation.service import SIMULATE, ServiceModel
@@ -121,9 +122,9 @@ class SimConfig:
 
     def describe(self) -> str:
         """The simulated load and server in one line, as the CLI's header and the page's
-        caption print it (the same words for the same setting)."""
-        load = (f"closed loop, {self.clients} client(s)" if self.clients else
-                f"{self.rate:g} req/s {self.arrival}")
+        caption print it (the same words for the same setting; the load worded as a measured
+        run's, ``load_words``)."""
+        load = load_words(None if self.clients else self.rate, self.arrival, self.clients)
         return (f"{load}, {self.replicas} replica(s), batch ≤ {self.batch_size} / "
                 f"{self.max_batch_delay_ms:g} ms, {self.preprocess_workers or 'unlimited'} "
                 "preprocess worker(s)")
