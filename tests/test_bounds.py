@@ -53,3 +53,27 @@ def test_sigterm_ends_an_open_loop_waiting_for_its_next_send(tmp_path):
     assert time.monotonic() - t0 < 15
     assert proc.returncode == 143, proc.stderr.read()
     assert out.exists()  # what it measured (nothing, here) is kept and written
+
+
+def test_sigterm_during_an_ab_keeps_its_finished_blocks(tmp_path):
+    """An A/B is several runs: a stop keeps the blocks it finished, prints and writes their
+    comparison, and exits 143."""
+    out = tmp_path / "ab.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "latency", "ab", "--model", "synthetic", "--duration", "2",
+         "--warmup", "0", "--pairs", "3", "--b-replicas", "2", "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 120
+    seen = ""
+    while "[block 2/6]" not in seen and time.monotonic() < deadline:
+        seen += proc.stderr.readline()
+    assert "[block 2/6]" in seen, seen
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert "stopped after" in stderr and stdout.strip()
+    import json
+
+    d = json.loads(out.read_text())
+    assert len(d["order"]) >= 2

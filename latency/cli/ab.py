@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from typing import Any
 
+from latency.cli.args import stop_on_signals
 from latency.cli.config_flags import add_config_flags, config_values
 from latency.cli.run_flags import pipeline_kwargs
 from latency.core import fmt
@@ -105,11 +107,17 @@ def cmd_ab(a: argparse.Namespace) -> int:
         print(f"[block {i + 1}/{n}] arm {arm}: {r.status}, {s.requests} requests, "
               f"p50 {fmt.ms(s.latency_ms.p50)} ms", file=sys.stderr)
 
-    result = run_ab(plan, on_block=progress)
+    cancel = threading.Event()
+    got = stop_on_signals(cancel, "the block in flight finish")  # keeps the finished blocks
+    result = run_ab(plan, on_block=progress, cancel=cancel)
     print(format_ab(result))
     if a.json:
         try:
             write_atomic(a.json, json.dumps(result.to_dict(), indent=2) + "\n")
         except OSError as exc:
             raise ConfigError(f"cannot write --json {a.json}: {exc.strerror or exc}") from None
+    if "signal" in got:
+        print(f"stopped after {len(result.order)} of {len(plan.blocks())} blocks: the "
+              "comparison above pools only those", file=sys.stderr)
+        return 128 + got["signal"]
     return 0
