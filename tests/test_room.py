@@ -261,3 +261,34 @@ def test_a_group_nobody_watches_is_cancelled_and_a_watched_one_is_not():
     finally:
         mgr.close()
     assert time.monotonic() - t0 < 30  # no minute-and-a-half of real waiting
+
+
+def test_the_managers_own_thread_cancels_a_group_nobody_watches():
+    """End to end, nobody calling ``cancel_abandoned``: the groups' watcher runs on the run
+    manager's queue thread (every ``TICK_S``, while a run runs and while the line waits), so
+    once the manager's clock passes ``ABANDON_S`` the group nobody views loses its runs, the
+    one running and the one in line. The clock is moved by hand: seconds, not 90."""
+    import time
+
+    from latency.execution.manager import TICK_S, RunManager
+    from latency.workshop.groups import ABANDON_S, RunGroups
+
+    clock = FakeClock(1000.0)
+    mgr = RunManager(store=None, clock=clock)
+    groups = RunGroups(mgr)
+    t0 = time.monotonic()
+    try:
+        left = mgr.submit_group([synthetic_run(duration_s=60.0) for _ in range(2)], owner="b")
+        group = groups.register("left", "b", [("A", t.run_id) for t in left])
+        time.sleep(2 * TICK_S)  # the thread ticks; on its clock nobody has left yet
+        assert not group.cancelled
+        clock.t += ABANDON_S + 1
+        deadline = time.monotonic() + 20 * TICK_S
+        while not group.cancelled and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert group.cancelled, "the manager's thread never cancelled the abandoned group"
+        assert all(mgr.get(t.run_id).cancelled for t in left)
+        assert mgr.wait_idle(timeout=30)  # both end: the running one stopped, the other unrun
+    finally:
+        mgr.close()
+    assert time.monotonic() - t0 < 45  # no minute-and-a-half of real waiting, nor a 60 s run
