@@ -32,8 +32,9 @@ LAYERS: dict[str, set[str]] = {
     "cli": {"core", "host", "pipelines", "serve", "loadgen", "analysis", "simulation", "storage",
             "figures", "execution"},
     # beside the command line: the live workshop (lessons with their runs, question and
-    # answer; the room; its shared run groups), which the dashboard uses and the CLI does not
-    "workshop": {"core", "analysis", "execution"},
+    # answer; the room; its shared run groups), which the dashboard uses and the CLI does not;
+    # a lesson's theory is the simulation stage's queueing
+    "workshop": {"core", "analysis", "simulation", "execution"},
 }
 
 #: stages usable without torch or Streamlit (``import latency.<stage>`` pulls in neither).

@@ -52,3 +52,14 @@ def test_md1_and_friends():
 def test_unstable_queues_are_refused(call):
     with pytest.raises(q.UnstableQueue):
         call()
+
+
+def test_the_mm1_rate_for_a_percentile_target_inverts_the_percentile():
+    """The Workshop's capacity lesson asks the inverse question (what rate meets p99 ≤ SLO)
+    of the same owner of the M/M/1 formulas."""
+    from latency.simulation import queueing
+
+    for service, target in ((5.0, 40.0), (2.0, 100.0)):
+        rate = queueing.mm1_max_rate_for_percentile(service, target, 0.99)
+        assert queueing.mm1_response_percentile(rate, service, 0.99) == pytest.approx(target)
+    assert queueing.mm1_max_rate_for_percentile(10.0, 20.0, 0.99) <= 0  # service too slow

@@ -113,6 +113,13 @@ def mm1_response_percentile(rate: float, service_mean: float, p: float) -> float
     return -math.log(1 - p) / (1 / service_mean - rate)
 
 
+def mm1_max_rate_for_percentile(service_mean: float, target: float, p: float) -> float:
+    """The highest arrival rate whose M/M/1 response-time p-quantile is within ``target``
+    (the inverse of ``mm1_response_percentile``: T is exponential at μ − λ, so
+    λ = μ + ln(1 − p) / target); ≤ 0 when the service alone misses the target."""
+    return 1 / service_mean + math.log(1 - p) / target
+
+
 def mg1(rate: float, service_mean: float, service_cv: float) -> QueuePrediction:
     """Pollaczek–Khinchine: Wq = ρ·E[S]·(1 + cv²) / (2(1 − ρ)), cv the service time's
     coefficient of variation (0 deterministic, 1 exponential)."""

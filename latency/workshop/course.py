@@ -18,6 +18,7 @@ from latency.analysis.littles_law import littles_law
 from latency.analysis.result import RunResult
 from latency.core.config import RunConfig
 from latency.core.records import REQUEST_COMPONENTS
+from latency.simulation.queueing import mm1_max_rate_for_percentile
 from latency.workshop.lesson import Answer, Lesson, Step
 
 #: the synthetic server of the queueing lessons: 4 ms exponential service, one replica
@@ -275,8 +276,8 @@ def capacity_at_target(rows: Sequence[dict[str, Any]], name: str, slo_ms: float,
             text += f" ({low:.0f}–{high:.0f}% from the p99s' 95 % intervals)"
     theory = "—"  # no measured service time to put into the closed form
     if service_ms:
-        mu = 1000.0 / service_ms  # req/s the measured service sustains
-        rate = mu - np.log(100) / (slo_ms / 1000.0)
+        # req/s at which an M/M/1 queue of the measured service meets p99 ≤ the SLO
+        rate = 1000.0 * mm1_max_rate_for_percentile(service_ms, slo_ms, 0.99)
         # as a share of the nominal capacity the loads are measured against
         theory = (f"{rate / TARGET_CAPACITY_RPS:.0%}" if rate > 0
                   else "none (the service alone misses it)")
