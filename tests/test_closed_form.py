@@ -71,3 +71,15 @@ def test_the_figures_are_the_formulas():
     overloaded = latency.simulate(200, service_ms=10, requests=2000)
     assert overloaded.to_dict()["closed_form"] is None
     assert overloaded.to_dict()["no_closed_form"].startswith("overload")
+
+
+def test_the_simulator_docs_name_every_closed_form_the_simulator_chooses():
+    """docs/simulator.md says which closed forms the CLI and the page set beside a
+    simulation: every model ``closed_form`` can answer with."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "simulator.md").read_text()
+    text = " ".join(text.split())
+    for model in ("M/M/c", "M/D/1", "M/G/1", "Allen–Cunneen"):
+        assert text.count(model) >= 2, f"docs/simulator.md names {model} once or not at all"
+    assert "the M/M/c closed form where one applies" not in text

@@ -31,9 +31,7 @@ SIM_REQUESTS = 40_000
 HISTORY = "history:"  # source keys of runs read back from the saved history
 
 
-#: parametric forward time of a batch of b: forward × (1 + share × (b − 1)). The default share
-#: is the sample image-cnn's eager forward measured here, 1.53 ms at batch 1 and 6.37 ms at 8
-#: (BENCHMARKS.md, bench/bench_onnx.py): each extra request costs 45 % of a batch-1 call
+#: a batch of b takes forward × (1 + share × (b − 1)); 45 %: image-cnn, batch 1 vs 8 (BENCHMARKS.md)
 PER_ITEM_SHARE_DEFAULT = 0.45
 
 
