@@ -16,6 +16,7 @@ import numpy as np
 
 from latency.analysis.result import RunResult
 from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
 from latency.core.records import (
     RECORD_DTYPE,
     STAMP_FIELDS,
@@ -23,7 +24,7 @@ from latency.core.records import (
     STATUS_OK,
     rows_from_table,
 )
-from latency.storage.store import RunStore, StoreError
+from latency.storage.store import DAMAGE, RunStore, StoreError
 
 
 def rows_from_csv(path: str | Path) -> np.ndarray:
@@ -66,15 +67,18 @@ def load_run(source: str, db: str | None = None) -> tuple[np.ndarray, RunConfig 
             raise ValueError(f"no such file: {source}")
         try:
             data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{source}: not valid JSON ({exc})") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise ConfigError(f"{source}: not valid JSON ({_why(exc)})") from None
         table = data.get("requests") if isinstance(data, dict) else None
         if not isinstance(table, dict) or "columns" not in table:
             raise ValueError(f"{source} has no per-request records: write the run with "
                              "`python -m latency run ... --json FILE` (or --csv FILE)")
         config = data.get("config")
-        return rows_from_table(table), (RunConfig.from_dict(config) if isinstance(config, dict)
-                                        else None)
+        try:
+            return rows_from_table(table), (RunConfig.from_dict(config)
+                                            if isinstance(config, dict) else None)
+        except DAMAGE as exc:
+            raise ConfigError(f"{source}: damaged run JSON ({_why(exc)})") from None
     return _rows_from_history(source, db)
 
 
@@ -83,12 +87,25 @@ def load_result(path: str | Path) -> RunResult:
     timings typed again, its summary as measured, its request rows if the file has them."""
     try:
         data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a readable run JSON ({exc})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{path}: not a readable run JSON ({_why(exc)})") from None
     if not isinstance(data, dict) or "config" not in data:
         raise ValueError(f"{path}: not a Latency Lab run JSON (no config); write one with "
                          "`python -m latency run ... --json FILE`")
-    return RunResult.from_dict(data)
+    if not isinstance(data["config"], dict):
+        raise ConfigError(f"{path}: damaged run JSON (its config is not an object)")
+    try:
+        return RunResult.from_dict(data)
+    except DAMAGE as exc:
+        raise ConfigError(f"{path}: damaged run JSON ({_why(exc)})") from None
+
+
+def _why(exc: BaseException) -> str:
+    """An error in a few words (a RecursionError's message is no help to a reader)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _rows_from_history(ref: str, db: str | None = None) -> tuple[np.ndarray, RunConfig]:
@@ -113,13 +130,18 @@ def stored_run_from_json(path: str | Path) -> Any:
     p = Path(path)
     try:
         data = json.loads(p.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a readable run JSON ({exc})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{path}: not a readable run JSON ({_why(exc)})") from None
     if not isinstance(data, dict) or "summary" not in data or "config" not in data:
         raise ValueError(f"{path}: not a Latency Lab run JSON (no summary/config); write one "
                          "with `python -m latency run ... --json FILE`")
-    summary = Summary.from_dict(data["summary"])
-    cfg = RunConfig.from_dict(data.get("config") or {})
+    if not isinstance(data["summary"], dict) or not isinstance(data.get("config") or {}, dict):
+        raise ConfigError(f"{path}: damaged run JSON (its summary or config is not an object)")
+    try:
+        summary = Summary.from_dict(data["summary"])
+        cfg = RunConfig.from_dict(data.get("config") or {})
+    except DAMAGE as exc:
+        raise ConfigError(f"{path}: damaged run JSON ({_why(exc)})") from None
     info = RunInfo(id=p.name, name=str(p), created_at=p.stat().st_mtime,
                    status=str(data.get("status", "completed")), source="file",
                    model=str(cfg.model), mode=cfg.mode,

@@ -407,20 +407,16 @@ class RunStore:
                           if rows else None)
             finally:
                 conn.execute("COMMIT")
-        stored = StoredRun(info=info, summary=_with_kinds(Summary.from_dict(json.loads(summary)),
-                                                          kinds),
-                           config=RunConfig.from_dict(json.loads(cfg)),
-                           environment=json.loads(env), makeup_ms=json.loads(makeup),
-                           spectrum=_spectrum_from_blob(spectrum))
-        if chunks is not None:
-            log = _decode_rows(chunks, n_rows, descr, run_id)
-            stored.result = RunResult(
-                config=stored.config, environment=stored.environment, status=info.status,
-                log=log, errors={int(k): v for k, v in json.loads(errs).items()},
-                timings=Timings.from_dict(json.loads(timings)), warnings=json.loads(warnings),
-                failure=failure)
-            stored.result.__dict__["summary"] = stored.summary  # as it was when measured
-        return stored
+        try:
+            return _stored(info, run_id, cfg, env, summary, timings, warnings, failure, errs,
+                           makeup, spectrum, n_rows, descr, kinds, chunks)
+        except StoreError:
+            raise
+        except DAMAGE as exc:  # a row damaged on disk or by hand: one line, not a traceback
+            raise StoreError(f"run {run_id} in the history is damaged ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'}); "
+                             f"`python -m latency history delete {run_id}` removes it") \
+                from None
 
     def count(self) -> int:
         with self._connect() as conn:
@@ -476,6 +472,35 @@ _INFO_COLS = ("id, name, created_at, status, source, model, mode, load, setup, d
 #: p99.9 as at p50, which is what a percentile plot on the 1/(1−p) axis draws.
 SPECTRUM_BODY = np.linspace(0.0, 0.9, 91)
 SPECTRUM_POINTS_PER_DECADE = 50
+
+
+#: what decoding a damaged row raises (zlib, JSON, numpy buffers, a config of the wrong shape)
+DAMAGE = (zlib.error, ValueError, TypeError, AttributeError, KeyError, IndexError,
+          RecursionError, OverflowError, UnicodeDecodeError)
+
+
+def _stored(info: RunInfo, run_id: str, cfg: str, env: str, summary: str, timings: str,
+            warnings: str, failure: str | None, errs: str, makeup: str, spectrum: bytes | None,
+            n_rows: int, descr: str, kinds: str | None,
+            chunks: list[tuple[int, str, bytes]] | None) -> StoredRun:
+    """A stored run from its row (and its request chunks, when asked for)."""
+    config = json.loads(cfg)
+    if not isinstance(config, dict):
+        raise TypeError(f"its config is a {type(config).__name__}, not an object")
+    stored = StoredRun(info=info, summary=_with_kinds(Summary.from_dict(json.loads(summary)),
+                                                      kinds),
+                       config=RunConfig.from_dict(config),
+                       environment=json.loads(env), makeup_ms=json.loads(makeup),
+                       spectrum=_spectrum_from_blob(spectrum))
+    if chunks is not None:
+        log = _decode_rows(chunks, n_rows, descr, run_id)
+        stored.result = RunResult(
+            config=stored.config, environment=stored.environment, status=info.status,
+            log=log, errors={int(k): v for k, v in json.loads(errs).items()},
+            timings=Timings.from_dict(json.loads(timings)), warnings=json.loads(warnings),
+            failure=failure)
+        stored.result.__dict__["summary"] = stored.summary  # as it was when measured
+    return stored
 
 
 def spectrum_of(log: np.ndarray) -> bytes | None:
