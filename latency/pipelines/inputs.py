@@ -37,8 +37,10 @@ def _files(path: Path) -> list[Path]:
 
 
 def check_inputs(where: str) -> str:
-    """The absolute path of an ``--inputs`` source that exists, is not empty and is within the
-    bounds; ConfigError (one line) otherwise. Reads nothing but sizes."""
+    """The absolute path of an ``--inputs`` source that exists, is not empty, is within the
+    bounds and reads as inputs; ConfigError (one line) otherwise — before anything runs, so bad
+    content costs no run (and leaves no failed run in the history). A text or JSON-lines file
+    is parsed here; each file of a directory is opened and its first byte read."""
     path = Path(where).expanduser()
     if not path.exists():
         raise ConfigError(f"--inputs {where}: no such file or directory")
@@ -58,37 +60,63 @@ def check_inputs(where: str) -> str:
     if size > MAX_BYTES:
         raise ConfigError(f"--inputs {where}: {size / 2**20:,.0f} MiB, more than the "
                           f"{MAX_BYTES / 2**20:,.0f} MiB a run holds in memory")
+    if path.is_dir():
+        for f in files:
+            try:
+                with open(f, "rb") as fh:
+                    fh.read(1)
+            except OSError as exc:
+                raise ConfigError(f"--inputs {where}: cannot read {f.name} "
+                                  f"({exc.strerror or exc})") from None
+    else:
+        _parsed(path, where)
     return str(path)
+
+
+def _parsed(path: Path, where: str) -> list[Any]:
+    """The inputs of a text or JSON-lines file; ConfigError naming the first bad line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--inputs {where}: not UTF-8 text ({exc.reason}); a directory "
+                          "of files sends each file's bytes") from None
+    except OSError as exc:
+        raise ConfigError(f"--inputs {where}: cannot read it ({exc.strerror or exc})") from None
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+    items: list[Any]
+    if _kind(path) == "jsonl":
+        items = []
+        for i, line in lines:
+            try:
+                items.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"--inputs {where} line {i} is not JSON: {exc}") from None
+            except RecursionError:
+                raise ConfigError(f"--inputs {where} line {i} is JSON nested too deeply") \
+                    from None
+    else:
+        items = [line for _, line in lines]
+    if len(items) > MAX_INPUTS:
+        raise ConfigError(f"--inputs {where}: {len(items):,} inputs, more than "
+                          f"{MAX_INPUTS:,}")
+    if not items:
+        raise ConfigError(f"--inputs {where}: no inputs in it (only blank lines)")
+    return items
 
 
 def read_inputs(where: str, order: str = "in-order", seed: int = 0) -> list[Any]:
     """Every input of ``where`` (see the module docstring), in order or shuffled."""
-    path = Path(check_inputs(where))
-    kind = _kind(path)
+    path = Path(where).expanduser().resolve()
     items: list[Any]
-    if kind == "directory":
-        items = [p.read_bytes() for p in _files(path)]
-    else:
+    if _kind(path) == "directory":
         try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"--inputs {where}: not UTF-8 text ({exc.reason}); a directory "
-                              "of files sends each file's bytes") from None
-        lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
-        if kind == "jsonl":
-            items = []
-            for i, line in lines:
-                try:
-                    items.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ConfigError(f"--inputs {where} line {i} is not JSON: {exc}") from None
-        else:
-            items = [line for _, line in lines]
-        if len(items) > MAX_INPUTS:
-            raise ConfigError(f"--inputs {where}: {len(items):,} inputs, more than "
-                              f"{MAX_INPUTS:,}")
-    if not items:
-        raise ConfigError(f"--inputs {where}: no inputs in it (only blank lines)")
+            items = [p.read_bytes() for p in _files(path)]
+        except OSError as exc:
+            raise ConfigError(f"--inputs {where}: {exc.strerror or exc}") from None
+        if not items:
+            raise ConfigError(f"--inputs {where}: the directory holds no files")
+    else:
+        items = _parsed(path, where)
     if order == "shuffle":
         perm = np.random.default_rng(seed).permutation(len(items))
         items = [items[i] for i in perm]
