@@ -59,6 +59,7 @@ def test_the_cli_the_api_and_the_page_replay_a_run_with_the_same_config(recorded
     at.run()
     at.switch_page("views/load_simulator.py").run()
     at.sidebar.selectbox(key="sim_source").set_value(f"history:{run_id}").run()
+    at.sidebar.toggle(key="sim_as_recorded").set_value(False)  # open loop at the page's rate
     at.sidebar.slider(key="sim_replicas").set_value(3)
     at.sidebar.slider(key="sim_batch").set_value(2)
     at.sidebar.slider(key="sim_delay").set_value(1.0).run()
@@ -80,8 +81,9 @@ def test_the_cli_the_api_and_the_page_replay_a_run_with_the_same_config(recorded
 
 
 def test_a_run_chosen_on_the_page_replays_as_it_ran(recorded, capsys):
-    """Choosing the run sets the server sliders to its replicas and batching: the page then
-    simulates what ``simulate --from-run RUN --rate R`` simulates at the page's rate."""
+    """Choosing the run sets the server sliders to its replicas and batching and its load as
+    recorded (its 8 clients): the page simulates what ``simulate --from-run RUN`` — no
+    ``--rate`` — simulates; with the load turned to the page's rate, what ``--rate R`` does."""
     _, run_id = recorded
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
@@ -90,10 +92,19 @@ def test_a_run_chosen_on_the_page_replays_as_it_ran(recorded, capsys):
     assert not at.exception and not at.error
     assert (at.sidebar.slider(key="sim_replicas").value, at.sidebar.slider(key="sim_batch").value,
             at.sidebar.slider(key="sim_delay").value) == (2, 4, 2.0)
+    assert at.sidebar.toggle(key="sim_as_recorded").value is True
+
+    def described() -> str:
+        caption = next(c.value for c in at.caption if "Simulated setting:" in c.value)
+        return caption.split("Simulated setting: ")[1].split(". ")[0]
+
+    as_ran = described()
+    assert as_ran.startswith("closed 8 clients, 2 replica(s)")
+    assert f"SIMULATED (no model ran): {as_ran}, " in cli_header(capsys, "--from-run", run_id)
+    at.sidebar.toggle(key="sim_as_recorded").set_value(False).run()
+    assert not at.exception and not at.error
     rate = at.sidebar.slider(key="sim_rate").value
-    caption = next(c.value for c in at.caption if "Simulated setting:" in c.value)
-    described = caption.split("Simulated setting: ")[1].split(". ")[0]
-    assert f"SIMULATED (no model ran): {described}, " in cli_header(
+    assert f"SIMULATED (no model ran): {described()}, " in cli_header(
         capsys, "--from-run", run_id, "--rate", str(rate))
 
 

@@ -148,5 +148,7 @@ def test_service_times_from_a_saved_history_run(tmp_path):
     assert "history" in key
     box.set_value(f"history:{run_id}").run()
     assert not at.exception and not at.error
+    # its load as recorded is its one client; open-loop arrivals at the page's rate instead
+    at.sidebar.toggle(key="sim_as_recorded").set_value(False).run()
     rho = float(next(m.value for m in at.metric if m.label.startswith("utilisation")))
     assert rho == pytest.approx(70 * 4.0 / 1000, rel=0.15)  # 70 req/s × the recorded ~4 ms

@@ -42,7 +42,9 @@ class SimSettings:
     ``per_item``: the forward cost of each extra request in a batch, as a share of the
     batch-1 forward time (parametric service only; a recording has its own per batch size).
     ``service_ms``, ``dist``, ``cv`` and ``per_item`` are the parametric service's; a
-    recorded ``source`` (a run id, or ``history:<id>``) brings its own."""
+    recorded ``source`` (a run id, or ``history:<id>``) brings its own. ``as_recorded``: a
+    recorded source's load as it ran (a closed loop's clients, an open loop's rate), as
+    ``simulate --from-run RUN`` replays it without ``--rate``; ``rate`` is then unused."""
 
     source: str = "parametric"
     service_ms: float = 10.0
@@ -54,13 +56,16 @@ class SimSettings:
     batch: int = 1
     delay_ms: float = 0.0
     rate: float = 1.0
+    as_recorded: bool = False
 
     @property
     def parametric(self) -> bool:
         return self.source == "parametric"
 
     def at_rate(self, rate: float) -> SimSettings:
-        return replace(self, rate=float(rate))
+        """The setting under open-loop arrivals at ``rate`` (the capacity and the hockey
+        stick sweep a rate, whatever the load shown)."""
+        return replace(self, rate=float(rate), as_recorded=False)
 
 
 @dataclass(frozen=True)
@@ -83,8 +88,10 @@ def service_model(s: SimSettings) -> ServiceModel:
 def sim_config(s: SimSettings, requests: int = SIM_REQUESTS) -> SimConfig:
     """The checked SimConfig of the setting. A recorded source replays its run as the CLI's
     ``--from-run`` and ``latency.simulate(from_run=...)`` do (``replay_config``), with the
-    sliders' values as the overrides: the run's preprocess worker pool comes with it."""
-    overrides: dict[str, Any] = dict(rate=s.rate, replicas=s.replicas, batch_size=s.batch,
+    sliders' values as the overrides: the run's preprocess worker pool comes with it, and its
+    load too when ``as_recorded``."""
+    rate = None if s.as_recorded and not s.parametric else s.rate  # None: the run's own load
+    overrides: dict[str, Any] = dict(rate=rate, replicas=s.replicas, batch_size=s.batch,
                                      max_batch_delay_ms=s.delay_ms, arrival=s.arrival,
                                      requests=requests)
     if s.parametric:
@@ -111,6 +118,7 @@ def take_run_setup() -> None:
     st.session_state["sim_replicas"] = min(max(int(ran.replicas), 1), MAX_REPLICAS)
     st.session_state["sim_batch"] = min(max(int(ran.batch_size), 1), MAX_BATCH)
     st.session_state["sim_delay"] = min(max(float(ran.max_batch_delay_ms), 0.0), MAX_DELAY_MS)
+    st.session_state["sim_as_recorded"] = True
 
 
 def capacity_of(s: SimSettings) -> float:
@@ -172,17 +180,23 @@ def predict(s: SimSettings) -> dict[str, Any]:
     svc, cfg = service_model(s), sim_config(s)
     rows = simulate(cfg, svc)
     measured = rows[~rows["warmup"]]
-    snap = build_snapshot("simulated", 0, "completed", "simulated", RunConfig(rate=s.rate), rows,
+    load = RunConfig(concurrency=cfg.clients) if cfg.clients else RunConfig(rate=cfg.rate)
+    snap = build_snapshot("simulated", 0, "completed", "simulated", load, rows,
                           {}, {}, int(measured["t_intended"][0]), int(measured["t_done"].max()))
-    rho, lat = utilisation(cfg, svc), snap.summary.latency_ms
+    lat = snap.summary.latency_ms
+    # a closed loop's rate is an outcome: its utilisation is that of the throughput it reached,
+    # and it is never unstable (summarize_simulation's rule)
+    rho = utilisation(replace(cfg, rate=snap.summary.throughput_rps) if cfg.clients else cfg,
+                      svc)
     theory = closed_form(cfg, svc)
     grid = curve(s.at_rate(1.0))
     # the headline's own run becomes the curve's vertex at this utilisation: the marker lies
     # on the line, and the line's neighbours share its first requests (common random numbers)
     percentiles = (theory.p50_ms, theory.p99_ms) if theory.p99_ms is not None else None
-    marked = (grid.with_point(rho, lat.p50, lat.p99, lat.p99_ci95, percentiles) if rho < 1
-              else grid)
+    marked = (grid.with_point(rho, lat.p50, lat.p99, lat.p99_ci95, percentiles)
+              if rho < 1 and not cfg.clients else grid)
     return {"snapshot": snap, "utilisation": rho, "curve": marked, "theory": theory,
+            "closed": bool(cfg.clients),
             "setting": cfg.describe(),
             "interval_note": interval_note(measured["t_done"] - measured["t_intended"], lat,
                                            " for the simulated p99")}

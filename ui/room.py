@@ -43,6 +43,7 @@ TRAVELS = frozenset({
     # Load Simulator
     "sim_source", "sim_service", "sim_dist", "sim_cv", "sim_per_item", "sim_arrival",
     "sim_replicas", "sim_batch", "sim_delay", "sim_rate", "sim_slo", "sim_plan", "sim_val_len",
+    "sim_as_recorded",
     # Compare Runs: the filters, the runs compared, the run being renamed
     "cmp_text", "cmp_models", "cmp_status", "cmp_runs", "cmp_logy", "cmp_target",
     # Workshop: the lesson a shared link opened

@@ -1,4 +1,6 @@
 """Load Simulator: move a slider, see queueing — simulated instantly, checked against theory."""
+from dataclasses import replace
+
 import streamlit as st
 
 from latency.core import fmt
@@ -74,6 +76,11 @@ batch = sb.slider("Max batch size", 1, MAX_BATCH, 1, key="sim_batch",
                   help=setting_help("batch_size"), **KEEP)
 delay = sb.slider("Max batch delay (ms)", 0.0, MAX_DELAY_MS, 0.0, 0.5, key="sim_delay",
                   help=setting_help("max_batch_delay_ms"), **KEEP)
+as_recorded = source != "parametric" and sb.toggle(
+    "Load as recorded", key="sim_as_recorded",
+    help="The recorded run's own load: its clients for a closed-loop run, its rate for an open "
+         "one — as `simulate --from-run RUN` replays it without --rate. Off: open-loop "
+         "arrivals at the rate below.", **KEEP)
 base = SimSettings(source=source, service_ms=service_ms, dist=dist, cv=cv, per_item=per_item,
                    arrival=arrival, replicas=replicas, batch=batch, delay_ms=float(delay))
 # the rate slider spans what this setting can serve (to 2.5× its capacity, where queues blow
@@ -87,11 +94,11 @@ top = max(10, int(round(2.5 * capacity)))
 if st.session_state.get("sim_rate", 0) > top:
     st.session_state["sim_rate"] = top
 rate = float(sb.slider("Arrival rate (req/s)", 1, top, min(70, max(1, int(0.7 * capacity))),
-                       key="sim_rate",
+                       key="sim_rate", disabled=as_recorded,
                        help=f"{setting_help('rate')} This setting serves about "
                             f"{capacity:,.0f} req/s (utilisation 1); the slider runs to 2.5× "
                             "that.", **KEEP))
-settings = base.at_rate(rate)
+settings = replace(base.at_rate(rate), as_recorded=as_recorded)
 slo = sb.number_input("SLO target, p99 (ms)", 0.1, 100000.0, 100.0, 1.0, key="sim_slo",
                       help="The p99 latency you promise.", **KEEP)
 
@@ -116,7 +123,7 @@ st.caption(
        "queued requests are not independent). " if ci else (p["interval_note"] or "") + ". ")
     + f"Simulated setting: {p['setting']}. Queueing theory: {theory.sentence()}"
     + ("." if theory.applies else " — the simulation is the answer."))
-if rho >= 1:
+if rho >= 1 and not p["closed"]:
     st.error(f"**Unstable:** ρ = {rho:.2f} ≥ 1 — requests arrive faster than the replicas can "
              "serve them, so the queue grows without limit and there is no steady-state "
              "latency. The figures below are for this simulated stretch only; the chart of "
@@ -139,7 +146,7 @@ st.plotly_chart(plots.hockey_stick_figure(
     c.utilisation, c.p50_ms, c.p99_ms, c.theory_p50_ms, c.theory_p99_ms, mark, slo,
     p99_interval_ms=(c.p99_lo_ms, c.p99_hi_ms) if c.p99_lo_ms is not None else None),
     key="sim_curve")
-if rho >= 1:
+if rho >= 1 and not p["closed"]:
     st.caption(f"Your setting (ρ = {rho:.2f}) is off this chart: at ρ ≥ 1 there is no steady "
                "state to plot.")
 st.caption("p50 and p99 as the arrival rate rises (all else as set); your setting is the "
