@@ -183,11 +183,12 @@ def predict(s: SimSettings) -> dict[str, Any]:
     load = RunConfig(concurrency=cfg.clients) if cfg.clients else RunConfig(rate=cfg.rate)
     snap = build_snapshot("simulated", 0, "completed", "simulated", load, rows,
                           {}, {}, int(measured["t_intended"][0]), int(measured["t_done"].max()))
-    lat = snap.summary.latency_ms
+    summary = snap.summary
+    assert summary is not None  # a simulation always measures its requests
+    lat = summary.latency_ms
     # a closed loop's rate is an outcome: its utilisation is that of the throughput it reached,
     # and it is never unstable (summarize_simulation's rule)
-    rho = utilisation(replace(cfg, rate=snap.summary.throughput_rps) if cfg.clients else cfg,
-                      svc)
+    rho = utilisation(replace(cfg, rate=summary.throughput_rps) if cfg.clients else cfg, svc)
     theory = closed_form(cfg, svc)
     grid = curve(s.at_rate(1.0))
     # the headline's own run becomes the curve's vertex at this utilisation: the marker lies

@@ -65,9 +65,11 @@ def simulation_setup(*, rate: float | None = None, clients: int | None = None,
         return SimSetup(config, service, (
             f"service resampled from {named} ({len(run.log)} recorded requests, batch sizes "
             f"{', '.join(str(b) for b in sorted(service.forward_by_batch))})"))
-    parametric = {k: v for k, v in dict(forward_ms=service_ms, dist=service_dist,
-                                        cv=service_cv).items() if v is not None}
-    service = ServiceModel(**parametric).checked()
+    default = ServiceModel()
+    service = ServiceModel(
+        forward_ms=default.forward_ms if service_ms is None else service_ms,
+        dist=default.dist if service_dist is None else service_dist,
+        cv=default.cv if service_cv is None else service_cv).checked()
     given = {k: v for k, v in settings.items() if v is not None}
     given.setdefault("rate", 1.0)  # a closed loop's rate is an outcome
     config = SimConfig(**given).checked()  # a bad value is named even without a rate
