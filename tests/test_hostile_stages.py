@@ -29,3 +29,17 @@ def test_a_stage_that_exits_or_returns_the_wrong_thing_fails_alone(name, says, t
     s = d["summary"]
     assert d["status"] == "completed" and s["requests"] == 40 and s["errors"] == 40
     assert any(says in m for m in s["error_messages"]), s["error_messages"]
+
+
+@pytest.mark.parametrize("name", ["InitExit", "factory_exit"])
+def test_a_constructor_that_exits_fails_the_run_with_exit_1(name, tmp_path):
+    """A CI gate must not read a pass: sys.exit(0) in __init__ (or a factory) was exit 0 with
+    nothing printed or saved."""
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "latency", "run", "--pipeline", f"{PIPELINES}:{name}",
+         "--requests", "5", "--warmup", "0", "--no-save", "--json", str(out)],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "building the pipeline failed: SystemExit" in proc.stdout
+    assert json.loads(out.read_text())["status"] == "failed"

@@ -109,7 +109,8 @@ class PipelineSource:
                 pipeline = self.target(**extra, **args)
         except PipelineError:
             raise
-        except Exception as exc:  # noqa: BLE001 - the user's constructor: say what broke
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's constructor, even
+            # one that calls sys.exit(): a failed run that says so, never a silent exit 0
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise PipelineError(f"{self.name}: building the pipeline failed: "
                                 f"{type(exc).__name__}" + (f": {text}" if text else "")) from exc
@@ -158,6 +159,9 @@ def _import_file(path: Path) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except KeyboardInterrupt:  # Ctrl-C while it imports: the user stops, nothing failed
+        del sys.modules[name]
+        raise
     except BaseException as exc:
         del sys.modules[name]
         raise PipelineError(f"importing {path} failed: {_first_line(exc)}") from None
@@ -186,6 +190,8 @@ def load_spec(spec: str, origin: str | None = None) -> PipelineSource:
                 raise PipelineError(f"--pipeline {spec!r}: no module named {exc.name!r}") \
                     from None
             raise PipelineError(f"importing {where} failed: {_first_line(exc)}") from None
+        except KeyboardInterrupt:  # Ctrl-C while it imports: the user stops, nothing failed
+            raise
         except BaseException as exc:  # noqa: BLE001 - the user's module: its first line
             raise PipelineError(f"importing {where} failed: {_first_line(exc)}") from None
     target: Any = module
