@@ -110,3 +110,12 @@ class PostKBI(Base):
 def factory_exit(device: Any = "cpu", dtype: Any = torch.float32, **args: Any) -> Pipeline:
     """A factory that exits instead of returning a pipeline."""
     sys.exit(0)
+
+
+class PreSleep(Base):
+    """A stage that hangs: preprocess never returns."""
+
+    def preprocess(self, raw: Any) -> Any:
+        import time
+
+        time.sleep(10**6)

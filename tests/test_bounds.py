@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,25 @@ def test_sigterm_during_an_ab_keeps_its_finished_blocks(tmp_path):
 
     d = json.loads(out.read_text())
     assert len(d["order"]) >= 2
+
+
+def test_sigterm_ends_a_run_with_a_hung_stage_within_a_container_stop_grace(tmp_path):
+    """docker stop waits 10 s before SIGKILL: a run whose stage hangs must end, with what it
+    measured saved and written, inside that."""
+    pipelines = Path(__file__).with_name("hostile_pipelines.py")
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "latency", "run", "--pipeline", f"{pipelines}:PreSleep",
+         "--concurrency", "2", "--requests", "20", "--warmup", "0", "--no-save", "--quiet",
+         "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(8)  # built, and both clients' requests stuck in preprocess
+    assert proc.poll() is None, proc.communicate()
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("a hung stage held the run past SIGTERM") from None
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 143 and out.exists(), proc.stderr.read()

@@ -26,8 +26,12 @@ from latency.core.timing import now_ns
 #: open loop: a wait to the next send longer than this is spent waiting on the stop event
 #: (so a stop ends it at once) and only its last stretch in ``time.sleep``.
 LONG_WAIT_NS = 20_000_000
-#: after a cancel, how long in-flight requests may take to come back before we stop waiting.
+#: after the open loop's grace, how long requests may take to come back before we stop waiting.
 DRAIN_S = 10.0
+#: after a stop (Ctrl-C, SIGTERM), how long in-flight requests may take to come back: short,
+#: so a run with a hung stage still ends — and saves what it measured — within the 10 s a
+#: container stop allows before SIGKILL.
+STOP_DRAIN_S = 4.0
 _STOP = object()
 
 
@@ -130,7 +134,7 @@ class LoadDriver:
             while t.is_alive():
                 t.join(timeout=0.1)
                 if self.cancel.is_set():
-                    drain_deadline = drain_deadline or time.monotonic() + DRAIN_S
+                    drain_deadline = drain_deadline or time.monotonic() + STOP_DRAIN_S
                     if time.monotonic() > drain_deadline:
                         return False  # requests stuck in a hung pipeline
         return True
@@ -219,7 +223,7 @@ class LoadDriver:
                     on_grace_expired()  # waiting requests come back cancelled
                 deadline = deadline or time.monotonic() + DRAIN_S
             if self.cancel.is_set():
-                deadline = deadline or time.monotonic() + DRAIN_S
+                deadline = min(deadline or float("inf"), time.monotonic() + STOP_DRAIN_S)
             if deadline is not None and time.monotonic() > deadline:
                 break
         with lock:

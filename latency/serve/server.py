@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 from collections import deque
 
 import torch
@@ -32,6 +33,8 @@ from latency.host.devices import synchronize
 from latency.pipelines.contract import Pipeline
 
 _STOP = object()
+#: how long stopping the server waits for its threads, all of them together
+STOP_JOIN_S = 3.0
 
 
 def error_text(exc: BaseException) -> str:
@@ -126,13 +129,16 @@ class Server:
             t.start()
 
     def stop(self) -> None:
+        """Ask every thread to end and wait for them, at most ``STOP_JOIN_S`` in all: a thread
+        stuck in a hung stage is a daemon and is left behind, so a stop stays short."""
+        deadline = time.monotonic() + STOP_JOIN_S
         for _ in self._workers:
             self.inbox.put(_STOP)
         for t in self._workers:
-            t.join(timeout=5)
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
         self.batches.close()
         for t in self._replicas:
-            t.join(timeout=5)
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def abandon_waiting(self) -> int:
         """On Stop: answer every request not yet started as cancelled (left out of the
