@@ -151,4 +151,8 @@ def test_service_times_from_a_saved_history_run(tmp_path):
     # its load as recorded is its one client; open-loop arrivals at the page's rate instead
     at.sidebar.toggle(key="sim_as_recorded").set_value(False).run()
     rho = float(next(m.value for m in at.metric if m.label.startswith("utilisation")))
-    assert rho == pytest.approx(70 * 4.0 / 1000, rel=0.15)  # 70 req/s × the recorded ~4 ms
+    # 70 req/s × the service the run measured (pre + forward + post, ~4 ms; more on a busy
+    # machine, where the recorded times are what the simulator resamples)
+    served_ms = sum(result.summary.components_ms[c].mean or 0.0
+                    for c in ("preprocess", "forward", "postprocess"))
+    assert rho == pytest.approx(70 * served_ms / 1000, rel=0.1, abs=0.01)
