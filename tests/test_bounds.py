@@ -43,15 +43,7 @@ def test_sigterm_ends_an_open_loop_waiting_for_its_next_send(tmp_path):
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     time.sleep(6)  # started, and waiting 100 s for its first send
     assert proc.poll() is None, proc.communicate()
-    t0 = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise AssertionError("SIGTERM did not end an open loop waiting for its next send") \
-            from None
-    assert time.monotonic() - t0 < 15
+    assert _sigterm_ends(proc, within_s=15), "SIGTERM did not end an open loop waiting"
     assert proc.returncode == 143, proc.stderr.read()
     assert out.exists()  # what it measured (nothing, here) is kept and written
 
@@ -91,12 +83,18 @@ def test_sigterm_ends_a_run_with_a_hung_stage_within_a_container_stop_grace(tmp_
          "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(8)  # built, and both clients' requests stuck in preprocess
     assert proc.poll() is None, proc.communicate()
+    assert _sigterm_ends(proc, within_s=10), "a hung stage held the run past SIGTERM"
+    assert proc.returncode == 143 and out.exists(), proc.stderr.read()
+
+
+def _sigterm_ends(proc: subprocess.Popen, within_s: float) -> bool:
+    """Send SIGTERM; True if the process ended within ``within_s`` (killed otherwise)."""
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     try:
-        proc.wait(timeout=30)
+        proc.wait(timeout=within_s + 20)
     except subprocess.TimeoutExpired:
         proc.kill()
-        raise AssertionError("a hung stage held the run past SIGTERM") from None
-    assert time.monotonic() - t0 < 10
-    assert proc.returncode == 143 and out.exists(), proc.stderr.read()
+        proc.wait(timeout=10)
+        return False
+    return time.monotonic() - t0 < within_s
