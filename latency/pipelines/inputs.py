@@ -69,8 +69,18 @@ def check_inputs(where: str) -> str:
                 raise ConfigError(f"--inputs {where}: cannot read {f.name} "
                                   f"({exc.strerror or exc})") from None
     else:
-        _parsed(path, where)
+        key = (str(path), size, path.stat().st_mtime_ns)
+        if key not in _PARSED_OK:  # a run validates twice (caller, engine): parse once
+            _parsed(path, where)
+            if len(_PARSED_OK) >= 256:  # a long-lived server: forget, never grow
+                _PARSED_OK.clear()
+            _PARSED_OK.add(key)
     return str(path)
+
+
+#: text/JSON-lines inputs this process already parsed without fault, by (path, size, mtime):
+#: the same unchanged file is not read again only to be checked (at most 256 entries)
+_PARSED_OK: set[tuple[str, int, int]] = set()
 
 
 def _parsed(path: Path, where: str) -> list[Any]:

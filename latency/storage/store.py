@@ -476,7 +476,7 @@ SPECTRUM_POINTS_PER_DECADE = 50
 
 #: what decoding a damaged row raises (zlib, JSON, numpy buffers, a config of the wrong shape)
 DAMAGE = (zlib.error, ValueError, TypeError, AttributeError, KeyError, IndexError,
-          RecursionError, OverflowError, UnicodeDecodeError)
+          RecursionError, OverflowError)  # (JSON and Unicode errors are ValueErrors)
 
 
 def _stored(info: RunInfo, run_id: str, cfg: str, env: str, summary: str, timings: str,
