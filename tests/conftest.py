@@ -8,9 +8,12 @@
   without saying so (each side's results then carry the overlap warning).
 """
 import atexit
+import contextlib
 import os
 import shutil
 import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 _SCRATCH = tempfile.mkdtemp(prefix="latency-lab-test-history-")
@@ -37,3 +40,26 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.t
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A test server's handler base: no access log, and the request body read and returned."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def read_body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+
+@contextlib.contextmanager
+def loopback_server(handler: type[BaseHTTPRequestHandler], path: str = "/predict"):
+    """A threaded HTTP server on 127.0.0.1 serving ``handler``; yields its URL + ``path``."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}{path}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -3,27 +3,24 @@ target that never answers some requests leaves them as failures ("no reply"), ne
 silent gap in a VALID run — the gap would hide exactly the slowest requests."""
 import itertools
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from latency.core.config import RunConfig
 from latency.execution.engine import execute
+from tests.conftest import QuietHandler, loopback_server
 
 RELEASE = threading.Event()
 
 
-class _HalfSilent(BaseHTTPRequestHandler):
+class _HalfSilent(QuietHandler):
     """Answers every other request; the rest hang until the test ends."""
 
     protocol_version = "HTTP/1.1"
     counter = itertools.count()
 
-    def log_message(self, *args):
-        pass
-
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.read_body()
         if next(type(self).counter) % 2:
             RELEASE.wait(120)
             return
@@ -37,13 +34,11 @@ class _HalfSilent(BaseHTTPRequestHandler):
 @pytest.fixture()
 def half_silent():
     RELEASE.clear()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _HalfSilent)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/predict"
-    RELEASE.set()
-    httpd.shutdown()
-    httpd.server_close()
+    with loopback_server(_HalfSilent) as url:
+        try:
+            yield url
+        finally:
+            RELEASE.set()  # the hung handlers end before the server shuts down
 
 
 def test_requests_a_target_never_answers_are_failures_not_gaps(half_silent, tmp_path):

@@ -2,43 +2,36 @@
 speaks HTTP/1.0 is understood: every wait and buffer of the HTTP client is bounded."""
 import asyncio
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from latency.core.config import RunConfig
 from latency.execution.engine import execute
 from latency.loadgen.http1_pool import HttpError, Pool
+from tests.conftest import QuietHandler, loopback_server
 
 
-class _Http10(BaseHTTPRequestHandler):
+class _Http10(QuietHandler):
     """The standard library's textbook handler: HTTP/1.0, no Content-Length, the body ends
     when the connection closes."""
 
-    def log_message(self, *args):
-        pass
-
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.read_body()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
         self.wfile.write(b'{"label": "ok"}')
 
 
-class _Endless(BaseHTTPRequestHandler):
+class _Endless(QuietHandler):
     """A reply that never ends: chunk after chunk until the client goes away."""
 
     protocol_version = "HTTP/1.1"
     chunk = b"x" * (1 << 20)
 
-    def log_message(self, *args):
-        pass
-
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.read_body()
         self.send_response(200)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
@@ -50,13 +43,6 @@ class _Endless(BaseHTTPRequestHandler):
             pass
 
 
-def _serve(handler):
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/predict"
-
-
 @pytest.fixture()
 def bodies(tmp_path):
     path = tmp_path / "bodies.jsonl"
@@ -65,45 +51,32 @@ def bodies(tmp_path):
 
 
 def test_an_http10_server_whose_replies_end_at_close_is_read(bodies):
-    httpd, url = _serve(_Http10)
-    try:
+    with loopback_server(_Http10) as url:
         r = execute(RunConfig(target=url, target_protocol="http", bodies=bodies,
                               requests=20, warmup=0))
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     assert r.status == "completed"
     assert r.summary.errors == 0 and r.summary.successful == 20, r.summary.error_messages
 
 
 def test_a_reply_that_never_ends_fails_its_request_at_the_size_limit():
-    httpd, url = _serve(_Endless)
-
-    async def one() -> None:
+    async def one(url: str) -> None:
         pool = Pool(url, 1, 30.0, max_response_bytes=8 << 20)
         try:
             await pool.post(b"{}", "application/json")
         finally:
             pool.close()
 
-    try:
+    with loopback_server(_Endless) as url:
         t0 = time.monotonic()
         with pytest.raises(HttpError, match="larger than 8 MiB"):
-            asyncio.run(one())
+            asyncio.run(one(url))
         assert time.monotonic() - t0 < 20  # at the limit, not at the request timeout
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def test_a_run_against_a_never_ending_reply_fails_those_requests_and_goes_on(bodies):
-    httpd, url = _serve(_Endless)
-    try:
+    with loopback_server(_Endless) as url:
         r = execute(RunConfig(target=url, target_protocol="http", bodies=bodies,
                               requests=2, warmup=0))
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     assert r.summary.errors == 2
     assert all("larger than" in m for m in r.summary.error_messages), r.summary.error_messages
 
@@ -141,11 +114,8 @@ def test_connecting_is_bounded_by_the_request_timeout():
         listener.close()
 
 
-class _Dribble(BaseHTTPRequestHandler):
+class _Dribble(QuietHandler):
     """Answers a GET one byte every half second: each read is quick, the whole never ends."""
-
-    def log_message(self, *args):
-        pass
 
     def do_GET(self):
         self.send_response(200)
@@ -162,18 +132,14 @@ class _Dribble(BaseHTTPRequestHandler):
 
 def test_a_health_check_that_dribbles_is_bounded_as_a_whole(tmp_path):
     """urllib's timeout is per read; the check's is for the whole answer."""
-    httpd, url = _serve(_Dribble)
     bodies = tmp_path / "bodies.jsonl"
     bodies.write_text('{"x": 1}\n')
-    try:
+    with loopback_server(_Dribble) as url:
         t0 = time.monotonic()
         r = execute(RunConfig(target=url, target_protocol="http", bodies=str(bodies),
                               health_url=url.replace("/predict", "/health"), requests=2,
                               warmup=0))
         took = time.monotonic() - t0
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     assert r.status == "failed" and "not ready" in r.failure and "within" in r.failure
     assert took < 30
 

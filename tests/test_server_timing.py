@@ -2,8 +2,6 @@
 duration that is negative, not finite, or larger than the client's whole time gives no
 breakdown for that response (its time stays network), never a negative component or a failed
 run."""
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -11,18 +9,16 @@ from latency.core.config import RunConfig
 from latency.core.records import COMPONENTS, component_ns
 from latency.execution.engine import execute
 from latency.serve.oip import parse_server_timing
+from tests.conftest import QuietHandler, loopback_server
 
 
-class _Target(BaseHTTPRequestHandler):
+class _Target(QuietHandler):
     """POST → 200 ``{}`` with the Server-Timing header the test chose."""
 
     header = ""
 
-    def log_message(self, *args):  # quiet
-        pass
-
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.read_body()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", "2")
@@ -33,11 +29,8 @@ class _Target(BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def target():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Target)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/predict"
-    httpd.shutdown()
-    httpd.server_close()
+    with loopback_server(_Target) as url:
+        yield url
 
 
 @pytest.mark.parametrize("value", ["-1000", "-5", "inf", "-inf", "nan", "1e303", "1e300",
