@@ -119,3 +119,30 @@ class PreSleep(Base):
         import time
 
         time.sleep(10**6)
+
+
+class InitSleep(Base):
+    """A constructor that never returns (in practice): a stop must still end the run."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        import time
+        time.sleep(10**6)
+
+
+class Segv(Base):
+    """A forward pass that crashes the process (a null read): only the run process dies."""
+
+    def forward(self, batch: Any) -> Any:
+        import ctypes
+        ctypes.string_at(0)
+        return super().forward(batch)
+
+
+class FwdSlow(Base):
+    """A slow but well-behaved forward pass: a run that lasts while a test kills its caller."""
+
+    def forward(self, batch: Any) -> Any:
+        import time
+        time.sleep(0.02)
+        return super().forward(batch)

@@ -94,6 +94,7 @@ def format_ab(result: Any) -> str:
 
 def cmd_ab(a: argparse.Namespace) -> int:
     from latency.execution.ab import run_ab
+    from latency.execution.process import RunOptions, run_watched
     from latency.storage.outputs import check_output, write_atomic
     from latency.storage.store import default_path
 
@@ -109,7 +110,12 @@ def cmd_ab(a: argparse.Namespace) -> int:
 
     cancel = threading.Event()
     got = stop_on_signals(cancel, "the block in flight finish")  # keeps the finished blocks
-    result = run_ab(plan, on_block=progress, cancel=cancel)
+
+    def isolated(config: Any, cancel: threading.Event) -> Any:  # a crash takes one block
+        return run_watched(config, cancel=cancel,
+                           options=RunOptions(who="CLI A/B", user_code_here=False))
+
+    result = run_ab(plan, execute=isolated, on_block=progress, cancel=cancel)
     print(format_ab(result))
     if a.json:
         try:

@@ -3,6 +3,12 @@ JSON/CSV, save the run in the history.
 
 Bad input never shows a traceback: one line on stderr and exit code 2, before anything runs.
 A run that fails midway exits 1 but still prints and writes what it measured.
+
+The run itself happens in a run process (``latency.execution.process``), as on the dashboard:
+a pipeline that segfaults, aborts or calls ``os._exit`` takes that process, not this one, so
+the CLI still reports a failed run (exit 1) with what was measured, saved and written — a CI
+gate never reads a crash as a pass. Its module is imported there too, first; a config it
+refuses is still one line and exit 2.
 """
 from __future__ import annotations
 
@@ -45,12 +51,13 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
 
 def cmd_run(a: argparse.Namespace) -> int:
     from latency.analysis.summary_text import format_summary, optimization_lines
-    from latency.execution.engine import execute
+    from latency.execution.process import RunOptions, run_watched
     from latency.execution.validate import validated
 
     if a.arrival is not None and a.rate is None:
         raise ConfigError("--arrival applies to open loop only: give --rate too")
-    config = validated(config_from_args(a))  # ConfigError → one line, exit 2
+    # ConfigError → one line, exit 2; the pipeline's own code is checked in the run process
+    config = validated(config_from_args(a), user_code=False)
     store = None
     if not a.no_save:
         from latency.storage.store import RunStore
@@ -72,26 +79,28 @@ def cmd_run(a: argparse.Namespace) -> int:
     cancel = threading.Event()
     stopped_by = stop_on_signals(cancel)
     last = [0.0]
-
     told_waiting = [False]
 
-    def on_rows(rows: Any, errors: Any, progress: dict[str, Any]) -> None:
-        if progress["phase"] == "waiting" and "waiting_for" in progress:
+    def report(progress: dict[str, Any]) -> None:
+        if progress.get("phase") == "waiting" and "waiting_for" in progress:
             if not told_waiting[0]:  # said even with --quiet: the run is not hung
                 told_waiting[0] = True
                 print(f"waiting for the machine: {progress['waiting_for']} is measuring "
                       "(one run at a time keeps both runs' timings clean; --no-wait runs "
                       "now, and both results say they overlapped)", file=sys.stderr)
             return
-        if a.quiet or time.monotonic() - last[0] < 1.0 or progress["phase"] == "finishing":
+        if a.quiet or time.monotonic() - last[0] < 1.0 or "done" not in progress \
+                or progress.get("phase") in ("queued", "starting", "finishing", "done"):
             return
         last[0] = time.monotonic()
         measured = max(progress["done"] - config.warmup, 0)
         of = f"/{config.requests}" if config.requests else ""
         print(f"[{progress['phase']}] {measured}{of} measured requests, "
-              f"{progress['elapsed_s']:.1f} s", file=sys.stderr)
+              f"{progress.get('elapsed_s', 0.0):.1f} s", file=sys.stderr)
 
-    result = execute(config, cancel=cancel, on_rows=on_rows, force=a.no_wait, who="CLI run")
+    result = run_watched(config, cancel=cancel, on_progress=report, options=RunOptions(
+        force=a.no_wait, who="CLI run", user_code_here=False,
+        history=str(store.path) if store is not None else None, name=a.name, source="cli"))
     print(format_summary(result))
     for line in optimization_lines(result.environment):
         print(line)

@@ -26,7 +26,7 @@ from typing import Any
 
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
-from latency.execution.process import RunHandle
+from latency.execution.process import RunHandle, RunOptions
 from latency.storage.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class RunManager:
     # ---- submitting and stopping ------------------------------------------------------------
     def submit(self, config: RunConfig, owner: str, inputs: list[Any] | None = None) -> Ticket:
         """Validate and queue a run (ConfigError on bad input); returns its ticket."""
-        handle = RunHandle(config, inputs)  # validates
+        handle = RunHandle(config, inputs, options=self._options(None))  # validates
         self._enqueue([(handle, owner, None)])
         return Ticket(handle.run_id, self.position(handle.run_id))  # type: ignore[arg-type]
 
@@ -113,11 +113,19 @@ class RunManager:
         """Validate every config, then queue them all back to back (an A/B's blocks): nobody
         else's run can land between them. Nothing is queued if any config is bad. ``names``:
         what each run is called in the history."""
-        handles = [RunHandle(c) for c in configs]  # validates all first
         names = list(names or [])
+        handles = [RunHandle(c, options=self._options(names[i] if i < len(names) else None))
+                   for i, c in enumerate(configs)]  # validates all first
         self._enqueue([(h, owner, names[i] if i < len(names) else None)
                        for i, h in enumerate(handles)])
         return [Ticket(h.run_id, self.position(h.run_id) or 0) for h in handles]
+
+    def _options(self, name: str | None) -> RunOptions:
+        """How this manager's runs run: a run process whose dashboard is killed saves its own
+        result to this manager's history (nobody is left to do it)."""
+        path = getattr(self._store, "path", None)
+        return RunOptions(history=str(path) if path is not None else None, name=name,
+                          source="dashboard")
 
     def _enqueue(self, runs: list[tuple[RunHandle, str, str | None]]) -> None:
         with self._lock:

@@ -1,8 +1,10 @@
 """What the run process says to its parent, as small values (pickled over a pipe).
 
+    Accepted(config)                          the config as the run process validated it
     Phase("loading")                          the run moved on
     Rows(rows, errors, progress)              requests finished since the last message
     Done(Final(...))                          the end: status, environment, timings, ...
+    Refused(message)                          the config cannot run (validated in the child)
 
 ``Final`` is also what the parent records for a run that never reached its process (cancelled
 while queued, could not be spawned, died): one shape for every ending, with the child's
@@ -53,4 +55,19 @@ class Done:
     final: Final
 
 
-Message = Phase | Rows | Done
+@dataclass(frozen=True)
+class Accepted:
+    """The config as the run process validated it: the pipeline's spec and model-args
+    resolved there (the caller may have left its code to be checked there)."""
+
+    config: RunConfig
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The run process refused the config before running anything (a ConfigError's line)."""
+
+    message: str
+
+
+Message = Accepted | Phase | Rows | Done | Refused

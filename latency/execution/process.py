@@ -1,10 +1,17 @@
 """One run in its own spawned process, watched through snapshots and cancellable.
 
 Why a process: the dashboard's threads (and its GIL) must not perturb the timings, and a crash
-in a pipeline must not take the caller down. The child streams finished request rows to the
-parent every second (105 bytes a request, a cheap copy); the parent accumulates them and
-builds a Snapshot only when someone asks and the data changed. The child never aggregates, so
-watching a run costs the run nothing.
+in a pipeline (a segfault, ``os._exit``, ``os.abort``) must not take the caller down — the
+dashboard and the CLI both run here. The child streams finished request rows to the parent
+every second (105 bytes a request, a cheap copy); the parent accumulates them and builds a
+Snapshot only when someone asks and the data changed. The child never aggregates, so watching
+a run costs the run nothing.
+
+Every ending keeps what was measured: a stop lets in-flight requests finish; a run process
+that does not end within ``KILL_AFTER_STOP_S`` of a stop (a stage or constructor that never
+returns) is killed and the rows it had sent are the result; a run process that dies is a
+failed run with what it had sent; a run process whose parent dies (a dashboard or CLI killed
+with SIGKILL) stops itself and saves its own result to the history it was given.
 
     handle = start_run(RunConfig(model="synthetic", concurrency=4, duration_s=10))
     handle.snapshot()   # -> Snapshot, versioned; cheap when nothing changed
@@ -15,11 +22,13 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing as mp
+import signal
 import sys
 import threading
 import time
 import types
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,7 +38,7 @@ from latency.analysis.snapshot import Snapshot, build_snapshot
 from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
 from latency.core.records import RECORD_DTYPE
-from latency.execution.messages import Done, Final, Phase, Rows
+from latency.execution.messages import Accepted, Done, Final, Phase, Refused, Rows
 from latency.execution.validate import validated
 
 _ctx = mp.get_context("spawn")
@@ -38,37 +47,108 @@ _ctx = mp.get_context("spawn")
 PROGRESS_INTERVAL_S = 1.0
 
 
-def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any] | None
-                ) -> None:
+#: a stopped run process that has not ended after this long is killed: the engine lets
+#: in-flight requests finish for 4 s and our server's threads 3 s more, and the whole stop
+#: must fit a container's default 10 s grace before its SIGKILL.
+KILL_AFTER_STOP_S = 8.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How the run process runs and who it is, beyond the RunConfig.
+
+    ``user_code_here``: validate the pipeline (import its module, call its ``check_args``) in
+    the caller too, for an early one-line error; False leaves that to the run process, so a
+    module that crashes or exits at import takes only the run process (a refused config then
+    comes back as ``RunHandle.refused``). ``history``: where the run process saves its own
+    result if the caller dies mid-run (None: nowhere), under ``name`` and ``source``.
+    """
+
+    force: bool = False
+    who: str = "dashboard run"
+    user_code_here: bool = True
+    history: str | None = None
+    name: str | None = None
+    source: str = "dashboard"
+
+
+def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any] | None,
+                options: RunOptions = RunOptions()) -> None:
     """Entry point of the run process: execute and stream rows back."""
     import traceback
 
+    from latency.core.errors import ConfigError
     from latency.execution.engine import execute
 
     stop = threading.Event()
+    orphaned = threading.Event()
 
     def watch_cancel() -> None:  # bridge the process-level event to the engine's thread event
         cancel.wait()
         stop.set()
 
+    def watch_parent() -> None:  # returns when the process that started this run has ended
+        parent = mp.parent_process()
+        if parent is not None:
+            parent.join()
+            orphaned.set()
+            stop.set()
+
+    def stop_on_signal(signum: int, frame: Any) -> None:
+        stop.set()  # Ctrl-C reaches the whole process group: stop as the caller does
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop_on_signal)
     threading.Thread(target=watch_cancel, daemon=True).start()
+    threading.Thread(target=watch_parent, daemon=True).start()
 
     def on_rows(rows: np.ndarray, errors: dict[int, str], progress: dict[str, Any]) -> None:
-        conn.send(Rows(rows.tobytes(), errors, progress))
+        if not orphaned.is_set():
+            try:
+                conn.send(Rows(rows.tobytes(), errors, progress))
+            except OSError:  # the parent is gone: watch_parent stops the run
+                pass
 
     try:
+        try:  # the caller may have left the pipeline's own code to be checked here
+            checked = validated(RunConfig.from_dict(config))
+        except ConfigError as exc:
+            conn.send(Refused(str(exc)))
+            return
+        conn.send(Accepted(checked))
         conn.send(Phase("loading"))
-        result = execute(RunConfig.from_dict(config), inputs=inputs, cancel=stop,
-                         on_rows=on_rows, progress_interval_s=PROGRESS_INTERVAL_S,
-                         who="dashboard run")
+        result = execute(checked, inputs=inputs, cancel=stop, on_rows=on_rows,
+                         progress_interval_s=PROGRESS_INTERVAL_S, force=options.force,
+                         who=options.who)
+        if orphaned.is_set():
+            _keep_orphan(result, options)
+            return
         conn.send(Done(Final(result.config, result.status, result.environment, result.timings,
                              result.warnings, result.failure, result.traceback)))
     except BaseException as exc:  # noqa: BLE001 - report anything, then die
         text = str(exc).splitlines()[0] if str(exc) else ""
-        conn.send(Done(Final.ended(RunConfig.from_dict(config), "failed",
-                                   f"{type(exc).__name__}: {text}", traceback.format_exc())))
+        try:
+            conn.send(Done(Final.ended(RunConfig.from_dict(config), "failed",
+                                       f"{type(exc).__name__}: {text}",
+                                       traceback.format_exc())))
+        except OSError:
+            pass  # the parent is gone
     finally:
         conn.close()
+
+
+def _keep_orphan(result: RunResult, options: RunOptions) -> None:
+    """Save the result of a run whose caller died: nobody else will."""
+    if options.history is None or not len(result.log):
+        return
+    from latency.storage.store import RunStore
+
+    result.warnings.append("the process that started this run ended during it (killed?): the "
+                           "run stopped itself and saved what it had measured")
+    try:
+        RunStore(options.history).save(result, name=options.name, source=options.source)
+    except Exception:  # noqa: BLE001 - nobody is left to tell
+        pass
 
 
 class RunHandle:
@@ -77,8 +157,9 @@ class RunHandle:
     _ids = itertools.count(1)
 
     def __init__(self, config: RunConfig, inputs: list[Any] | None = None,
-                 run_id: str | None = None) -> None:
-        self.config = validated(config)
+                 run_id: str | None = None, options: RunOptions = RunOptions()) -> None:
+        self.options = options
+        self.config = validated(config, user_code=options.user_code_here)
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self._inputs = inputs
         self._lock = threading.Lock()
@@ -94,6 +175,8 @@ class RunHandle:
         self._done = threading.Event()
         self._cancel = _ctx.Event()
         self._proc: Any = None
+        self._killed: str | None = None
+        self._refused: str | None = None
         self.started_at: float | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -112,7 +195,7 @@ class RunHandle:
         parent, child = _ctx.Pipe(duplex=False)
         self._proc = _ctx.Process(target=_child_main, name=f"latency-{self.run_id}",
                                   args=(self.config.to_dict(), child, self._cancel,
-                                        self._inputs), daemon=True)
+                                        self._inputs, self.options), daemon=True)
         try:
             _spawn(self._proc)
         except Exception as exc:  # could not spawn: fail this run alone, say why
@@ -132,12 +215,44 @@ class RunHandle:
         """Stop issuing requests; in-flight ones finish; the result is marked ``stopped``. A
         queued run is stopped at once and will never start."""
         with self._lock:
+            first = not self._cancel.is_set()
             self._cancel.set()
             if self._status == "queued":  # never started: nothing measured
                 self._final = Final.ended(self.config, "stopped")
                 self._status = "stopped"
                 self._version += 1
                 self._done.set()
+                return
+        if first and not self._done.is_set():
+            timer = threading.Timer(KILL_AFTER_STOP_S, self.kill,
+                                    args=(f"it had not ended {KILL_AFTER_STOP_S:g} s after the "
+                                          "stop (a stage or constructor that does not "
+                                          "return)",))
+            timer.daemon = True
+            timer.start()
+
+    def kill(self, why: str = "a second stop") -> None:
+        """End the run process now (SIGKILL); the rows it had sent are the result, ``stopped``
+        with ``why`` among its warnings. Does nothing once the run has ended."""
+        with self._lock:
+            proc = self._proc
+            if self._done.is_set() or proc is None or self._killed is not None:
+                return
+            self._killed = why
+            self._cancel.set()
+        proc.kill()
+
+    @property
+    def refused(self) -> str | None:
+        """Why the run process refused the config (validated there: RunOptions.user_code_here
+        False), one line; None when it did not."""
+        return self._refused
+
+    def progress(self) -> dict[str, Any]:
+        """The run process's latest progress: phase, elapsed_s, done, and ``waiting_for`` while
+        it waits for another run to free the machine."""
+        with self._lock:
+            return dict(self._progress)
 
     @property
     def cancelled(self) -> bool:
@@ -165,6 +280,11 @@ class RunHandle:
                         self._progress = dict(self._progress, phase=msg.name)
                     elif isinstance(msg, Done):
                         final = msg.final
+                    elif isinstance(msg, Accepted):
+                        self.config = msg.config
+                    elif isinstance(msg, Refused):
+                        self._refused = msg.message
+                        final = Final.ended(self.config, "failed", msg.message)
                     self._version += 1
                 if final is not None:
                     break
@@ -173,14 +293,36 @@ class RunHandle:
         self._proc.join(timeout=10)
         with self._lock:
             if final is None:
-                code = self._proc.exitcode
-                final = Final.ended(self.config, "failed",
-                                    f"the run process exited unexpectedly (exit code {code})")
+                final = self._unfinished()
             self._final = final
             self._status = final.status
             self._progress = dict(self._progress, phase="done")
             self._version += 1
         self._done.set()
+
+    def _unfinished(self) -> Final:
+        """The ending of a run process that sent no result: killed by us after a stop, or
+        died (a crash in native code, ``os._exit``, the kernel's OOM killer). Caller holds the
+        lock."""
+        start = self._progress.get("measure_start_ns")
+        timings = Timings(measure_start_ns=start if isinstance(start, int) else None)
+        kept = f"the {self._n} requests it had reported are kept"
+        if self._killed is not None:
+            return Final(self.config, "stopped", timings=timings,
+                         warnings=[f"the run process was killed: {self._killed}; {kept}"])
+        code = self._proc.exitcode
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+            if -code in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE,
+                         signal.SIGABRT):
+                how += " (a crash in the pipeline's code or a library it calls)"
+        else:
+            how = f"exited with code {code} before it reported a result (os._exit in user code?)"
+        return Final(self.config, "failed", timings=timings,
+                     failure=f"the run process {how}; {kept}")
 
     def _append(self, rows: np.ndarray, errors: dict[int, str]) -> None:
         need = self._n + len(rows)
@@ -295,9 +437,41 @@ def _fraction(config: RunConfig, progress: dict[str, Any]) -> dict[str, Any]:
     return {"fraction": frac, "remaining_s": remaining}
 
 
-def start_run(config: RunConfig, inputs: list[Any] | None = None) -> RunHandle:
+def start_run(config: RunConfig, inputs: list[Any] | None = None,
+              options: RunOptions = RunOptions()) -> RunHandle:
     """Validate ``config`` (ConfigError on bad input) and start it in a new process."""
-    return RunHandle(config, inputs).start()
+    return RunHandle(config, inputs, options=options).start()
+
+
+def run_watched(config: RunConfig, *, cancel: threading.Event,
+                options: RunOptions = RunOptions(user_code_here=False),
+                on_progress: Any = None, poll_s: float = 0.2) -> RunResult:
+    """Run ``config`` in a run process for a command line, and return its result.
+
+    ``cancel`` (set by a signal handler) stops it; a second signal — a KeyboardInterrupt raised
+    by that handler — kills the run process at once, keeping what it had reported.
+    ``on_progress(dict)`` is called about every ``poll_s`` with the latest progress. A config
+    the run process refuses raises ConfigError, as validation here would have.
+    """
+    from latency.core.errors import ConfigError
+
+    handle = RunHandle(config, options=options).start()
+    try:
+        while not handle.done():
+            if cancel.is_set():
+                handle.cancel()  # the first call stops it; later ones do nothing
+            if on_progress is not None:
+                on_progress(handle.progress())
+            try:
+                handle.wait(poll_s)
+            except TimeoutError:
+                pass
+    except KeyboardInterrupt:
+        handle.kill("a second signal")
+        handle.wait(KILL_AFTER_STOP_S + 10)
+    if handle.refused is not None:
+        raise ConfigError(handle.refused)
+    return handle.result()
 
 
 def run(config: RunConfig, inputs: list[Any] | None = None,

@@ -3,8 +3,9 @@
 ``RunConfig.checked()`` (core) checks ranges and choices. This adds what only the upper stages
 know: the pipeline exists (a name, or a ``--pipeline`` spec that imports) and accepts these
 model-args, the inputs are readable, this machine has the device and can run the dtype, the
-levers apply to this pipeline, and a ``--bodies`` file is readable. Everything fails here, in
-the caller's process, before a run process is spawned: one line, nothing run.
+levers apply to this pipeline, and a ``--bodies`` file is readable. Everything fails here,
+before anything runs: one line. The CLI checks the pipeline's own code (``user_code``) only in
+the run process, where a module that crashes at import takes nothing else down.
 """
 from __future__ import annotations
 
@@ -17,16 +18,18 @@ from latency.loadgen.bodies import load_bodies
 from latency.pipelines.contract import Pipeline
 from latency.pipelines.inputs import check_inputs
 from latency.pipelines.levers import check
-from latency.pipelines.registry import PipelineSource, parse_model_args, source
+from latency.pipelines.registry import PipelineSource, parse_model_args, source, split_model_args
 from latency.serve.ray_serve import INSTALL_HINT, ray_installed
 
 
 def validated(config: RunConfig, pipeline: Pipeline | None = None,
-              machine_lock: bool = True) -> RunConfig:
+              machine_lock: bool = True, user_code: bool = True) -> RunConfig:
     """A checked copy of ``config`` with defaults, model-args and the pipeline's spec resolved;
     ConfigError if it cannot run here. ``pipeline``: an object the caller built, served as it
     is (its model-args and device are its own). ``machine_lock``: the run will take the
-    machine's run lock, so its directory must be safe to use (``serve`` takes none)."""
+    machine's run lock, so its directory must be safe to use (``serve`` takes none).
+    ``user_code`` False: stop before anything imports or calls the pipeline's code (a module
+    may crash or exit at import); the run process validates the rest."""
     c = config.checked()
     if machine_lock:
         try:
@@ -47,6 +50,14 @@ def validated(config: RunConfig, pipeline: Pipeline | None = None,
         c.inputs = check_inputs(c.inputs)  # made absolute: a run process finds it too
     if c.remote_model:
         return c  # a remote model: nothing of ours is built, bodies are sent as they are
+    if not user_code:
+        try:
+            c.model_args = split_model_args(c.model_args)
+        except PipelineError as exc:
+            raise ConfigError(str(exc)) from None
+        if c.pipeline is not None:  # named after its class until its module is imported
+            c.model = c.pipeline.rsplit(":", 1)[-1].rsplit(".", 1)[-1] or c.model
+        return c
     if pipeline is not None:
         return _for_object(c, pipeline)
     try:

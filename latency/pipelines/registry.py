@@ -298,21 +298,27 @@ def list_pipelines() -> list[PipelineInfo]:
     return [src.info() for _, src, _ in sources() if src is not None]
 
 
+def split_model_args(pairs: list[str] | dict[str, Any] | None) -> dict[str, Any]:
+    """``["forward_ms=8", ...]`` → ``{"forward_ms": "8"}``, untyped (a dict as it is):
+    what can be checked without the pipeline's code."""
+    if isinstance(pairs, dict):
+        return dict(pairs)
+    raw: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise PipelineError(f"malformed --model-arg {pair!r}: expected key=value")
+        raw[key] = value.strip()
+    return raw
+
+
 def parse_model_args(name: str | PipelineSource, pairs: list[str] | dict[str, Any] | None,
                      spec: str | None = None) -> dict[str, Any]:
     """``["forward_ms=8", ...]`` (or a dict) → typed, validated dict, with defaults filled in."""
     src = name if isinstance(name, PipelineSource) else source(name, spec)
     declared: dict[str, ModelArg] = {a.name: a for a in src.model_args}
-    raw: dict[str, Any] = {}
-    if isinstance(pairs, dict):
-        raw = dict(pairs)
-    else:
-        for pair in pairs or []:
-            key, sep, value = pair.partition("=")
-            key = key.strip()
-            if not sep or not key:
-                raise PipelineError(f"malformed --model-arg {pair!r}: expected key=value")
-            raw[key] = value.strip()
+    raw = split_model_args(pairs)
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in declared:
