@@ -111,3 +111,34 @@ def test_a_run_whose_caller_is_killed_stops_itself_and_saves_what_it_measured(tm
     shown = subprocess.run([sys.executable, "-m", "latency", "history", "show", "latest",
                             "--db", str(db)], capture_output=True, text=True, timeout=120)
     assert "the process that started this run ended during it" in shown.stdout
+
+
+DASHBOARD = """
+import sys, time
+from latency.core.config import RunConfig
+from latency.execution.manager import RunManager
+from latency.storage.store import RunStore
+manager = RunManager(store=RunStore(sys.argv[1]))
+ticket = manager.submit(RunConfig(pipeline=sys.argv[2], duration_s=60, warmup=0), owner="me")
+handle = manager.get(ticket.run_id)
+while handle.progress().get("done", 0) < 5:
+    time.sleep(0.1)
+print("measuring", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_dashboard_leaves_no_run_measuring_for_nobody(tmp_path):
+    """The dashboard's run manager, killed with SIGKILL mid-run: its run process stops
+    (freeing the machine) and saves the run to the dashboard's history."""
+    db = tmp_path / "runs.sqlite"
+    proc = subprocess.Popen([sys.executable, "-c", DASHBOARD, str(db), f"{HOSTILE}:FwdSlow"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "measuring", proc.communicate()
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 60
+    while not (runs := _history(db)):
+        assert time.monotonic() < deadline, "the orphaned dashboard run was not saved"
+        time.sleep(1)
+    assert runs[0]["status"] == "stopped" and runs[0]["source"] == "dashboard", runs
