@@ -13,7 +13,8 @@ Routes (KServe v2 / OIP):
     GET  /v2/models/{name}[/ready]              model metadata / readiness (404 if unknown)
     POST /v2/models/{name}/infer                OIP JSON, or the raw input as
                                                 application/octet-stream (see ``oip``)
-    GET  /metrics                               Prometheus counters of responses by status
+    GET  /metrics                               Prometheus counters: responses by status, and
+                                                refusals below the app by reason (``REFUSALS``)
 
 What the server's own clock covers (``Server-Timing``): from the moment the decoded request is
 handed to the serving machinery to the moment its response object is ready — queue,
@@ -23,7 +24,9 @@ base64, encoding the reply and writing it are transport work: the client sees th
 
 Safety: binds 127.0.0.1 unless told otherwise; a body over the limit gets 413 (checked against
 Content-Length before reading, and while streaming); malformed JSON or a wrong tensor shape
-400 with the reason; an unknown model 404. Every refusal is counted and the server goes on.
+400 with the reason; an unknown model 404. Below the app, the HTTP layer's own limits
+(``http_limits``: head size, head time, connections) and its parser refuse what never reaches a
+route. Every refusal is counted and the server goes on.
 """
 from __future__ import annotations
 
@@ -46,21 +49,50 @@ from latency.serve.oip import (
 _CLIENT_FAULTS = ("ValueError", "TypeError", "KeyError", "UnicodeDecodeError",
                   "JSONDecodeError", "IndexError")
 METRIC = "latency_lab_http_responses_total"
+#: refusals made below the app, by the HTTP layer (``latency.serve.http_limits``)
+REFUSAL_METRIC = "latency_lab_http_refusals_total"
+#: the ``reason`` label of ``REFUSAL_METRIC`` → what the client got. Each refusal that sent a
+#: response is also counted in ``METRIC`` under its status code.
+REFUSALS = {
+    "invalid_request": "400: the HTTP parser refused the request (uvicorn's \"Invalid HTTP "
+                       "request received\": a bad Content-Length, Content-Length with "
+                       "Transfer-Encoding, bytes that are not HTTP)",
+    "head_too_large": "431: the request line and headers were over MAX_HEAD_BYTES",
+    "head_timeout": "408: the request head was not complete within HEAD_TIMEOUT_S (closed "
+                    "without an answer when none of it had come)",
+    "evicted": "503: a connection with an incomplete head (or idle between requests: closed "
+               "without an answer) closed to make room for a new one at the connection cap",
+    "connection_limit": "503: a new connection refused at the connection cap",
+}
 
 
 @dataclass
 class ServerStats:
-    """Responses by status code; touched only on the event-loop thread."""
+    """Responses by status code and refusals below the app by reason; touched only on the
+    event-loop thread."""
 
     by_status: dict[int, int] = field(default_factory=dict)
+    refusals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REFUSALS, 0))
 
     def count(self, status: int) -> None:
         self.by_status[status] = self.by_status.get(status, 0) + 1
+
+    def refuse(self, reason: str, status: int | None) -> None:
+        """One refusal of the HTTP layer; ``status`` is the response it sent (None: it closed
+        the connection without one)."""
+        self.refusals[reason] = self.refusals.get(reason, 0) + 1
+        if status is not None:
+            self.count(status)
 
     def prometheus(self) -> str:
         lines = [f"# HELP {METRIC} HTTP responses of the Latency Lab server, by status code",
                  f"# TYPE {METRIC} counter"]
         lines += [f'{METRIC}{{code="{code}"}} {n}' for code, n in sorted(self.by_status.items())]
+        lines += [f"# HELP {REFUSAL_METRIC} Requests and connections the HTTP layer refused "
+                  "before the app saw them, by reason",
+                  f"# TYPE {REFUSAL_METRIC} counter"]
+        lines += [f'{REFUSAL_METRIC}{{reason="{why}"}} {n}'
+                  for why, n in sorted(self.refusals.items())]
         return "\n".join(lines) + "\n"
 
 

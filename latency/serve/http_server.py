@@ -42,14 +42,21 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def uvicorn_server(app: Any) -> Any:
+def uvicorn_server(app: Any, limits: Any = None) -> Any:
     """A quiet uvicorn server: long keep-alive (a load generator's pooled connections must
-    not be dropped between warm-up and measuring), no access log, uvloop/httptools if there."""
+    not be dropped between warm-up and measuring), no access log, uvloop if there, and
+    httptools with the HTTP layer's limits (``http_limits``: head time and size, a connection
+    cap below the file descriptor limit; ``limits``, default ``Limits.from_env()``), its
+    refusals counted in ``app.state.stats``. No WebSocket: the app has no such route."""
     import uvicorn
 
+    from latency.serve.http_limits import Guard, Limits, connection_cap, protocol_class
+
+    limits = limits if limits is not None else Limits.from_env()
+    guard = Guard(limits, app.state.stats, connection_cap(limits.max_connections))
     cfg = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                          timeout_keep_alive=120, backlog=2048,
-                         timeout_graceful_shutdown=3)
+                         timeout_graceful_shutdown=3, http=protocol_class(guard), ws="none")
     return uvicorn.Server(cfg)
 
 
