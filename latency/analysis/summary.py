@@ -146,12 +146,14 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
                    warnings: list[str] | None = None,
                    comps: dict[str, np.ndarray] | None = None,
                    server_counts: tuple[dict[str, int] | None, int | None] | None = None,
-                   dropped: int = 0, offered: tuple[int, float] | None = None) -> Summary:
+                   dropped: int = 0, offered: tuple[int, float] | None = None,
+                   timing_unusable: dict[str, int] | None = None) -> Summary:
     """The Summary of a request log; used for results and for live snapshots alike.
     ``comps`` may pass the successful measured requests' components when already computed;
     ``server_counts`` what our HTTP server answered (responses by status, errors);
     ``dropped`` the requests dropped by overload; ``offered`` (requests due, span of their
-    intended times in s) what the open-loop generator offered."""
+    intended times in s) what the open-loop generator offered; ``timing_unusable`` the
+    successful replies whose Server-Timing was sent but unusable, by why."""
     measured, ok = measured_and_ok(rows)
     if comps is None:
         comps = component_ns(ok)
@@ -169,7 +171,7 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
     components_ms = {c: describe_ms(comps[c]) for c in COMPONENTS}
     throughput = len(ok) / duration_s if duration_s else 0.0
     error_rate = n_err / len(measured) if len(measured) else 0.0
-    transport = transport_summary(ok, config)
+    transport = transport_summary(ok, config, timing_unusable)
     if server_counts is not None:
         transport = transport.with_server_counts(*server_counts)
     error_counts: dict[str, int] = {}
@@ -223,6 +225,7 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
         offered_rps=rate, overloaded=overloaded, dropped=dropped, warnings=w,
         verdict=verdict(int(len(ok)), n_err, means, overloaded, rate, throughput, config,
                         split_unavailable=transport.decomposition == "client-only",
+                        split_unusable=transport.unusable_count > 0,
                         dropped=dropped))
 
 
@@ -235,4 +238,5 @@ def summarize(result: Any) -> Summary:
                           config=result.config, warnings=result.warnings,
                           server_counts=counts, dropped=int(t.dropped_overload or 0),
                           offered=(int(t.offered_requests), float(t.offered_span_s or 0.0))
-                          if t.offered_requests else None)
+                          if t.offered_requests else None,
+                          timing_unusable=t.server_timing_unusable)

@@ -45,7 +45,8 @@ def transport_lines(t: TransportSummary) -> list[str]:
     lines = [f"transport: HTTP, Open Inference Protocol ({t.payload} payload) to {where}; "
              f"{size}; server time from "
              + ("Server-Timing" if t.decomposition == "server-timing" else
-                "nowhere (client time only)")]
+                "nowhere (its Server-Timing was unusable: client time only)"
+                if t.timing_unusable_everywhere else "nowhere (client time only)")]
     wan = t.emulated_wan
     if wan:
         bw = (f"{wan.bandwidth_mbps:g} Mbit/s" if wan.bandwidth_mbps is not None

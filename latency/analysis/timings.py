@@ -45,6 +45,10 @@ class Timings:
     #: what our HTTP server answered during the run, by status, and how many were errors
     server_responses: dict[str, int] | None = None
     server_errors: int | None = None
+    #: HTTP: measured, successful replies whose Server-Timing header was sent but unusable
+    #: (negative, non-finite, malformed, longer than the client's time), by why (keys of
+    #: ``latency.analysis.transport_summary.UNUSABLE_WHY``); absent when none was
+    server_timing_unusable: dict[str, int] | None = None
     #: the server's counters were asked (``server_responses`` None: a remote server without
     #: our /metrics)
     server_counted: bool = False

@@ -17,6 +17,13 @@ from latency.core.records import component_ns
 NO_BREAKDOWN = ("the target sent no Server-Timing header with queue/preprocess/forward/"
                 "postprocess durations, so its time cannot be told apart from the network's: "
                 "'network' is the whole client-observed time (client time only)")
+#: why a Server-Timing header the target did send gave no breakdown (the keys the HTTP client
+#: counts, ``latency.loadgen.http_client.UNUSABLE``)
+UNUSABLE_WHY = {
+    "duration": "negative, non-finite or absurd durations",
+    "longer": "longer than the client's own time for the request",
+    "malformed": "malformed, or no queue/preprocess/forward/postprocess duration",
+}
 IN_PROCESS_NOTE = "no socket: network is the thread hand-off inside the run process"
 
 
@@ -69,21 +76,57 @@ class TransportSummary:
     server_responses: dict[str, int] | None = None
     server_errors: int | None = None
     counted: bool = False
+    #: successful measured replies whose Server-Timing header was sent but unusable, by why
+    #: (keys of ``UNUSABLE_WHY``); None: none was (or a file from before this was counted)
+    timing_unusable: dict[str, int] | None = None
+    #: successful measured replies (what ``decomposed_share`` is a share of)
+    answered: int | None = None
 
     @property
     def is_http(self) -> bool:
         return self.kind == "http"
 
     @property
+    def unusable_count(self) -> int:
+        """Replies that carried a Server-Timing header we could not use."""
+        return sum((self.timing_unusable or {}).values())
+
+    @property
+    def timing_unusable_everywhere(self) -> bool:
+        """Every reply carried Server-Timing and none was usable (so: no breakdown at all,
+        though the target did send one)."""
+        return (self.decomposition == "client-only" and self.unusable_count > 0
+                and self.unusable_count >= (self.answered or 0))
+
+    @property
     def decomposition_note(self) -> str | None:
-        """Why the server's time is not split, when it is not."""
-        return None if self.decomposition == "server-timing" else NO_BREAKDOWN
+        """Why the server's time is not split, when it is not: no Server-Timing header, or
+        one that was sent but could not be used (and why)."""
+        if self.decomposition == "server-timing":
+            return None
+        bad = self.unusable_count
+        if not bad:
+            return NO_BREAKDOWN
+        answered = max(self.answered or 0, bad)
+        split = round(self.decomposed_share * answered) if self.answered else 0
+        sent = min(split + bad, answered)
+        none = max(answered - sent, 0)
+        why = ", ".join(f"{UNUSABLE_WHY.get(k, k)}: {n}"
+                        for k, n in sorted((self.timing_unusable or {}).items()))
+        which = "none was usable" if split == 0 else f"{bad} of them were unusable"
+        text = f"the target sent Server-Timing in {sent} of {answered} responses but {which} "
+        text += f"({why})"
+        if none:
+            text += f"; {none} had no Server-Timing header"
+        return (text + ": no breakdown for those, so their server time cannot be told apart "
+                "from the network's: 'network' is their whole client-observed time (client "
+                "time only)")
 
     def findings(self) -> list[Finding]:
         """Warnings a reader must see next to the numbers."""
         if self.is_http and self.decomposition != "server-timing":
             return [Finding(f"{1 - self.decomposed_share:.0%} of requests without a server "
-                            f"breakdown: {NO_BREAKDOWN}", "transport")]
+                            f"breakdown: {self.decomposition_note}", "transport")]
         return []
 
     def with_server_counts(self, responses: dict[str, int] | None,
@@ -102,6 +145,9 @@ class TransportSummary:
                              "decomposition": self.decomposition}
         if self.decomposition_note is not None:
             d["decomposition_note"] = self.decomposition_note
+        if self.timing_unusable:
+            d["server_timing_unusable"] = self.timing_unusable
+            d["answered"] = self.answered
         d["emulated_wan"] = self.emulated_wan.to_dict() if self.emulated_wan else None
         if self.counted:
             d["server_responses"] = self.server_responses
@@ -121,11 +167,15 @@ class TransportSummary:
                    decomposition=d.get("decomposition", "server-timing"),
                    emulated_wan=EmulatedWan.from_dict(wan) if wan else None,
                    server_responses=d.get("server_responses"),
-                   server_errors=d.get("server_errors"), counted="server_responses" in d)
+                   server_errors=d.get("server_errors"), counted="server_responses" in d,
+                   timing_unusable=d.get("server_timing_unusable") or None,
+                   answered=d.get("answered"))
 
 
-def transport_summary(ok: np.ndarray, config: RunConfig) -> TransportSummary:
-    """The transport block of a summary, from the successful measured rows."""
+def transport_summary(ok: np.ndarray, config: RunConfig,
+                      timing_unusable: dict[str, int] | None = None) -> TransportSummary:
+    """The transport block of a summary, from the successful measured rows
+    (``timing_unusable``: those of them whose Server-Timing was sent but unusable, by why)."""
     if config.transport != "http":
         return TransportSummary(kind="in-process", note=IN_PROCESS_NOTE)
     share = float(ok["decomposed"].mean()) if len(ok) else 1.0
@@ -148,4 +198,6 @@ def transport_summary(ok: np.ndarray, config: RunConfig) -> TransportSummary:
         payload="bodies file" if config.bodies else config.payload,
         request_bytes=_bytes(ok["req_bytes"] if len(ok) else empty),
         response_bytes=_bytes(ok["resp_bytes"] if len(ok) else empty),
-        decomposed_share=share, decomposition=decomposition, emulated_wan=wan)
+        decomposed_share=share, decomposition=decomposition, emulated_wan=wan,
+        timing_unusable=dict(timing_unusable) if timing_unusable else None,
+        answered=int(len(ok)))

@@ -56,9 +56,11 @@ SERVER_TIMING_EXAMPLE = ("Server-Timing: queue;dur=0.4, preprocess;dur=1.2, forw
 def verdict(successful: int, errors: int, component_means: dict[str, float | None],
             overloaded: bool, offered_rps: float | None, throughput_rps: float,
             config: RunConfig, split_unavailable: bool = False,
-            dropped: int = 0) -> Verdict:
+            dropped: int = 0, split_unusable: bool = False) -> Verdict:
     """One sentence: the dominant component's share of the mean, and what to try.
-    ``split_unavailable``: the target sent no Server-Timing, so its time is all "network"."""
+    ``split_unavailable``: the target sent no usable Server-Timing, so its time is all
+    "network"; ``split_unusable``: it did send Server-Timing (in some replies or all), but
+    none was usable (negative, non-finite, malformed, longer than the client's time)."""
     if not successful:
         if errors:
             return Verdict("no successful requests: nothing to decompose (see the errors "
@@ -71,8 +73,11 @@ def verdict(successful: int, errors: int, component_means: dict[str, float | Non
     top = max(means, key=means.get)  # type: ignore[arg-type]
     share = means[top] / total
     if split_unavailable and top == "network":
+        why = ("the target sent Server-Timing, but none was usable (negative, non-finite "
+               "or malformed durations, or longer than the client's own time)"
+               if split_unusable else "the target sends no Server-Timing header")
         return Verdict(
-            f"the split is unavailable: the target sends no Server-Timing header, so its "
+            f"the split is unavailable: {why}, so its "
             f"time cannot be told from the network's — 'network' ({fmt.share(share)} of the "
             f"mean {fmt.duration(total)}) is the whole client-observed time, server included. "
             f"To decompose it the server must send, per response, {SERVER_TIMING_EXAMPLE} "

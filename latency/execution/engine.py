@@ -48,13 +48,20 @@ class _Recorder:
         self.lock = threading.Lock()
         self.cancelled = 0
         self._sent_upto = 0
+        #: the transport's ``timing_problem`` (HTTP): why a reply's Server-Timing was unusable
+        self.timing_problem: Callable[[Request], str | None] | None = None
+        #: measured, successful replies whose Server-Timing was sent but unusable, by why
+        self.timing_unusable: dict[str, int] = {}
 
     def record(self, r: Request) -> None:
+        why = self.timing_problem(r) if self.timing_problem is not None else None
         with self.lock:
             if r.cancelled:
                 self.cancelled += 1
             else:
                 self.log.append(r)
+                if why is not None and not r.warmup and r.error is None and not r.decomposed:
+                    self.timing_unusable[why] = self.timing_unusable.get(why, 0) + 1
 
     def take_new(self) -> tuple[np.ndarray, dict[int, str]]:
         with self.lock:
@@ -234,6 +241,7 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
                 run.timings.waited_for_machine_s = lock.waited_s
             run.set_phase("loading")
             transport = backend.start(run.timings, env, on_phase=run.set_phase)
+            run.rec.timing_problem = getattr(transport, "timing_problem", None)
             pool = list(inputs) if inputs is not None else backend.inputs()
             if not pool:
                 raise ValueError("no inputs to send")
@@ -261,6 +269,8 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
             run.warnings += lock.release()
         run.stop_reporting()
     log, errors = run.rec.final()
+    if run.rec.timing_unusable:  # a target that sent Server-Timing we could not use
+        run.timings.server_timing_unusable = dict(run.rec.timing_unusable)
     return RunResult(config=config, environment=env, status=status, log=log,
                      errors=errors, timings=run.timings, warnings=run.warnings,
                      failure=failure, traceback=trace)

@@ -19,7 +19,9 @@ postprocess). ``network`` = (done − sent) − server time: sockets, HTTP, the 
 and the emulated WAN delay when there is one (recorded apart, per request, in ``emulated_ns``).
 Only durations cross the wire (a remote server's clock is not ours), so the server's stamps are
 laid out from ``received`` = sent + uplink share; the queue is placed before preprocess.
-A reply without a usable breakdown is kept whole as network and flagged ``decomposed=False``.
+A reply without a usable breakdown is kept whole as network and flagged ``decomposed=False``;
+when it did carry a ``Server-Timing`` header, the transport also remembers why that header was
+no use (``timing_problem``), so the run can say "sent, but unusable" instead of "sent none".
 """
 from __future__ import annotations
 
@@ -37,7 +39,14 @@ from latency.core.timing import now_ns
 from latency.core.wan import WanProfile
 from latency.loadgen.http1_pool import Pool
 from latency.loadgen.wan import Link
-from latency.serve.oip import JSON_TYPE, encode_request, error_message, parse_server_timing
+from latency.serve.oip import (
+    ALIASES,
+    JSON_TYPE,
+    TIMED,
+    encode_request,
+    error_message,
+    parse_server_timing,
+)
 
 #: a reply slower than this is an error (the run goes on).
 REQUEST_TIMEOUT_S = 60.0
@@ -92,6 +101,9 @@ class HttpTransport:
         self.down = Link(self.wan, seed + 1) if self.wan else None
         self.connections = connections
         self._tasks: set[asyncio.Task[None]] = set()
+        #: replies whose Server-Timing header was there but unusable → why (``UNUSABLE``);
+        #: taken, one by one, as each request is recorded (``timing_problem``)
+        self._unusable: dict[Request, str] = {}
         self._loop = new_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="http-client",
                                         daemon=True)
@@ -145,7 +157,9 @@ class HttpTransport:
         r.t_done = now_ns()
         r.resp_bytes = len(data)
         r.emulated_ns = up_ns + down_ns
-        lay_out(r, timing, batch, up_ns)
+        why = lay_out(r, timing, batch, up_ns)
+        if why is not None:
+            self._unusable[r] = why
         if r.reply is not None:
             r.reply(r)
 
@@ -189,6 +203,12 @@ class HttpTransport:
         self.closed(driver.next_input, driver.record, driver.cancel, concurrency, count,
                     until_ns, warmup)
 
+    def timing_problem(self, r: Request) -> str | None:
+        """Why ``r``'s reply had a Server-Timing header that gave no breakdown (a key of
+        ``UNUSABLE``), None when it had a usable one or none at all. Asked once per recorded
+        request: the answer is forgotten here."""
+        return self._unusable.pop(r, None) if self._unusable else None
+
     def close(self) -> None:
         """Close the pool and stop the loop (in-flight requests are abandoned)."""
         async def shut() -> None:
@@ -215,22 +235,47 @@ def generic_body(raw: Any, template: str | None = None) -> bytes:
     return (template.replace("{input}", text) if template else text).encode()
 
 
-def lay_out(r: Request, server_timing: str | None, batch: str | None, up_ns: int) -> None:
-    """Fill the server-side stamps of ``r`` from the server's reported durations.
+#: why a Server-Timing header that was sent gave no breakdown (what a run counts; the
+#: summary words them, ``latency.analysis.transport_summary.UNUSABLE_WHY``): a stage with a
+#: negative, non-finite or absurd duration; durations longer than the client's own time for
+#: the request; no stage duration at all (malformed, or other metrics only).
+UNUSABLE = ("duration", "longer", "malformed")
+
+
+def timing_verdict(server_timing: str | None, client_ns: int
+                   ) -> tuple[dict[str, int] | None, str | None]:
+    """(breakdown, None) for a usable header; (None, why) for one that was sent but is no use
+    (``why`` a key of ``UNUSABLE``); (None, None) when there was no header."""
+    if server_timing is None:
+        return None, None
+    st = parse_server_timing(server_timing)
+    parts = st.breakdown_ns()
+    if parts is None:
+        stages = {ALIASES.get(n.lower(), n.lower()) for n in st.unusable}
+        return None, "duration" if stages & set(TIMED) else "malformed"
+    if sum(parts.values()) > client_ns:
+        return None, "longer"
+    return parts, None
+
+
+def lay_out(r: Request, server_timing: str | None, batch: str | None, up_ns: int
+            ) -> str | None:
+    """Fill the server-side stamps of ``r`` from the server's reported durations; returns why
+    a Server-Timing header that was sent gave no breakdown (None: usable, or none sent).
 
     The components still telescope exactly: only ``sent`` and ``done`` are client clock
     readings, and every stamp in between is placed from them.
     """
-    parts = parse_server_timing(server_timing).breakdown_ns() if server_timing else None
     client = r.t_done - r.t_sent
-    server = sum(parts.values()) if parts else 0
-    if parts is None or server > client:
+    parts, why = timing_verdict(server_timing, client)
+    if parts is None:
         # No breakdown (or one that cannot fit in what the client saw): all of it is the
         # client's observed time, kept whole as network and flagged.
         r.decomposed = False
         r.t_received = r.t_pre_start = r.t_pre_end = r.t_fwd_start = r.t_sent
         r.t_fwd_end = r.t_post_start = r.t_post_end = r.t_sent
-        return
+        return why
+    server = sum(parts.values())
     net = client - server
     rest = max(net - r.emulated_ns, 0)
     net_in = min(up_ns + rest // 2, net)
@@ -247,3 +292,4 @@ def lay_out(r: Request, server_timing: str | None, batch: str | None, up_ns: int
             r.batch_id, r.batch_size, r.replica = bid, size, replica
         except ValueError:
             pass
+    return None
