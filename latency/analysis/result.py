@@ -58,7 +58,7 @@ class RunResult:
     @cached_property
     def validity(self) -> Validity:
         """VALID or INVALID, and the checks behind it (``latency.analysis.validity``)."""
-        return validity(self.summary, self.config, self.status)
+        return validity(self.summary, self.config, self.status, self.timings)
 
     def __repr__(self) -> str:  # a value that prints what the CLI prints
         return format_summary(self)

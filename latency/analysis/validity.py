@@ -2,9 +2,11 @@
 
 As MLPerf LoadGen ends a run with VALID/INVALID and the checks behind it, a run here is valid
 when it finished as planned, its warm-up completed, some requests succeeded, its error rate is
-within the threshold you chose (``--max-error-rate``, default 1 %) and no request was dropped
-because the server was overloaded. The CLI exits 1 for an invalid run, so a CI job can trust
-exit 0; the dashboard and the JSON show the same checks.
+within the threshold you chose (``--max-error-rate``, default 1 %), no request was dropped
+because the server was overloaded, and every request offered is accounted for (answered,
+failed with its reason, dropped or cancelled — a request that silently vanished would hide
+exactly the slowest ones). The CLI exits 1 for an invalid run, so a CI job can trust exit 0;
+the dashboard and the JSON show the same checks.
 """
 from __future__ import annotations
 
@@ -51,8 +53,45 @@ class Validity:
         return f"Validity({self.line()})"
 
 
-def validity(summary: Any, config: RunConfig, status: str) -> Validity:
-    """The checks of one run (``summary``: its Summary; ``config``: its RunConfig)."""
+def offered_count(config: RunConfig, timings: Any) -> int | None:
+    """How many measured requests the run offered: the open loop's count of requests due,
+    a closed loop's ``--requests``; None when not known (a closed loop of a duration)."""
+    offered = getattr(timings, "offered_requests", None)
+    if offered:
+        return int(offered)
+    if config.rate is None and config.requests and not config.duration_s:
+        return int(config.requests)
+    return None
+
+
+def accounting(summary: Any, config: RunConfig, status: str, timings: Any) -> Check:
+    """Every offered request is accounted for: offered = answered + failed + dropped
+    (+ cancelled by a stop). A safety net under the load generator, which records every
+    request it sends; checked on completed runs (a run that did not finish already fails
+    "finished as planned", and its offered count is not its plan)."""
+    name = "every request accounted for"
+    offered = offered_count(config, timings)
+    if status != "completed" or offered is None:
+        return Check(name, True, "not checked: " + ("the run " + status if status != "completed"
+                                                    else "no count of requests offered"))
+    answered, failed = int(summary.successful), int(summary.errors)
+    dropped = int(getattr(timings, "dropped_overload", None) or getattr(summary, "dropped", 0)
+                  or 0)
+    cancelled = int(getattr(timings, "cancelled_requests", None) or 0)
+    counted = answered + failed + dropped + cancelled
+    parts = (f"{answered:,} answered + {failed:,} failed + {dropped:,} dropped"
+             + (f" + {cancelled:,} cancelled" if cancelled else ""))
+    if counted == offered:
+        return Check(name, True, f"{offered:,} offered = {parts}")
+    gap = offered - counted
+    what = (f"{gap:,} of {offered:,} offered requests are missing" if gap > 0
+            else f"{-gap:,} more requests counted than the {offered:,} offered")
+    return Check(name, False, f"{what} ({parts}): not every request is accounted for")
+
+
+def validity(summary: Any, config: RunConfig, status: str, timings: Any = None) -> Validity:
+    """The checks of one run (``summary``: its Summary; ``config``: its RunConfig;
+    ``timings``: its Timings, for what the generator offered, dropped and cancelled)."""
     limit = DEFAULT_MAX_ERROR_RATE if config.max_error_rate is None else \
         float(config.max_error_rate)
     planned_warmup = int(config.warmup or 0)
@@ -73,5 +112,6 @@ def validity(summary: Any, config: RunConfig, status: str) -> Validity:
               f"{dropped:,} requests dropped: the server was overloaded "
               f"(offered {fmt.rate(summary.offered_rps)} req/s)" if dropped
               else "no request dropped"),
+        accounting(summary, config, status, timings),
     )
     return Validity(checks)
