@@ -34,7 +34,7 @@ from unittest import mock
 
 import pytest
 import torch
-from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import HealthCheck, currently_in_test_context, event, example, given, settings
 from hypothesis import strategies as st
 
 from latency.analysis.result import RunResult
@@ -158,9 +158,10 @@ def check_accounting(r: RunResult) -> None:
     assert sum(s.error_messages.values()) == failed or len(s.error_messages) == 10
     # validity: the accounting check holds here; failures and drops beyond the limit are
     # never VALID
-    event(f"{'open' if c.rate else 'closed'} loop; "
-          + ", ".join(k for k, n in (("answered", answered), ("failed", failed),
-                                     ("dropped", dropped)) if n))
+    if currently_in_test_context():  # statistics of what the examples covered
+        event(f"{'open' if c.rate else 'closed'} loop; "
+              + ", ".join(k for k, n in (("answered", answered), ("failed", failed),
+                                         ("dropped", dropped)) if n))
     checks = {ch.name: ch for ch in r.validity.checks}
     assert checks["every request accounted for"].passed, checks["every request accounted for"]
     if r.validity.valid:
@@ -348,10 +349,6 @@ class _PreUnprintable(Base):
         raise _Unprintable()
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-@pytest.mark.xfail(reason="latency/serve/server.py error_text() calls str(exc) unguarded: an "
-                   "exception whose __str__ raises kills the worker thread and the run hangs "
-                   "(serve/ is another engineer's; see the accounting report)", strict=False)
 def test_a_stage_raising_an_unprintable_exception_fails_its_request_alone():
     cancel = threading.Event()
     timer = threading.Timer(1.5, cancel.set)  # bounded: without it the run never ends
