@@ -24,6 +24,7 @@ import numpy as np
 from latency.analysis.result import RunResult
 from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
+from latency.core.errors import error_text
 from latency.core.records import Request, RequestLog
 from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
 from latency.execution.backends import backend_for
@@ -194,11 +195,6 @@ class _Run:
         self.timings.measure_cpu_s = time.process_time() - cpu0
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
-
-
 def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
             cancel: threading.Event | None = None, on_rows: RowsCallback | None = None,
             progress_interval_s: float = 0.5, force: bool = False,
@@ -259,7 +255,7 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
                         f"stopped: {run.rec.cancelled} requests still waiting were dropped "
                         "unserved, so this run's tail under-states its queueing")
     except Exception as exc:  # keep what was measured; say what broke, in one line
-        status, failure, trace = "failed", _one_line(exc), traceback.format_exc()
+        status, failure, trace = "failed", error_text(exc), traceback.format_exc()
         if run.timings.measure_end_ns is None:
             run.timings.measure_end_ns = now_ns()
     finally:

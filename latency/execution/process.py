@@ -37,6 +37,7 @@ from latency.analysis.result import RunResult
 from latency.analysis.snapshot import Snapshot, build_snapshot
 from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
+from latency.core.errors import error_text
 from latency.core.records import RECORD_DTYPE
 from latency.execution.messages import Accepted, Done, Final, Phase, Refused, Rows
 from latency.execution.validate import validated
@@ -126,10 +127,8 @@ def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any
         conn.send(Done(Final(result.config, result.status, result.environment, result.timings,
                              result.warnings, result.failure, result.traceback)))
     except BaseException as exc:  # noqa: BLE001 - report anything, then die
-        text = str(exc).splitlines()[0] if str(exc) else ""
         try:
-            conn.send(Done(Final.ended(RunConfig.from_dict(config), "failed",
-                                       f"{type(exc).__name__}: {text}",
+            conn.send(Done(Final.ended(RunConfig.from_dict(config), "failed", error_text(exc),
                                        traceback.format_exc())))
         except OSError:
             pass  # the parent is gone

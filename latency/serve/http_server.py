@@ -20,6 +20,7 @@ from collections import deque
 from typing import Any
 
 from latency.core.config import DEFAULT_MAX_BODY_MB, RunConfig
+from latency.core.errors import error_text
 from latency.core.timing import GIL_SWITCH_INTERVAL_S
 from latency.serve.builder import BuiltServer, build_server
 from latency.serve.http_app import create_app
@@ -211,8 +212,7 @@ def _main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         return 0
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - one line for the parent
-        text = str(exc).splitlines()[0] if str(exc) else ""
-        say(f"error {type(exc).__name__}: {text}")
+        say(f"error {error_text(exc)}")
         return 1
     return 0
 

@@ -49,6 +49,7 @@ from urllib.parse import urlsplit
 import torch
 
 from latency.core.config import RunConfig
+from latency.core.errors import error_text
 from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
 from latency.host.devices import synchronize
 from latency.host.processes import pid_alive
@@ -62,7 +63,6 @@ from latency.serve.oip import (
     error_body,
     format_server_timing,
 )
-from latency.serve.server import error_text
 
 APP_NAME = "latency-lab"
 #: every request is admitted to a replica at once, so waiting for a busy one is measured

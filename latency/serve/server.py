@@ -27,6 +27,7 @@ from collections import deque
 
 import torch
 
+from latency.core.errors import error_text
 from latency.core.records import Request
 from latency.core.timing import now_ns
 from latency.host.devices import synchronize
@@ -35,18 +36,6 @@ from latency.pipelines.contract import Pipeline
 _STOP = object()
 #: how long stopping the server waits for its threads, all of them together
 STOP_JOIN_S = 3.0
-
-
-def error_text(exc: BaseException) -> str:
-    """'Type: first line' of an exception: how a failed stage names its error. A user's
-    exception whose ``__str__`` itself raises is named by its type alone: naming an error must
-    never fail, or the worker that caught it would die with its batch unanswered."""
-    name = type(exc).__name__
-    try:
-        text = str(exc).strip()
-    except Exception:  # noqa: BLE001 - any failure of user code to describe itself
-        return f"{name}: (its message could not be read)"
-    return f"{name}: {text.splitlines()[0]}" if text else name
 
 
 def _outputs(outputs: object, n: int) -> list[object]:
