@@ -23,6 +23,8 @@ DISTRIBUTIONS = ("constant", "exponential", "lognormal")
 #: longest mean a stage may hold, and the longest one-off stall (ms)
 MAX_STAGE_MS = 10_000.0
 MAX_STALL_MS = 60_000.0
+#: the lognormal shape's range (0 would be constant: say dist=constant)
+MIN_SIGMA, MAX_SIGMA = 0.001, 5.0
 
 
 class SyntheticPipeline(Pipeline):
@@ -32,36 +34,28 @@ class SyntheticPipeline(Pipeline):
     description = ("Stages hold set times (preprocess/forward/postprocess ms, constant, "
                    "exponential or lognormal): known answers for teaching and tests")
     dtypes = ("float32", "bfloat16", "float16")
+    # bounded, so no setting can hold a stage (or the one stall) for hours
     model_args = (
-        ModelArg("preprocess_ms", float, 2.0, "mean preprocess time per request (ms)"),
-        ModelArg("forward_ms", float, 5.0, "mean forward time per batch (ms)"),
+        ModelArg("preprocess_ms", float, 2.0, "mean preprocess time per request (ms)",
+                 low=0, high=MAX_STAGE_MS),
+        ModelArg("forward_ms", float, 5.0, "mean forward time per batch (ms)",
+                 low=0, high=MAX_STAGE_MS),
         ModelArg("forward_per_item_ms", float, 0.0,
-                 "extra forward time for each request beyond the first in a batch (ms)"),
-        ModelArg("postprocess_ms", float, 1.0, "mean postprocess time per request (ms)"),
+                 "extra forward time for each request beyond the first in a batch (ms)",
+                 low=0, high=MAX_STAGE_MS),
+        ModelArg("postprocess_ms", float, 1.0, "mean postprocess time per request (ms)",
+                 low=0, high=MAX_STAGE_MS),
         ModelArg("dist", str, "constant", "distribution of every stage time", DISTRIBUTIONS),
-        ModelArg("sigma", float, 0.5, "lognormal shape (spread) when dist=lognormal"),
-        ModelArg("error_rate", float, 0.0, "share of requests whose preprocess raises (0-1)"),
-        ModelArg("stall_ms", float, 0.0, "one stall of the model worker, this long (ms)"),
-        ModelArg("stall_after", int, 100, "the stall happens at this forward call (count)"),
+        ModelArg("sigma", float, 0.5, "lognormal shape (spread) when dist=lognormal",
+                 low=MIN_SIGMA, high=MAX_SIGMA),
+        ModelArg("error_rate", float, 0.0, "share of requests whose preprocess raises (0-1)",
+                 low=0, high=1),
+        ModelArg("stall_ms", float, 0.0, "one stall of the model worker, this long (ms)",
+                 low=0, high=MAX_STALL_MS),
+        ModelArg("stall_after", int, 100, "the stall happens at this forward call (count)",
+                 low=1, high=10_000_000),
         ModelArg("seed", int, 0, "seed of the stage-time and error draws"),
     )
-
-    @classmethod
-    def check_args(cls, args: dict[str, Any]) -> None:
-        # bounded, so no setting can hold a stage (or the one stall) for hours
-        for key, top in (("preprocess_ms", MAX_STAGE_MS), ("forward_ms", MAX_STAGE_MS),
-                         ("forward_per_item_ms", MAX_STAGE_MS),
-                         ("postprocess_ms", MAX_STAGE_MS), ("stall_ms", MAX_STALL_MS)):
-            v = float(args.get(key, 0.0))
-            if not 0 <= v <= top:
-                raise ValueError(f"model-arg {key} must be between 0 and {top:g} ms "
-                                 f"(got {args[key]})")
-        if not 0.0 <= float(args.get("error_rate", 0.0)) <= 1.0:
-            raise ValueError("model-arg error_rate must be between 0 and 1")
-        if not 0 < float(args.get("sigma", 0.5)) <= 5:
-            raise ValueError("model-arg sigma must be > 0 and <= 5")
-        if not 1 <= int(args.get("stall_after", 100)) <= 10_000_000:
-            raise ValueError("model-arg stall_after must be from 1 to 10,000,000")
 
     def __init__(self, device: torch.device, dtype: torch.dtype, **args: Any) -> None:
         super().__init__(device, dtype, **args)
@@ -74,7 +68,11 @@ class SyntheticPipeline(Pipeline):
         self.error_rate = float(args.get("error_rate", 0.0))
         self.stall_ms = float(args.get("stall_ms", 0.0))
         self.stall_after = int(args.get("stall_after", 100))
-        self.check_args(args)
+        self.check_args({"preprocess_ms": self.pre_ms, "forward_ms": self.fwd_ms,  # ranges,
+                         "forward_per_item_ms": self.fwd_item_ms,  # for one built directly
+                         "postprocess_ms": self.post_ms, "sigma": self.sigma,
+                         "error_rate": self.error_rate, "stall_ms": self.stall_ms,
+                         "stall_after": self.stall_after})
         self._rng = random.Random(int(args.get("seed", 0)))
         self._lock = threading.Lock()
         self._forward_calls = 0

@@ -27,12 +27,22 @@ stage              runs on                      how often            its time is
 - Any stage may raise: the engine turns that into an error for the affected request(s) only
   (a failed ``forward`` fails its whole batch) and the run goes on.
 - ``sample_inputs`` is optional when the run is given ``--inputs``: real inputs are better than
-  generated ones, and many pipelines have nothing sensible to generate.
+  generated ones, and many pipelines have nothing sensible to generate. It may return any
+  finite iterable (a list, a generator): the engine gets a list of at most ``MAX_INPUTS``, and
+  one that is empty, not iterable, a single ``str``/``bytes`` or endless fails the run in one
+  line before the first request is sent.
+- A ``ModelArg`` may declare its range (``low``/``high``): a value outside it is refused before
+  anything runs, in one line that names the arg, its value and the range.
 """
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+import functools
+import inspect
+import itertools
+import math
+import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -40,8 +50,16 @@ import torch
 
 from latency.core.errors import PipelineError
 from latency.host.devices import DTYPES
+from latency.pipelines.inputs import MAX_INPUTS
 
-__all__ = ["ModelArg", "Pipeline", "PipelineError", "PipelineInfo", "parse_bool"]
+__all__ = ["ModelArg", "Pipeline", "PipelineError", "PipelineInfo", "checked_inputs",
+           "first_line", "parse_bool"]
+
+
+def first_line(exc: BaseException) -> str:
+    """``TypeName: first line of the message`` (or the type name alone)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
 def parse_bool(value: Any) -> bool:
@@ -62,6 +80,8 @@ class ModelArg:
 
     ``type`` turns the command line's text into the value (``int``, ``float``, ``str``,
     ``parse_bool`` or any one-argument callable that raises ValueError on bad text).
+    ``low``/``high``: the range a number must lie in (inclusive; ``None``: unbounded on that
+    side). The default is always allowed, so ``0`` can mean "not set" beside ``low=1``.
     """
 
     name: str
@@ -69,6 +89,122 @@ class ModelArg:
     default: Any
     help: str = ""
     choices: tuple[Any, ...] | None = None
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def bounded(self) -> bool:
+        return self.low is not None or self.high is not None
+
+    def range_text(self) -> str:
+        """``from 1 to 4,096`` / ``at least 0`` / ``at most 5`` ('' when unbounded)."""
+        lo, hi = (None if v is None else _number(v) for v in (self.low, self.high))
+        if lo is not None and hi is not None:
+            return f"from {lo} to {hi}"
+        return f"at least {lo}" if lo is not None else f"at most {hi}" if hi is not None else ""
+
+    def check(self, value: Any, where: str = "model-arg") -> None:
+        """ValueError (one line naming the arg, its value and the range) unless ``value`` is
+        within ``low``..``high``, is the default, or the arg declares no range."""
+        if not self.bounded or _same(value, self.default):
+            return
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(f"{where} {self.name}={value!r} must be a number "
+                             f"{self.range_text()}")
+        finite = isinstance(value, numbers.Integral) or math.isfinite(value)
+        if not finite or not _within(value, self.low, self.high):
+            default = (f" (or {_number(self.default)}, the default)"
+                       if isinstance(self.default, numbers.Real) and not
+                       _within(self.default, self.low, self.high) else "")
+            raise ValueError(f"{where} {self.name}={_shown(value)} is out of range: it must "
+                             f"be {self.range_text()}{default}")
+
+
+def _same(value: Any, default: Any) -> bool:
+    if isinstance(value, bool) != isinstance(default, bool):
+        return False  # True is not 1 here
+    try:
+        return bool(value == default)
+    except Exception:  # noqa: BLE001 - an odd value that cannot compare: not the default
+        return False
+
+
+def _within(value: Any, low: float | None, high: float | None) -> bool:
+    return (low is None or value >= low) and (high is None or value <= high)
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it (-5, 1e+12 as 1000000000000.0), a huge int by its size."""
+    if isinstance(value, numbers.Integral):
+        n = int(value)
+        return str(n) if abs(n) < 10 ** 30 else f"<an integer of {n.bit_length()} bits>"
+    return repr(float(value))
+
+
+def _number(value: Any) -> str:
+    """A bound as text: 1 → '1', 10000000 (or 1e7) → '10,000,000', 0.5 → '0.5'."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return _shown(value) if abs(int(value)) >= 10 ** 30 else f"{int(value):,}"
+    try:
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return repr(value)
+    return f"{int(v):,}" if v.is_integer() and abs(v) < 1e15 else f"{v:g}"
+
+
+def check_ranges(declared: Iterable[ModelArg], args: Mapping[str, Any]) -> None:
+    """Each declared arg with a range, given in ``args``, lies in it (ValueError otherwise)."""
+    for arg in declared:
+        if isinstance(arg, ModelArg) and arg.name in args:
+            arg.check(args[arg.name])
+
+
+def checked_inputs(raws: Any, who: str = "sample_inputs") -> list[Any]:
+    """What ``sample_inputs`` returned, as a list: any finite iterable of at most
+    ``MAX_INPUTS`` items; PipelineError (one line) for one that is empty, not iterable, a
+    single ``str``/``bytes``/mapping (one input, not a list of them) or longer than that."""
+    if isinstance(raws, list):
+        items = raws
+    else:
+        if isinstance(raws, (str, bytes, bytearray, memoryview, Mapping)) or raws is None:
+            raise PipelineError(f"{who} returned {type(raws).__name__}, not a list of inputs")
+        try:
+            iterator = iter(raws)
+        except TypeError:
+            raise PipelineError(f"{who} returned {type(raws).__name__}, which is not "
+                                "iterable: return a list of inputs") from None
+        try:
+            items = list(itertools.islice(iterator, MAX_INPUTS + 1))
+        except PipelineError:
+            raise
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the user's generator: its first line
+            raise PipelineError(f"{who} raised {first_line(exc)}") from exc
+    if not items:
+        raise PipelineError(f"{who} returned no inputs")
+    if len(items) > MAX_INPUTS:
+        raise PipelineError(f"{who} returned more than {MAX_INPUTS:,} inputs (the most a run "
+                            "cycles through)")
+    return items
+
+
+def _checked_sample_inputs(method: Callable[..., Any], owner: str) -> Callable[..., Any]:
+    """``method`` (a subclass's ``sample_inputs``) returning a checked list, and any error of
+    the user's code (``sys.exit()`` too) a one-line PipelineError; Ctrl-C stays Ctrl-C."""
+    @functools.wraps(method)
+    def sample_inputs(self: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        who = f"{owner}.sample_inputs"
+        try:
+            raws = method(self, *args, **kwargs)
+        except (PipelineError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the user's code: its first line
+            raise PipelineError(f"{who} raised {first_line(exc)}") from exc
+        return checked_inputs(raws, who)
+
+    sample_inputs.__latency_checked__ = True  # type: ignore[attr-defined]
+    return sample_inputs
 
 
 class Pipeline(abc.ABC):
@@ -81,10 +217,21 @@ class Pipeline(abc.ABC):
     #: dtypes this pipeline can run in (the device may narrow the list further).
     dtypes: ClassVar[tuple[str, ...]] = ("float32", "bfloat16", "float16")
 
-    @classmethod  # noqa: B027 - an optional hook, empty by default
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        method = cls.__dict__.get("sample_inputs")  # a plain method (not a static one) of
+        # its own (``sample_inputs = Pipeline.sample_inputs`` says it has none)
+        if inspect.isfunction(method) and method is not Pipeline.__dict__["sample_inputs"] \
+                and not getattr(method, "__latency_checked__", False):
+            cls.sample_inputs = _checked_sample_inputs(  # type: ignore[method-assign]
+                method, cls.__name__)
+
+    @classmethod
     def check_args(cls, args: dict[str, Any]) -> None:
         """Reject impossible model-arg values (raise ValueError with one line) before anything
-        runs; types and choices are already checked against ``model_args``."""
+        runs; types and choices are already checked against ``model_args``. This one checks
+        the declared ranges (``ModelArg.low``/``high``): an override should call it too."""
+        check_ranges(cls.model_args, args)
 
     def __init__(self, device: torch.device | str = "cpu",
                  dtype: torch.dtype | str = torch.float32, **args: Any) -> None:

@@ -17,6 +17,7 @@ exported model serves exactly what the original does and only the runtime differ
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,14 @@ from latency.pipelines.registry import SAMPLES
 from latency.pipelines.stock import POST, PRE, ImagePre, Post, TextPre, tensor_pre
 
 FORMATS = (".onnx", ".pt2")
+#: the largest sizes a model-arg (or the sidecar) may set: each request's tensor is sized by
+#: them (a 4,096² RGB crop is 200 MB in float32; 10**9 would ask for exabytes)
+MAX_IMAGE_SIDE = 4096
+MAX_TEXT_LEN = 65_536
+MAX_TOP_K = 100_000
+#: sidecar keys checked against the range of a model-arg (``crop`` is ``image_size``)
+SIDECAR_SIZES = {"image_size": "image_size", "crop": "image_size", "resize": "resize",
+                 "max_len": "max_len", "top_k": "top_k"}
 NO_LEVERS = ("levers change a torch model in this process; a model file runs as exported "
              "(ONNX Runtime applies its own graph optimisations): compare runtimes instead — "
              "the sample pipeline against its exported file")
@@ -86,6 +95,16 @@ def _onnx_session(path: str, device: torch.device, threads: int) -> Any:
         raise PipelineError(f"cannot load {path} in ONNX Runtime: {text[:300]}") from None
 
 
+def _check_sidecar_sizes(path: Path, side: dict[str, Any], declared: dict[str, ModelArg]
+                         ) -> None:
+    """The sizes a sidecar sets lie in the range the model-arg of the same name allows."""
+    for key, arg_name in SIDECAR_SIZES.items():
+        value = side.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            dataclasses.replace(declared[arg_name], name=key).check(
+                value, where=f"--model-file {path}: its {path.name}.json sets")
+
+
 class _OnnxModel:
     """An ONNX Runtime session called like a module: tensors in, a tensor out."""
 
@@ -122,21 +141,24 @@ class ModelFilePipeline(Pipeline):
                  "file's .json, else required)", ("",) + PRE),
         ModelArg("post", str, "", "stock postprocessing: topk, argmax or raw (default topk)",
                  ("",) + POST),
-        ModelArg("image_size", int, 0, "image: side of the centre crop (default: .json or 224)"),
+        ModelArg("image_size", int, 0, "image: side of the centre crop (default: .json or 224)",
+                 low=1, high=MAX_IMAGE_SIDE),
         ModelArg("resize", int, 0, "image: shorter side before the crop (default: .json or "
-                 "256)"),
+                 "256)", low=1, high=MAX_IMAGE_SIDE),
         ModelArg("mean", str, "", "image: per-channel mean, e.g. 0.485,0.456,0.406"),
         ModelArg("std", str, "", "image: per-channel std, e.g. 0.229,0.224,0.225"),
         ModelArg("vocab", str, "", "text: vocabulary file, one token a line"),
-        ModelArg("max_len", int, 0, "text: padded length (default: .json or 128)"),
+        ModelArg("max_len", int, 0, "text: padded length (default: .json or 128)",
+                 low=1, high=MAX_TEXT_LEN),
         ModelArg("labels", str, "", "label file, one a line (default: .json, else indices)"),
-        ModelArg("top_k", int, 5, "topk: how many labels to return"),
+        ModelArg("top_k", int, 5, "topk: how many labels to return", low=1, high=MAX_TOP_K),
         ModelArg("trust", parse_bool, False, "load a .pt2 (it unpickles Python objects): only "
                  "files from a source you trust"),
     )
 
     @classmethod
     def check_args(cls, args: dict[str, Any]) -> None:
+        super().check_args(args)  # the declared ranges
         path = Path(args.get("file") or "")
         if not args.get("file"):
             raise ValueError("model-file needs --model-file FILE (.onnx or .pt2)")
@@ -151,6 +173,7 @@ class ModelFilePipeline(Pipeline):
                              "source (ONNX files load without it)")
         side = sidecar(path)
         _check_named_code(path, side, bool(args.get("trust")))
+        _check_sidecar_sizes(path, side, {a.name: a for a in cls.model_args})
         settings = {**side, **{k: v for k, v in args.items() if v}}
         if not settings.get("pre") and not settings.get("sample"):
             raise ValueError(f"--model-file {path}: say how to preprocess its inputs: --pre "

@@ -24,6 +24,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from typing import Any
 import torch
 
 from latency.core.errors import PipelineError
-from latency.pipelines.contract import ModelArg, Pipeline, PipelineInfo, parse_bool
+from latency.pipelines.contract import ModelArg, Pipeline, PipelineInfo, first_line, parse_bool
 
 SAMPLES: dict[str, str] = {
     "image-cnn": "sample_models.image_cnn:ImageCNNPipeline",
@@ -93,8 +94,27 @@ class PipelineSource:
                             self.origin)
 
     def check_args(self, args: dict[str, Any]) -> None:
-        if self.cls is not None:
-            self.cls.check_args(args)
+        """The class's ``check_args``: a ValueError or PipelineError is its one line; anything
+        else it raises (a TypeError, ``sys.exit()``) becomes a one-line PipelineError that says
+        so, never a traceback. Ctrl-C stays Ctrl-C."""
+        cls = self.cls
+        if cls is None:
+            return
+        try:
+            cls.check_args(args)
+        except PipelineError:
+            raise
+        except ValueError as exc:
+            text = str(exc).strip()
+            if not text or "\n" in text:  # one line, always
+                raise ValueError(f"{cls.__name__}.check_args refused the model-args: "
+                                 f"{first_line(exc)}") from exc
+            raise
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the user's check, even sys.exit()
+            raise PipelineError(f"{cls.__name__}.check_args raised {first_line(exc)}") \
+                from exc
 
     def build(self, device: torch.device, dtype: torch.dtype, args: dict[str, Any]
               ) -> Pipeline:
@@ -140,9 +160,7 @@ def factory_args(factory: Callable[..., Any]) -> tuple[ModelArg, ...]:
 
 
 # ---- finding pipelines ---------------------------------------------------------------------
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+_first_line = first_line
 
 
 def _import_file(path: Path) -> Any:
@@ -317,7 +335,7 @@ def parse_model_args(name: str | PipelineSource, pairs: list[str] | dict[str, An
                      spec: str | None = None) -> dict[str, Any]:
     """``["forward_ms=8", ...]`` (or a dict) → typed, validated dict, with defaults filled in."""
     src = name if isinstance(name, PipelineSource) else source(name, spec)
-    declared: dict[str, ModelArg] = {a.name: a for a in src.model_args}
+    declared = _declared(src)
     raw = split_model_args(pairs)
     out: dict[str, Any] = {}
     for key, value in raw.items():
@@ -325,21 +343,54 @@ def parse_model_args(name: str | PipelineSource, pairs: list[str] | dict[str, An
             known = ", ".join(declared) or "none"
             raise PipelineError(f"model {src.name!r} has no model-arg {key!r} (known: {known})")
         arg = declared[key]
-        try:
-            typed = arg.type(value)
-        except (TypeError, ValueError):
-            raise PipelineError(f"model-arg {key}={value!r} is not a valid "
-                                f"{getattr(arg.type, '__name__', 'value')}") from None
-        if isinstance(typed, float) and typed != typed or typed in (float("inf"),
-                                                                     float("-inf")):
+        typed = _typed(src, arg, value)
+        if isinstance(typed, float) and not math.isfinite(typed):
             raise PipelineError(f"model-arg {key}={value!r} must be a finite number")
         if arg.choices is not None and typed not in arg.choices:
             raise PipelineError(f"model-arg {key}={typed!r} must be one of "
                                 f"{', '.join(map(str, arg.choices))}")
+        try:
+            arg.check(typed)
+        except ValueError as exc:
+            raise PipelineError(str(exc)) from None
         out[key] = typed
     for key, arg in declared.items():
         out.setdefault(key, arg.default)
     return out
+
+
+def _declared(src: PipelineSource) -> dict[str, ModelArg]:
+    """name → ModelArg of what ``src`` declares; PipelineError (one line) for a declaration
+    that is not a tuple of ``latency.ModelArg``."""
+    try:
+        args = src.model_args
+        bad = [a for a in args if not isinstance(a, ModelArg)]
+    except PipelineError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - e.g. model_args = 3
+        raise PipelineError(f"{src.name}: model_args must be a tuple of latency.ModelArg "
+                            f"({first_line(exc)})") from None
+    if bad:
+        raise PipelineError(f"{src.name}: model_args must be a tuple of latency.ModelArg, "
+                            f"not {type(bad[0]).__name__}")
+    return {a.name: a for a in args}
+
+
+def _typed(src: PipelineSource, arg: ModelArg, value: Any) -> Any:
+    """``arg.type(value)``: a ValueError or TypeError is "not a valid …"; anything else the
+    converter raises (the user's code, ``sys.exit()`` too) a one-line PipelineError."""
+    kind = getattr(arg.type, "__name__", "value")
+    try:
+        return arg.type(value)
+    except PipelineError:
+        raise
+    except (TypeError, ValueError, OverflowError):
+        raise PipelineError(f"model-arg {arg.name}={value!r} is not a valid {kind}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the user's converter, even sys.exit()
+        raise PipelineError(f"model-arg {arg.name}={value!r}: {src.name}'s conversion "
+                            f"({kind}) raised {first_line(exc)}") from None
 
 
 def build_pipeline(name: str, device: torch.device, dtype: torch.dtype,

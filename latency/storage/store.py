@@ -74,6 +74,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 #: how long a writer waits for another writer (a CLI run and the dashboard saving at once).
 BUSY_TIMEOUT_MS = 30_000
+#: the table ``check_writable`` creates, and rolls back, to prove the history takes a write
+WRITE_PROBE = "_latency_write_probe"
 ID_LENGTH = 6
 STATUSES = ("completed", "stopped", "failed")
 #: the longest run name kept (a name is a label, not a document)
@@ -260,10 +262,22 @@ class RunStore:
         self._ready_for = self.path
 
     def check_writable(self) -> None:
-        """Open (creating if needed) the history now, so a bad path fails before a run."""
+        """Open (creating if needed) the history now and prove it takes a write, so a bad path
+        fails before a run, not after it measured: a file SQLite opened read-only (immutable,
+        read-only mount), a directory where its journal cannot be created, a lock held too
+        long. The probe is a table created inside a transaction that is rolled back: nothing
+        is left in the file, and a history that does not exist yet is only created (as a
+        first save would)."""
         with self._connect() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute(f"CREATE TABLE {WRITE_PROBE} (x)")
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot write the run history {self.path}: {exc}") from None
 
     # ---- writing ------------------------------------------------------------------------
     def save(self, result: RunResult, name: str | None = None, source: str = "cli",
