@@ -134,6 +134,11 @@ HOSTILE = textwrap.dedent('''
     class SampleExit(Base):
         def sample_inputs(self, n, seed):
             sys.exit(0)
+
+    class CanGenRaises(Base):
+        @classmethod
+        def can_generate_inputs(cls, args):
+            raise RuntimeError("cannot tell")
 ''')
 
 
@@ -371,3 +376,17 @@ def test_checking_a_new_history_leaves_only_the_empty_history(tmp_path):
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     assert "runs" in tables and not any("probe" in t for t in tables), tables
     assert store.count() == 0
+
+
+def test_a_can_generate_inputs_that_raises_is_one_line_exit_2(hostile):
+    err = _one_line(_cli("--pipeline", f"{hostile}:CanGenRaises"))
+    assert "CanGenRaises.can_generate_inputs raised RuntimeError: cannot tell" in err
+
+
+def test_a_run_name_too_long_for_the_history_is_refused_before_the_run(tmp_path):
+    """It used to measure, then fail to rename and save nothing useful; now one line."""
+    proc = subprocess.run([sys.executable, "-m", "latency", "run", "--requests", "5",
+                           "--warmup", "0", "--quiet", "--db", str(tmp_path / "r.sqlite"),
+                           "--name", "x" * 201], capture_output=True, text=True, timeout=120)
+    assert "at most 200 characters" in _one_line(proc)
+    assert proc.stdout == ""

@@ -23,13 +23,15 @@ from latency.cli import history as history_cli
 from latency.cli import run_flags
 from latency.cli.args import EXIT_FAILED, EXIT_OK, FORMATTER, stop_on_signals
 from latency.cli.config_flags import config_values
-from latency.core.config import RUN, RunConfig
+from latency.core.config import RUN, RunConfig, field_help
 from latency.core.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:
     r = sub.add_parser("run", help="profile a pipeline under load", formatter_class=FORMATTER)
     run_flags.add_server_flags(r, RUN)
+    r.add_argument("--require-quiet", action="store_true",
+                   help=field_help("require_quiet").replace("%", "%%"))
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--csv", metavar="PATH", help="write one row per request as CSV")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -46,7 +48,8 @@ def add_parser(sub: Any) -> None:
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     """The RunConfig the flags describe (not yet validated)."""
     return RunConfig(**{**config_values(a, RUN), **run_flags.pipeline_kwargs(a),
-                        **run_flags.config_kwargs(a)})
+                        **run_flags.config_kwargs(a),
+                        "require_quiet": bool(getattr(a, "require_quiet", False))})
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -60,10 +63,12 @@ def cmd_run(a: argparse.Namespace) -> int:
     config = validated(config_from_args(a), user_code=False)
     store = None
     if not a.no_save:
-        from latency.storage.store import RunStore
+        from latency.storage.store import RunStore, checked_name
 
         store = RunStore(a.db)
         store.check_writable()  # a bad --db fails here, before anything runs
+        if a.name is not None:
+            checked_name(a.name)  # StoreError: one line, exit 2
     from latency.storage.outputs import check_output, write_atomic
     from latency.storage.store import default_path
 
@@ -104,6 +109,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     print(format_summary(result))
     for line in optimization_lines(result.environment):
         print(line)
+    # INVALID exits 1; DISTURBED (a busy machine) does too under --require-quiet, which makes
+    # the quiet machine check a required one (latency.analysis.validity)
     code = EXIT_FAILED if result.status == "failed" or not result.validity.valid else EXIT_OK
     if "signal" in stopped_by:
         code = 128 + stopped_by["signal"]  # stopped by the user or the system: not a success

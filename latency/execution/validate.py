@@ -10,7 +10,7 @@ the run process, where a module that crashes at import takes nothing else down.
 from __future__ import annotations
 
 from latency.core.config import RunConfig
-from latency.core.errors import ConfigError, PipelineError
+from latency.core.errors import ConfigError, PipelineError, error_text
 from latency.core.optimization import LeverError, parse_levers
 from latency.execution.lock import UnsafeLockDir, lock_dir, safe_dir
 from latency.host.devices import check_device_dtype
@@ -69,11 +69,23 @@ def validated(config: RunConfig, pipeline: Pipeline | None = None,
     except (PipelineError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
     if c.inputs is None and src.cls is not None and c.bodies is None \
-            and not src.cls.can_generate_inputs(c.model_args):
+            and not _can_generate_inputs(src, c.model_args):
         raise ConfigError(f"{src.name} has no sample_inputs: give the run its inputs "
                           "(--inputs FILE|DIR)")
     check_device_dtype(c.device, c.dtype, src.dtypes)
     return _levers_checked(c, src)
+
+
+def _can_generate_inputs(src: PipelineSource, args: dict) -> bool:
+    """The pipeline's own ``can_generate_inputs``, its failure one line."""
+    assert src.cls is not None
+    try:
+        return bool(src.cls.can_generate_inputs(args))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - user code, SystemExit included
+        name = src.cls.__name__
+        raise ConfigError(f"{name}.can_generate_inputs raised {error_text(exc)}") from None
 
 
 def _for_object(c: RunConfig, pipeline: Pipeline) -> RunConfig:

@@ -189,6 +189,17 @@ class StoredRun:
     result: RunResult | None = field(default=None, repr=False)
 
 
+def checked_name(name: str) -> str:
+    """A run's name as it is stored (stripped), or StoreError: not empty, at most ``MAX_NAME``
+    characters — checked by ``save``, ``rename`` and, before anything runs, ``run --name``."""
+    name = name.strip()
+    if not name:
+        raise StoreError("a run's name cannot be empty")
+    if len(name) > MAX_NAME:
+        raise StoreError(f"a run's name has at most {MAX_NAME} characters")
+    return name
+
+
 class RunStore:
     """The run history in one SQLite file. Thread- and process-safe: a connection per call.
 
@@ -283,6 +294,7 @@ class RunStore:
     def save(self, result: RunResult, name: str | None = None, source: str = "cli",
              origin_id: str | None = None, owner: str | None = None) -> str:
         """Save a finished run in one transaction; returns its new short id."""
+        name = checked_name(name) if name is not None else None
         summary = result.summary
         snap = build_snapshot("", 0, result.status, "done", result.config, result.log,
                               result.errors, {},
@@ -335,11 +347,7 @@ class RunStore:
         raise StoreError("could not find a free run id")  # pragma: no cover - 2^128
 
     def rename(self, ref: str, name: str) -> RunInfo:
-        name = name.strip()
-        if not name:
-            raise StoreError("a run's name cannot be empty")
-        if len(name) > MAX_NAME:
-            raise StoreError(f"a run's name has at most {MAX_NAME} characters")
+        name = checked_name(name)
         with self._connect() as conn, self._writing():
             run_id = self._resolve(conn, ref)
             conn.execute("UPDATE runs SET name = ? WHERE id = ?", (name, run_id))
