@@ -83,3 +83,56 @@ def test_the_simulator_docs_name_every_closed_form_the_simulator_chooses():
     for model in ("M/M/c", "M/D/1", "M/G/1", "Allen–Cunneen"):
         assert text.count(model) >= 2, f"docs/simulator.md names {model} once or not at all"
     assert "the M/M/c closed form where one applies" not in text
+
+
+def _recorded_service():
+    """Service resampled from a (simulated) recorded run, arrivals recorded from it too."""
+    from latency.simulation.simulator import ServiceModel, SimConfig, simulate
+
+    rows = simulate(SimConfig(rate=50, requests=500),
+                    ServiceModel(forward_ms=10, dist="exponential", preprocess_ms=1,
+                                 postprocess_ms=0.5))
+    return ServiceModel.from_rows(rows), rows
+
+
+@pytest.mark.parametrize("case", ["batching", "bursty", "constant", "recorded", "stages",
+                                  "resampled", "replicas", "preprocess pool"])
+def test_at_overload_the_reason_is_the_overload_whatever_else_the_setting_has(case):
+    """ρ ≥ 1 has no closed form because the queue grows without bound; batching, the
+    arrivals, a chain of stages or resampled service are reasons only for a stable queue.
+    Just below 1 the utilisation never prints as 1.00, which would read as overload."""
+    from latency.simulation.calibration import recorded_arrivals
+    from latency.simulation.closed_form import closed_form
+    from latency.simulation.simulator import ServiceModel, SimConfig
+    from latency.simulation.utilisation import utilisation, utilisation_text
+
+    svc = ServiceModel(forward_ms=10, dist="exponential")
+    settings: dict = {}
+    if case == "batching":
+        svc, settings = ServiceModel(forward_ms=10, forward_per_item_ms=4.5), {"batch_size": 8}
+    elif case in ("bursty", "constant"):
+        settings = {"arrival": case}
+    elif case == "stages":
+        svc = ServiceModel(forward_ms=10, preprocess_ms=2, postprocess_ms=1, network_ms=0.3)
+    elif case in ("recorded", "resampled", "preprocess pool"):
+        svc, rows = _recorded_service()
+        if case == "recorded":
+            times, _ = recorded_arrivals(rows)
+            settings = {"arrival": "recorded", "arrival_times_ms": times}
+        elif case == "preprocess pool":
+            settings = {"preprocess_workers": 2, "replicas": 4}
+    elif case == "replicas":
+        svc, settings = ServiceModel(forward_ms=10, dist="lognormal", cv=2), {"replicas": 3}
+    capacity = 1000 / (svc.mean_service_ms(settings.get("batch_size", 1))
+                       / settings.get("batch_size", 1)) * settings.get("replicas", 1)
+    if case == "preprocess pool":
+        capacity = min(capacity, 2 * 1000 / svc.mean_preprocess_ms())
+    for factor in (1.001, 1.3, 3.0):
+        cfg = SimConfig(rate=capacity * factor, **settings).checked()
+        assert utilisation(cfg, svc.checked()) == pytest.approx(factor, rel=1e-6)
+        theory = closed_form(cfg, svc)
+        assert not theory.applies and theory.reason.startswith("overload: utilisation"), (
+            case, theory.reason)
+    below = utilisation(SimConfig(rate=capacity * 0.996, **settings).checked(), svc)
+    assert utilisation_text(below) == "0.996" and utilisation_text(0.9999) == "0.999"
+    assert utilisation_text(0.7) == "0.70" and utilisation_text(1.0) == "1.00"

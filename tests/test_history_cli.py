@@ -180,3 +180,44 @@ def test_compare_takes_a_committed_baseline_file(history, tmp_path):
     bad = tmp_path / "not-a-run.json"
     bad.write_text('{"hello": 1}')
     one_line_error(cli("compare", str(bad), fast, db=db), "not a Latency Lab run JSON")
+
+
+def test_a_json_export_is_a_run_file_simulate_and_compare_take(history, tmp_path):
+    """`history export --format json` writes the run as `run --json` does — every request
+    record — plus its id, name and date: `simulate --from-run FILE` replays it as it replays
+    the history id, and `compare FILE …` labels it with the run's name and date, not the
+    file's name and modification time."""
+    import os
+
+    db, (fast, slow) = history
+    out_file = tmp_path / "exported.json"
+    assert cli("history", "export", fast, "--format", "json", "--out", str(out_file),
+               db=db).returncode == 0
+    data = json.loads(out_file.read_text())
+    assert (data["id"], data["name"]) == (fast, "fast")
+    assert len(data["requests"]["columns"]["t_intended"]) == 205  # measured + warm-up
+    listed = {r["id"]: r for r in json.loads(cli("history", "--json", db=db).stdout)}
+    assert data["created_at"] == listed[fast]["created_at"]
+    # the same keys as `run --json` writes, in its order, after the run's own four
+    from latency.storage.run_files import load_result
+    from latency.storage.store import RunStore
+
+    result = RunStore(db).load(fast).result
+    assert list(data)[4:] == list(json.loads(result.json_text()))
+    assert len(load_result(out_file).log) == 205
+
+    def header(ref: str) -> str:
+        sim = cli("simulate", "--from-run", ref, "--requests", "3000", "--seed", "1", db=db)
+        assert sim.returncode == 0, sim.stderr
+        return sim.stdout.splitlines()[0]
+
+    from_file, from_id = header(str(out_file)), header(fast)
+    assert "(205 recorded requests" in from_file
+    assert from_file.replace(str(out_file), fast) == from_id  # the same replay
+
+    os.utime(out_file, (946_684_800, 946_684_800))  # a file time far from the run's
+    cmp = cli("compare", str(out_file), slow, db=db)
+    assert cmp.returncode == 0, cmp.stderr
+    a_line = cmp.stdout.splitlines()[0]
+    assert a_line.startswith("A  exported.json  “fast” · ") and listed[fast]["when"] in a_line
+    assert "2000-01-0" not in a_line and str(out_file) not in a_line

@@ -241,3 +241,72 @@ def test_a_simulated_load_is_worded_as_a_measured_one(run, simulated, capsys):
              ["--rate", str(run["rate"]), "--arrival", run["arrival"]])
     assert main(["simulate", *flags, "--requests", "500"]) == 0
     assert capsys.readouterr().out.startswith(f"SIMULATED (no model ran): {said}, ")
+
+
+def _recorded_run_file(path, seed: int = 1):
+    """A run JSON as `run --json` writes it: an open loop at a constant 40 req/s of ~5 ms
+    requests (no request ever waits for another), whose stamps are whole ns with an odd
+    network time — half of it lands on .5 ns in a simulation, where float round-off flips
+    the rounding."""
+    import json
+
+    from latency.core.config import RunConfig
+    from latency.core.records import rows_to_table
+
+    svc = ServiceModel(forward_ms=4.0, dist="lognormal", cv=0.3, preprocess_ms=0.5,
+                       postprocess_ms=0.2)
+    rows = simulate(SimConfig(rate=40, arrival="constant", requests=400), svc)
+    rng = np.random.default_rng(seed)
+    hop = rng.integers(20_000, 90_000, size=len(rows)) | 1  # odd ns
+    for stamp in ("received", "pre_start", "pre_end", "fwd_start", "fwd_end", "post_start",
+                  "post_end", "done"):
+        rows[f"t_{stamp}"] += hop
+    rows["t_done"] += rng.integers(10_000, 45_000, size=len(rows)) * 2
+    config = RunConfig(rate=40, arrival="constant", requests=400).to_dict()
+    path.write_text(json.dumps({"config": config, "requests": rows_to_table(rows)}))
+    return path
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_replay_where_nothing_waits_prints_a_queue_of_exactly_zero(tmp_path, seed, capsys):
+    """`simulate --from-run RUN --arrival recorded` of a run where no request waited: its
+    queue is 0 — not −2.2e-09 ms, a float round-off printed as a negative wait."""
+    from latency.cli.main import main
+
+    run_file = _recorded_run_file(tmp_path / "run.json")
+    assert main(["simulate", "--from-run", str(run_file), "--arrival", "recorded",
+                 "--seed", str(seed)]) == 0
+    out = capsys.readouterr().out
+    queue = next(line for line in out.splitlines() if line.startswith("queue")).split()[1:]
+    assert queue == ["0"] * 7, out
+    for line in out.splitlines():
+        if line.split()[:1] in (["network"], ["preprocess"], ["forward"], ["postprocess"],
+                                ["overhead"], ["total"]):
+            assert not any(v.startswith("-") for v in line.split()[1:]), line
+
+
+@pytest.mark.parametrize("config,service", [
+    (SimConfig(rate=30, requests=100_000), ServiceModel(forward_ms=10, dist="exponential")),
+    (SimConfig(rate=70, requests=100_000, seed=3),
+     ServiceModel(forward_ms=10, dist="exponential", network_ms=0.1234567)),
+    (SimConfig(rate=60, requests=50_000, preprocess_workers=1),
+     ServiceModel(forward_ms=2, dist="exponential", preprocess_ms=8, postprocess_ms=0.3)),
+    (SimConfig(rate=150, replicas=2, requests=50_000),
+     ServiceModel(forward_ms=10, dist="lognormal", cv=1.5)),
+    (SimConfig(rate=300, batch_size=8, max_batch_delay_ms=2, requests=50_000),
+     ServiceModel(forward_ms=10, forward_per_item_ms=1, dist="exponential",
+                  postprocess_ms=0.3)),
+    (SimConfig(rate=1, clients=6, replicas=2, batch_size=4, max_batch_delay_ms=1,
+               requests=20_000), ServiceModel(forward_ms=3, dist="exponential",
+                                              preprocess_ms=1, postprocess_ms=0.2)),
+])
+def test_no_simulated_component_is_ever_negative(config, service):
+    """Every component is a duration: never below 0 in any request, whichever path the
+    simulator takes (the vectorised Lindley recursion — where float round-off once made
+    ~1 request in 50,000 wait −1 ns —, the preprocess pool, replicas, batching, the closed
+    loop)."""
+    from latency.core.records import COMPONENTS, component_ns
+
+    comps = component_ns(simulate(config.checked(), service.checked()))
+    below = {c: int((comps[c] < 0).sum()) for c in (*COMPONENTS, "total")}
+    assert not any(below.values()), below

@@ -156,3 +156,80 @@ def test_service_times_from_a_saved_history_run(tmp_path):
     served_ms = sum(result.summary.components_ms[c].mean or 0.0
                     for c in ("preprocess", "forward", "postprocess"))
     assert rho == pytest.approx(70 * served_ms / 1000, rel=0.1, abs=0.01)
+
+
+def _a_recorded_result(name_seed: int = 0):
+    """A completed closed-loop run's result, its requests made by the simulator (no engine
+    run: this tests the listing, not the replay)."""
+    from latency.analysis.result import RunResult
+    from latency.core.config import RunConfig
+    from latency.simulation.simulator import ServiceModel, SimConfig, simulate
+
+    rows = simulate(SimConfig(rate=1, clients=1, requests=300, seed=name_seed).checked(),
+                    ServiceModel(forward_ms=3, dist="exponential").checked())
+    return RunResult(config=RunConfig(model="synthetic", concurrency=1, requests=270,
+                                      warmup=30), environment={}, status="completed",
+                     log=rows)
+
+
+def test_a_run_saved_a_moment_ago_is_listed_at_once():
+    """The picker lists the saved history as it is now: a run saved right after the page
+    was shown (a user who just finished a run and switches page) is listed on the next
+    rerun, not after a cache's timeout — and so is the next one."""
+    from latency.storage.store import RunStore
+
+    at = simulator()  # the history as it was, listed (and cached)
+    for seed in (1, 2):
+        run_id = RunStore().save(_a_recorded_result(seed), name=f"saved a moment ago {seed}")
+        at.run()
+        options = at.sidebar.selectbox(key="sim_source").options
+        assert any(run_id in o for o in options), (run_id, options)
+        again = simulator()  # a page opened anew lists it too
+        assert any(run_id in o for o in again.sidebar.selectbox(key="sim_source").options)
+
+
+def _metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label.startswith(label))
+
+
+def test_near_saturation_the_headline_p99_is_the_exact_one():
+    """M/M/1 at ρ 0.95 (10 ms, 95 req/s): the exact p99 is 921 ms. 40,000 simulated requests
+    put it at 660 ms — a queue this close to saturation settles slowly — so the page
+    simulates longer there (× 1/(1 − ρ)², within its budget) and its headline is within
+    10 % of the exact value, with nothing said to distrust; at ρ 0.98, where even the budget
+    is too short, it says so plainly, naming the exact figure."""
+    at = simulator()
+    at.sidebar.slider(key="sim_rate").set_value(95).run()
+    assert not at.exception
+    exact = queueing.mmc_response_percentile(0.095, 10.0, 1, 0.99)
+    assert exact == pytest.approx(921, abs=1)
+    headline = next(m for m in at.metric if m.label.startswith("p99"))
+    value, unit = headline.value.split()
+    p99 = float(value) * (1000 if unit == "s" else 1)
+    assert p99 == pytest.approx(exact, rel=0.10), headline.value
+    caption = next(c.value for c in at.caption if "Simulated over" in c.value)
+    assert "simulated longer than the usual 40,000" in caption
+    assert not any("Too short" in w.value for w in at.warning)
+    at.sidebar.slider(key="sim_rate").set_value(98).run()
+    warning = " ".join(w.value for w in at.warning)
+    assert "Too short to trust" in warning and "below the exact" in warning
+    assert fmt.duration(queueing.mmc_response_percentile(0.098, 10.0, 1, 0.99)) in warning
+
+
+def test_at_overload_the_reason_is_the_overload_and_no_longer_run_is_advised():
+    """At ρ ≥ 1 there is no closed form because the queue grows without bound — not because
+    of batching or anything else the setting has — and no length of simulation settles it,
+    so nothing advises running longer. Just below 1 the utilisation never reads 1.00."""
+    at = simulator()
+    at.sidebar.slider(key="sim_batch").set_value(8).run()  # 41.5 ms a batch of 8
+    at.sidebar.slider(key="sim_rate").set_value(192).run()  # ρ = 192 × 41.5 / 8000 = 0.996
+    assert _metric(at, "utilisation") == "0.996" and not at.error
+    for rate in (250, 400):  # ρ 1.30, 2.08
+        at.sidebar.slider(key="sim_rate").set_value(rate).run()
+        assert not at.exception and any("Unstable" in e.value for e in at.error)
+        theory = next(c.value for c in at.caption if "Queueing theory" in c.value)
+        assert "no closed form applies: overload: utilisation" in theory
+        assert "batching" not in theory
+        text = " ".join(x.value for x in [*at.caption, *at.warning, *at.markdown])
+        assert "longer for a trustworthy tail" not in text and "run about" not in text
+        assert "no length of simulation pins its p99 down" in theory

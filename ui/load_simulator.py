@@ -12,7 +12,7 @@ import numpy as np
 import streamlit as st
 
 from latency.analysis.snapshot import build_snapshot
-from latency.analysis.stats import LatencyStats, interval_note
+from latency.analysis.stats import LatencyStats
 from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.simulation.calibration import calibrated, recorded_arrivals
@@ -23,11 +23,14 @@ from latency.simulation.capacity import (
     min_replicas_for_slo,
 )
 from latency.simulation.closed_form import closed_form
+from latency.simulation.horizon import BASE_REQUESTS, interval_text, requests_for, too_short
 from latency.simulation.replay import Recording, replay_config
 from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
 from ui.server import run_manager
 
-SIM_REQUESTS = 40_000
+#: the headline's length where a queue settles quickly; near saturation ``predict`` simulates
+#: longer (``latency.simulation.horizon.requests_for``: × 1/(1 − ρ)², within a budget)
+SIM_REQUESTS = BASE_REQUESTS
 HISTORY = "history:"  # source keys of runs read back from the saved history
 
 
@@ -159,16 +162,38 @@ def recorded_runs() -> dict[str, str]:
     out = {h.run_id: f"{h.run_id} · {h.config.model} (this session)"
            for h in reversed(run_manager().finished())
            if h.status in ("completed", "stopped") and h.snapshot().progress.get("measured")}
-    out.update(_history_runs())
+    out.update(_history_runs(history_stamp()))
     return out
 
 
-@st.cache_data(ttl=5, show_spinner=False)
-def _history_runs() -> dict[str, str]:
+def history_stamp() -> tuple[Any, ...]:
+    """What changes whenever a run is saved, renamed or deleted: the history file's path and
+    the size and modification time of it and of its write-ahead log (a commit lands in the
+    ``-wal`` file first, the main file at a checkpoint). The key of the history's listing,
+    so a run saved a moment ago — by a CLI, or by this server's run that just finished — is
+    listed at once, and an unchanged history is not read again on every rerun."""
+    from latency.storage.store import RunStore
+
+    path = RunStore().path
+    stamp: list[Any] = [str(path)]
+    for file in (path, path.with_name(path.name + "-wal")):
+        try:
+            st_ = file.stat()
+        except OSError:
+            stamp += [None, None]
+        else:
+            stamp += [st_.st_size, st_.st_mtime_ns]
+    return tuple(stamp)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _history_runs(stamp: tuple[Any, ...]) -> dict[str, str]:
+    """The saved history's completed runs as the picker lists them (``stamp``: the history's
+    state, ``history_stamp``: a new one reads the history again)."""
     from latency.storage.store import RunStore, StoreError
 
     try:
-        runs = RunStore().list(limit=30, status="completed")
+        runs = RunStore(stamp[0]).list(limit=30, status="completed")
     except (StoreError, OSError):
         return {}  # no history yet, or unreadable: the page still works parametric
     return {f"{HISTORY}{r.id}": f"{r.id} · {r.label} · p50 {fmt.duration(r.p50_ms)} (history)"
@@ -177,7 +202,11 @@ def _history_runs() -> dict[str, str]:
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def predict(s: SimSettings) -> dict[str, Any]:
+    """The headline's simulation of the setting, long enough near saturation for its tail
+    to be believed (``requests_for``), and said plainly when even that is too short
+    (``too_short``)."""
     svc, cfg = service_model(s), sim_config(s)
+    cfg = replace(cfg, requests=requests_for(cfg, svc, cfg.requests))
     rows = simulate(cfg, svc)
     measured = rows[~rows["warmup"]]
     load = RunConfig(concurrency=cfg.clients) if cfg.clients else RunConfig(rate=cfg.rate)
@@ -196,11 +225,13 @@ def predict(s: SimSettings) -> dict[str, Any]:
     percentiles = (theory.p50_ms, theory.p99_ms) if theory.p99_ms is not None else None
     marked = (grid.with_point(rho, lat.p50, lat.p99, lat.p99_ci95, percentiles)
               if rho < 1 and not cfg.clients else grid)
+    total_ns = measured["t_done"] - measured["t_intended"]
     return {"snapshot": snap, "utilisation": rho, "curve": marked, "theory": theory,
             "closed": bool(cfg.clients),
-            "setting": cfg.describe(),
-            "interval_note": interval_note(measured["t_done"] - measured["t_intended"], lat,
-                                           " for the simulated p99")}
+            "setting": cfg.describe(), "requests": cfg.requests,
+            "lengthened": cfg.requests > SIM_REQUESTS,
+            "interval_note": interval_text(cfg, rho, total_ns, lat),
+            "too_short": too_short(cfg, rho, total_ns, lat, theory)}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

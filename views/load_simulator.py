@@ -7,12 +7,15 @@ from latency.core import fmt
 from latency.core.errors import ConfigError
 from latency.figures import plots
 from latency.simulation.config import setting_help
+from latency.simulation.horizon import MOST_VECTORISED
+from latency.simulation.utilisation import utilisation_text
 from ui.controls import KEEP
 from ui.load_simulator import (
     MAX_BATCH,
     MAX_DELAY_MS,
     MAX_REPLICAS,
     PER_ITEM_SHARE_DEFAULT,
+    SIM_REQUESTS,
     SimSettings,
     Validation,
     calibrated_prediction,
@@ -110,7 +113,7 @@ except ValueError as exc:
 snap, rho = p["snapshot"], p["utilisation"]
 lat = snap.summary.latency_ms
 m = st.columns(4)
-m[0].metric("utilisation ρ", f"{rho:.2f}")
+m[0].metric("utilisation ρ", utilisation_text(rho))
 m[1].metric("p50 (simulated)", fmt.duration(lat.p50))
 m[2].metric("p99 (simulated)", fmt.duration(lat.p99))
 share = snap.share_within(slo)
@@ -118,11 +121,15 @@ m[3].metric(f"within SLO {slo:g} ms", f"{share:.1%}" if share is not None else "
 ci, theory = lat.p99_ci95, p["theory"]
 st.caption(
     f"Simulated over {snap.summary.requests:,} requests (the first "
-    f"{snap.summary.warmup_requests:,}, from an empty system, dropped). "
+    f"{snap.summary.warmup_requests:,}, from an empty system, dropped"
+    + (f"; simulated longer than the usual {SIM_REQUESTS:,} because near saturation a queue "
+       "settles ever more slowly" if p["lengthened"] else "") + "). "
     + (f"p99 95 % interval {fmt.duration(ci[0])} – {fmt.duration(ci[1])} (batch means: "
        "queued requests are not independent). " if ci else (p["interval_note"] or "") + ". ")
     + f"Simulated setting: {p['setting']}. Queueing theory: {theory.sentence()}"
     + ("." if theory.applies else " — the simulation is the answer."))
+if p["too_short"]:
+    st.warning(f"**Too short to trust:** {p['too_short']}.")
 if rho >= 1 and not p["closed"]:
     st.error(f"**Unstable:** ρ = {rho:.2f} ≥ 1 — requests arrive faster than the replicas can "
              "serve them, so the queue grows without limit and there is no steady-state "
@@ -154,7 +161,9 @@ st.caption("p50 and p99 as the arrival rate rises (all else as set); your settin
            "numbers, so the line is smooth; bars: the p99's 95 % interval where the point's "
            "run is long enough for an honest one. Near ρ = 1 a queue takes ever longer to "
            "settle; the last points are simulated on a capped horizon (20,000 requests) and "
-           "under-state the tail a little. Dotted: the M/M/c closed form, where it applies.")
+           "under-state the tail, while your setting is simulated as long as the headline "
+           f"(up to {MOST_VECTORISED:,} requests near saturation), so there it can stand above "
+           "its neighbours. Dotted: the M/M/c closed form, where it applies.")
 st.subheader("Capacity planning (simulated)")
 if st.toggle("Answer: highest rate and fewest replicas for the SLO", key="sim_plan",
              help="Searches the simulator (about a second)."):

@@ -100,7 +100,7 @@ def _store(a: argparse.Namespace) -> Any:
 
 def cmd_history(a: argparse.Namespace) -> int:
     from latency.analysis.summary_text import format_summary
-    from latency.storage.export import export_bytes
+    from latency.storage.export import export_bytes, run_json_text
     from latency.storage.outputs import check_output, write_atomic
 
     store = _store(a)
@@ -115,7 +115,9 @@ def cmd_history(a: argparse.Namespace) -> int:
     if a.action == "show":
         run = store.load(a.id)
         if getattr(a, "json", False):
-            print(export_bytes(run, "json").decode(), end="")
+            # the result without its request records (a terminal's worth); `history export
+            # --format json` writes them too
+            print(run_json_text(run, requests=False), end="")
         else:
             i = run.info
             print(f"run {i.id}" + (f" “{i.name}”" if i.name else "") + f", saved {i.when} "

@@ -34,6 +34,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     from latency.analysis.summary_text import format_table
     from latency.simulation.setup import simulation_setup
     from latency.simulation.simulator import summarize_simulation
+    from latency.simulation.utilisation import utilisation_text
     from latency.storage.outputs import check_output, write_atomic
     from latency.storage.run_files import load_run
     from latency.storage.store import default_path
@@ -51,7 +52,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     sim = summarize_simulation(cfg, svc)
     s = sim.summary
     print(f"SIMULATED (no model ran): {cfg.describe()}, {source}; "
-          f"utilisation {sim.utilisation:.2f}")
+          f"utilisation {utilisation_text(sim.utilisation)}")
     print(f"requests {s.requests} (after a {s.warmup_requests}-request transient), "
           f"throughput {fmt.rate(s.throughput_rps)} req/s\n")
     print(format_table(s))

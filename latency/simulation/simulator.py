@@ -32,9 +32,10 @@ from latency.core.config import RunConfig
 from latency.core.records import RECORD_DTYPE
 from latency.simulation.closed_form import ClosedForm, closed_form
 from latency.simulation.config import ARRIVALS, SimConfig
+from latency.simulation.horizon import suggested_requests, too_short
 from latency.simulation.queueing import UnstableQueue
 from latency.simulation.service import DISTS, ServiceModel, request_draws
-from latency.simulation.utilisation import utilisation
+from latency.simulation.utilisation import utilisation, utilisation_text
 
 __all__ = ["ARRIVALS", "DISTS", "ServiceModel", "SimConfig", "simulate", "summarize_simulation",
            "utilisation"]
@@ -135,10 +136,8 @@ def _fifo_starts(arrive: np.ndarray, service: np.ndarray, servers: int) -> np.nd
     order). One worker: the Lindley recursion, vectorised; more: a heap of free times."""
     order = np.argsort(arrive, kind="stable")
     a, x = arrive[order], service[order]
-    if servers == 1:
-        c = np.cumsum(x)
-        end = c + np.maximum.accumulate(a - (c - x))
-        start_sorted = end - x
+    if servers == 1:  # in integer ns (see ``_lindley_starts_ms``): a start never precedes
+        start_sorted = _lindley_starts_ms(a, x)  # its arrival, not even by round-off
     else:
         free = [0.0] * servers
         out = []
@@ -165,9 +164,21 @@ def _one_server(ready: np.ndarray, post: np.ndarray, fwd_draws: list[float],
     else:
         fwd = np.asarray(fwd_draws, dtype=float)
     busy = fwd + post + service.turnaround_ms  # the replica's time per request
-    c = np.cumsum(busy)
-    end = c + np.maximum.accumulate(ready - (c - busy))
-    return np.arange(n), end - busy, fwd, np.zeros(n, dtype=np.int64)
+    return np.arange(n), _lindley_starts_ms(ready, busy), fwd, np.zeros(n, dtype=np.int64)
+
+
+def _lindley_starts_ms(ready: np.ndarray, busy: np.ndarray) -> np.ndarray:
+    """When each job starts at one FIFO server (jobs in ready order, times in ms), computed
+    in integer nanoseconds — the resolution of the rows they become. In floats,
+    ``end − busy`` of a job that found the server idle comes back as its ready time ± a few
+    ulp of the running sum (1e-10 ms after a few minutes simulated), and rounded to ns that
+    is a queue of −1 ns: a negative mean wait printed. In integers it is exact: a start is
+    never before its ready time, and an idle server's start is that time exactly."""
+    r = np.round(ready * 1e6).astype(np.int64)
+    b = np.round(busy * 1e6).astype(np.int64)
+    c = np.cumsum(b)
+    end = c + np.maximum.accumulate(r - (c - b))
+    return (end - b) / 1e6
 
 
 def _batches(config: SimConfig, service: ServiceModel, ready_list: list[float],
@@ -237,7 +248,8 @@ class SimSummary:
 
         load = (f"{self.summary.offered_rps:g} req/s" if self.summary.offered_rps else
                 f"closed loop, {fmt.rate(self.summary.throughput_rps)} req/s served")
-        head = f"SIMULATED (no model ran): {load}, utilisation {self.utilisation:.2f}"
+        head = (f"SIMULATED (no model ran): {load}, utilisation "
+                f"{utilisation_text(self.utilisation)}")
         text = head + "\n" + format_summary_block(self.summary)
         if self.queue_growth:
             text += ("\nqueue length over the simulated horizon: "
@@ -275,10 +287,23 @@ def summarize_simulation(config: SimConfig, service: ServiceModel) -> SimSummary
                       else config, service)
     theory = closed_form(config, service)
     if rho < 1 or config.clients:
+        total = measured["t_done"] - measured["t_intended"]
+        short = too_short(config, rho, total, summary.latency_ms, theory)
+        against_theory = theory is not None and theory.applies and theory.exact
+        if short and (against_theory or not any(getattr(w, "kind", None) == "too_few"
+                                                for w in summary.warnings)):
+            # (without an exact closed form the summary's own p99-interval note says it)
+            more = suggested_requests(rho, config.requests)
+            summary = replace(summary, warnings=[*summary.warnings, Finding(
+                f"too short to trust: {short} (simulate about {more:,} requests)",
+                "too_few")])
         return SimSummary(summary, rho, closed_form=theory, config=config)
+    # no steady state: a longer simulation only grows the queue, so no advice to run longer
     unstable = Finding(f"unstable: utilisation {rho:.2f} ≥ 1 — the queue grows for as long as "
-                       "the simulation runs; no steady state", "unstable")
-    return SimSummary(replace(summary, warnings=[unstable, *summary.warnings]), rho,
+                       "the simulation runs; no steady state, so no length of simulation "
+                       "settles its figures", "unstable")
+    kept = [w for w in summary.warnings if getattr(w, "kind", None) != "too_few"]
+    return SimSummary(replace(summary, warnings=[unstable, *kept]), rho,
                       queue_growth(rows), theory, config)
 
 

@@ -15,3 +15,11 @@ def utilisation(config: SimConfig, service: ServiceModel) -> float:
         rho = max(rho, config.rate * service.mean_preprocess_ms() / 1000
                   / config.preprocess_workers)
     return rho
+
+
+def utilisation_text(rho: float) -> str:
+    """ρ as every surface prints it: two decimals, but never "1.00" for a stable ρ (0.996
+    prints 0.996, not the 1.00 that reads as overload beside a closed form's other reason)."""
+    if rho < 1 and f"{rho:.2f}" == "1.00":
+        return f"{min(rho, 0.999):.3f}"
+    return f"{rho:.2f}"

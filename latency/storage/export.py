@@ -3,13 +3,14 @@
 One function serves the CLI (``history export``) and the dashboard's download buttons, so both
 produce the same bytes. CSV and Parquet hold one row per request (``RunResult.requests_frame``:
 stamps relative to the start of measurement and every component, in ms; warm-up rows included
-and labelled). JSON is the result as ``run --json`` writes it plus the run's id and name.
+and labelled). JSON is the result as ``run --json`` writes it — every request record included,
+so ``simulate --from-run FILE`` and ``compare FILE …`` take it as they take a ``run --json``
+file — with the run's id, name, date (``created_at``, Unix seconds) and source first.
 """
 from __future__ import annotations
 
 import io
 import json
-from typing import Any
 
 from latency.core.errors import ConfigError
 from latency.storage.store import StoredRun
@@ -26,6 +27,21 @@ FORMATS: dict[str, tuple[str, str]] = {
 
 def file_name(run: StoredRun, fmt: str) -> str:
     return f"latency-run-{run.info.id}.{FORMATS[fmt][0]}"
+
+
+def run_json_text(run: StoredRun, requests: bool = True) -> str:
+    """The run as ``run --json`` writes it (``RunResult.json_text``: its request records too,
+    unless ``requests`` is False) with its id, name, date and source as the first keys."""
+    result = run.result
+    if result is None:
+        raise ValueError("load the run with its rows to export it")
+    meta = json.dumps({"id": run.info.id, "name": run.info.name,
+                       "created_at": run.info.created_at, "source": run.info.source},
+                      indent=2, default=str)
+    body = result.json_text(requests)
+    if not (meta.endswith("\n}") and body.startswith("{\n")):  # (json.dumps's indent=2 form)
+        raise AssertionError("unexpected JSON layout")
+    return meta[:-2] + ",\n" + body[2:]
 
 
 def export_bytes(run: StoredRun, fmt: str, max_trace_requests: int | None = None) -> bytes:
@@ -46,10 +62,7 @@ def export_bytes(run: StoredRun, fmt: str, max_trace_requests: int | None = None
         result.requests_frame().to_parquet(buf, index=False)
         return buf.getvalue()
     if fmt == "json":
-        d: dict[str, Any] = {"id": run.info.id, "name": run.info.name,
-                             "created_at": run.info.created_at, "source": run.info.source}
-        d.update(result.to_dict())
-        return (json.dumps(d, indent=2, default=str) + "\n").encode()
+        return run_json_text(run).encode()
     meta = {"run_id": run.info.id, "name": run.info.label, "model": run.info.model,
             "load": run.info.load, "status": run.info.status, "when": run.info.when}
     return chrome_trace_bytes(result.log, result.errors, meta, max_trace_requests)

@@ -9,6 +9,7 @@ the history store. Every path ends in the engine's own ``RECORD_DTYPE`` rows.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,9 @@ def load_run(source: str, db: str | None = None) -> tuple[np.ndarray, RunConfig 
         table = data.get("requests") if isinstance(data, dict) else None
         if not isinstance(table, dict) or "columns" not in table:
             raise ValueError(f"{source} has no per-request records: write the run with "
-                             "`python -m latency run ... --json FILE` (or --csv FILE)")
+                             "`python -m latency run ... --json FILE` (or --csv FILE), or a "
+                             "saved one with `python -m latency history export ID --format "
+                             "json --out FILE`")
         config = data.get("config")
         try:
             return rows_from_table(table), (RunConfig.from_dict(config)
@@ -142,8 +145,16 @@ def stored_run_from_json(path: str | Path) -> Any:
         cfg = RunConfig.from_dict(data.get("config") or {})
     except DAMAGE as exc:
         raise ConfigError(f"{path}: damaged run JSON ({_why(exc)})") from None
-    info = RunInfo(id=p.name, name=str(p), created_at=p.stat().st_mtime,
+    # an exported history run (`history export --format json`, `history show --json`) says
+    # its name and date; a `run --json` file has neither, so its path and time stand for them
+    exported = isinstance(data.get("id"), str)
+    name = data.get("name") if exported else str(p)
+    when = data.get("created_at")
+    if isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when):
+        when = p.stat().st_mtime
+    info = RunInfo(id=p.name, name=str(name) if name else None, created_at=float(when),
                    status=str(data.get("status", "completed")), source="file",
+                   origin_id=data["id"] if exported else None,
                    model=str(cfg.model), mode=cfg.mode,
                    load=load_description(cfg), setup=setup_description(cfg),
                    device=cfg.device, n=summary.requests, errors=summary.errors,
