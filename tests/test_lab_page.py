@@ -163,3 +163,70 @@ def test_a_lesson_step_is_the_same_experiment_whoever_presses_it():
     next(b for b in link.button if b.label == "Run A/B").click().run()
     assert not link.exception and not link.error
     assert queued_configs(link.session_state["ab_group"]) == expected
+
+
+def room_has_step_1() -> None:
+    """A finished A/B in the room named as the lesson's step 1: a cheap stand-in (tabular-mlp,
+    0.3 s blocks), so the page asks step 1's question and offers step 2."""
+    from latency.execution.ab import ABPlan, submit_ab
+    from ui.server import run_groups, run_manager
+
+    base = RunConfig(model="tabular-mlp", concurrency=1, duration_s=0.3, warmup=2)
+    blocks = submit_ab(run_manager(), ABPlan(base, variant_config(base, optimize=["int8"]), 1),
+                       "someone")
+    run_groups().register("step 1, earlier", "someone", blocks,
+                          {"kind": "ab", "pairs": 1, "lesson": "quantise"})
+    mgr = run_manager()
+    assert mgr.wait_idle(240)
+
+
+def test_step_2_pressed_by_a_student_following_the_room_queues_the_lessons_step_2(monkeypatch):
+    """A student follows the instructor, whose Lab shows step 1 (opened by its link): the
+    student's controls are put back to the projector's (step 1's) before the page runs, so
+    the step 2 button must queue step 2's own A/B — both arms — not the controls'."""
+    from latency.execution.validate import validated
+    from latency.workshop.practice import helping_plan
+    from tests.test_room import KEY, button, following, instructor
+    from ui.server import room
+
+    monkeypatch.setenv("LATENCY_LAB_INSTRUCTOR_KEY", KEY)
+    room.clear()
+    try:
+        room_has_step_1()
+        teacher = instructor()
+        teacher.query_params["lesson"] = "quantise"
+        teacher.switch_page("views/optimisation_lab.py").run()
+        button(teacher, "Present").click().run()
+        student = AppTest.from_file(APP, default_timeout=90)
+        student.run()
+        assert following(student) and student.session_state["lesson_step"] == "quantise"
+        student.radio(key="lesson_answer").set_value(
+            student.radio(key="lesson_answer").options[1]).run()
+        next(b for b in student.button if b.label.startswith("Step 2")).click().run()
+        assert not student.exception and not student.error, [e.value for e in student.error]
+        group = student.session_state["ab_group"]
+        assert group["lesson"] == "help" and "step 2" in group["title"]
+        assert queued_configs(group) == [validated(c).to_dict()
+                                         for _, c in helping_plan().blocks()]
+    finally:
+        room.clear()
+
+
+def test_an_ab_is_the_lessons_step_only_when_it_is_exactly_that_step():
+    """Run A/B after a step's link loaded the controls: the lesson's step while the controls
+    are the step's; once a control changed, an A/B of its own (never answered as the
+    lesson's). A step's button queues the step whatever the controls hold."""
+    from dataclasses import replace
+
+    from ui import optimisation_lab as lab
+
+    one, two = lab.step_plan("quantise"), lab.step_plan("help")
+    assert lab.submission(one, None, "quantise") == (one, "quantise")
+    changed = replace(one, pairs=one.pairs + 1)
+    assert lab.submission(changed, None, "quantise") == (changed, None)
+    assert lab.submission(one, None, "help") == (one, None)  # step 1's controls, step 2 shown
+    assert lab.submission(changed, "help", "quantise") == (two, "help")
+    assert lab.submission(one, None, None) == (one, None)
+    # the preset holds both arms: loaded into the controls, it gives the step's plan back
+    assert set(lab.step_preset("help")) >= {"lab_model", "lab_pre", "lab_batch", "lab_workers",
+                                            "lab_b_levers", "lab_b_pre", "lab_b_workers"}

@@ -47,6 +47,40 @@ def test_another_instructor_takes_over_and_a_silent_presenter_ends_by_itself():
     assert room.current() is None  # a closed laptop does not hold the room for ever
 
 
+def test_a_presenter_whose_page_is_gone_is_resumed_as_it_stands():
+    """A reload is a new session: the presentation passes to it as it stands (same page,
+    settings, run and version) once the old page is gone — silent for GONE_S where the
+    dashboard cannot say, or no longer connected (after RECONNECT_S) where it can — and never
+    while the old page is still there."""
+    from latency.workshop.room import GONE_S, RECONNECT_S
+
+    clock = FakeClock(1000.0)
+    room = Room(clock)
+    p = room.present("old", "lab", {"lab_pairs": 4}, "run-1", connection="c-old")
+    assert room.resume("new", "c-new") is None  # the presenting page was just seen
+    clock.t += GONE_S - 1
+    assert room.seen("old") and not room.seen("new")  # its open page checks in
+    clock.t += GONE_S - 1
+    assert room.resume("new", "c-new") is None and not room.gone()
+    assert room.resume("new", "c-new", disconnected=False) is None  # connected: not gone
+    clock.t += 2
+    assert room.gone() and room.resume("new", "c-new", disconnected=False) is None
+    mine = room.resume("new", "c-new")
+    assert mine is not None and mine.presenter == "new" and mine.connection == "c-new"
+    assert (mine.page, mine.settings, mine.run_id, mine.version) == (
+        p.page, p.settings, p.run_id, p.version)  # the followers' screens do not move
+    assert room.publish("old", "lab", {}, None) is None  # the old page, back: not presenting
+    assert room.resume("new") == mine and not room.gone()  # already the presenter's
+
+    room.present("a", "live", {}, None, connection="c-a")
+    clock.t += RECONNECT_S - 1
+    assert room.resume("b", disconnected=True) is None  # a blip: the connection may be back
+    clock.t += 1
+    assert room.resume("b", disconnected=True).presenter == "b"
+    clock.t += STALE_S + 1
+    assert room.resume("c", disconnected=True) is None and room.current() is None
+
+
 def test_settings_are_bounded_json_values():
     values = {f"k{i:04d}": i for i in range(MAX_SETTINGS + 50)}
     values.update({"obj": object(), "big": "x" * 100_000})
@@ -189,6 +223,78 @@ def test_a_follower_opens_the_lesson_the_presenter_opened_by_its_link(room_app):
     titles = [m.value for m in student.markdown if m.value.startswith("#### ")]
     assert following(student) and titles == ["#### 3. Coordinated omission"]
     assert not student.exception and not teacher.exception
+
+
+@pytest.fixture
+def browsers(monkeypatch):
+    """Each AppTest session its own browser connection, and the set of those the server no
+    longer holds (AppTest cannot close a session, nor tell one from another: its sessions
+    share one id and its Runtime is a mock). A dropped one is gone at once: no grace for a
+    network blip."""
+    import streamlit as st
+
+    from latency.workshop import room as room_model
+    from ui import room as room_ui
+
+    gone: set[str] = set()
+    monkeypatch.setattr(room_model, "RECONNECT_S", 0.0)
+    monkeypatch.setattr(room_ui, "connection_id", lambda: st.session_state.get("owner"))
+    monkeypatch.setattr(room_ui, "connected", lambda c: None if c is None else c not in gone)
+    return gone
+
+
+def presenting(at: AppTest) -> bool:
+    return any(b.label == "Release" for b in at.sidebar.button)
+
+
+def test_an_instructor_who_reloads_resumes_the_presentation(room_app, browsers):
+    """The instructor presents, then reloads: a new session, at first following its own dead
+    presentation; once the same key is entered it presents again — the same page, settings
+    and run, the students' screens unmoved — not "Another instructor is presenting"."""
+    from ui.server import room
+
+    teacher, student = instructor(), session()
+    teacher.switch_page("views/live_profiler.py").run()
+    teacher.sidebar.slider(key="replicas").set_value(3).run()
+    button(teacher, "Present").click().run()
+    student.run()
+    shown = room().current()
+    assert following(student) and shown.presenter == teacher.session_state["owner"]
+
+    browsers.add(teacher.session_state["owner"])  # the reload: that page's session is dropped
+    again = session()  # the reloaded page: a new session, on Home
+    assert following(again) and not presenting(again)
+    next(t for t in again.sidebar.text_input if t.label == "Instructor key").input(KEY).run()
+    assert not again.exception and presenting(again) and not following(again)
+    captions = [c.value for c in again.sidebar.caption]
+    assert any("Resumed" in c for c in captions), captions
+    assert not any("Another instructor" in c for c in captions)
+    assert any(h.value == "Live Profiler" for h in again.title)  # where the room was
+    assert again.sidebar.slider(key="replicas").value == 3
+    now = room().current()
+    assert now.presenter == again.session_state["owner"] and now.version == shown.version
+    again.sidebar.slider(key="batch").set_value(4).run()  # presenting from there
+    student.run()
+    assert following(student) and student.sidebar.slider(key="batch").value == 4
+    assert student.sidebar.slider(key="replicas").value == 3
+    teacher.run()  # the old page, if it ever came back, follows; it does not take over
+    assert following(teacher) and room().current().presenter == again.session_state["owner"]
+    assert not student.exception and not teacher.exception and not again.exception
+
+
+def test_another_instructors_open_page_keeps_the_room(room_app, browsers):
+    """A second instructor (the key is the room's, not a person's) does not take over a
+    presentation whose page is still open: it follows, is told, and Present takes over."""
+    from ui.server import room
+
+    teacher = instructor()
+    button(teacher, "Present").click().run()
+    other = instructor()
+    assert following(other) and not presenting(other)
+    assert any("Another instructor is presenting" in c.value for c in other.sidebar.caption)
+    assert room().current().presenter == teacher.session_state["owner"]
+    button(other, "Present").click().run()
+    assert presenting(other) and room().current().presenter == other.session_state["owner"]
 
 
 def test_only_an_instructor_can_present(room_app):

@@ -22,9 +22,11 @@ from latency.execution.ab import ABPlan, variant_config
 from latency.figures import lab_plots as labplots
 from latency.simulation import whatif
 from latency.workshop.course import course
-from latency.workshop.lesson import Answer, Lesson
+from latency.workshop.interval import MIN_PAIRS, ChangeInterval, change_interval
+from latency.workshop.lesson import Answer, Lesson, Step
+from latency.workshop.practice import measured as practice_measured
 from latency.workshop.practice import practice
-from ui.server import run_manager
+from ui.server import run_groups, run_manager
 from ui.text import plain
 
 REAL_MODELS = ("image-cnn", "text-transformer", "tabular-mlp")
@@ -55,11 +57,31 @@ def preset(plan: ABPlan) -> dict[str, Any]:
             "lab_b_replicas": b_side("replicas"), "lab_b_batch": b_side("batch_size")}
 
 
-def load_step(key: str) -> None:
-    """Set the controls (before they render) to the step's plan, and the lesson step."""
+def step_plan(key: str) -> ABPlan:
+    """The lesson step's whole A/B — both arms, as the lesson defines them. The one source of
+    a step's experiment: its button queues it, its shared link and the room's screens load
+    its controls from it (``step_preset``), whatever the controls showed before."""
     plan = lesson().step(key).plan
     assert plan is not None, f"the Lab's step {key!r} has no A/B"
-    for k, v in preset(plan).items():
+    return plan
+
+
+def step_preset(key: str) -> dict[str, Any]:
+    """Widget key → value of the lesson step's controls, A and B (``preset(step_plan(key))``)."""
+    return preset(step_plan(key))
+
+
+def step_time(step: Step) -> str:
+    """'About 96.0 s of runs: 4 pair(s) of 3.00 s blocks' (the step's estimate here)."""
+    plan = step.plan
+    size = (f": {plan.pairs} pair(s) of {fmt.duration((plan.baseline.duration_s or 0) * 1000)}"
+            " blocks" if plan is not None else "")
+    return f"About {fmt.duration(step.estimated_s * 1000)} of runs{size}"
+
+
+def load_step(key: str) -> None:
+    """Set the controls (before they render) to the step's plan, and the lesson step."""
+    for k, v in step_preset(key).items():
         st.session_state[k] = v
     st.session_state["lesson_step"] = key
     st.session_state.pop("lesson_answer", None)
@@ -87,9 +109,31 @@ def open_shared_link() -> None:
 
 
 def start_step(key: str) -> None:
-    """Button callback of a lesson step: load its preset and queue its A/B on the next run."""
+    """Button callback of a lesson step: load its preset and queue its A/B on the next run —
+    the step's own plan (``submission``), not whatever the controls hold by then (a
+    follower's are put back to the projector's before the page runs)."""
     load_step(key)
-    st.session_state["lab_submit"] = True
+    st.session_state["lab_submit"] = key
+
+
+def lesson_step_of(plan: ABPlan, step: str | None) -> str | None:
+    """The lesson step ``plan`` measures: ``step`` if the plan is exactly that step's A/B,
+    else None (the controls were changed after the step loaded them: an A/B of its own,
+    named as such, never answered as the lesson's)."""
+    steps = [s.key for s in lesson().steps]
+    if step is None or step not in steps or plan.to_dict() != step_plan(step).to_dict():
+        return None
+    return step
+
+
+def submission(controls_plan: ABPlan, pressed: str | None,
+               lesson_step: str | None) -> tuple[ABPlan, str | None]:
+    """What to queue and the lesson step it answers: a lesson step's button (``pressed``, its
+    key) queues that step's plan whatever the controls show; Run A/B queues the controls'
+    plan, a lesson step only if it is exactly that step's."""
+    if pressed in [s.key for s in lesson().steps]:
+        return step_plan(pressed), pressed
+    return controls_plan, lesson_step_of(controls_plan, lesson_step)
 
 
 def controls() -> ABPlan:
@@ -193,6 +237,32 @@ def merged(run_ids: tuple[str, ...], arms: tuple[str, ...], pairs: int) -> ABRes
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
+def interval(run_ids: tuple[str, ...], arms: tuple[str, ...]) -> ChangeInterval | None:
+    """The finished group's end-to-end p50 change with its 95 % interval over the pairs (once
+    per group, shared by every viewer); None with fewer than ``MIN_PAIRS`` complete pairs."""
+    mgr = run_manager()
+    return change_interval([(arm, mgr.get(rid).result())  # type: ignore[union-attr]
+                            for arm, rid in zip(arms, run_ids)])
+
+
+def room_lesson_measured() -> tuple[str, str] | None:
+    """(step key, what it measured) when the room's latest A/B is a finished step of the
+    lesson — figures from its runs, for a card that names the lesson — else None."""
+    g = run_groups().latest("ab")
+    if g is None or g.info.get("lesson") not in [s.key for s in lesson().steps]:
+        return None
+    mgr = run_manager()
+    if any(mgr.get(rid) is None for _, rid in g.blocks) or \
+            group_progress(list(g.blocks))[0] < len(g.blocks):
+        return None
+    run_ids, arms = tuple(r for _, r in g.blocks), tuple(a for a, _ in g.blocks)
+    ab = merged(run_ids, arms, int(g.info.get("pairs") or 1))
+    if isinstance(ab, str):
+        return None
+    return str(g.info["lesson"]), practice_measured(ab, interval(run_ids, arms))
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
 def step_answer(step: str, run_ids: tuple[str, ...], arms: tuple[str, ...]) -> Answer | str:
     """A lesson step's answer from the group's finished blocks (once per group, shared by every
     viewer), or why there is none."""
@@ -204,10 +274,25 @@ def step_answer(step: str, run_ids: tuple[str, ...], arms: tuple[str, ...]) -> A
         return str(exc)
 
 
-def headline_panel(ab: ABResult, reveal: bool = True) -> None:
-    """The A/B's headline, its metrics and why. ``reveal`` False (a lesson's question not yet
-    answered): only what was measured end to end and the model alone — not where the change
-    came from, which is the question."""
+def interval_line(iv: ChangeInterval | None) -> None:
+    """How sure the end-to-end p50 change is, said plainly when the runs cannot tell its
+    sign."""
+    if iv is None:
+        st.caption(f"How sure: no interval for the end-to-end change — it takes at least "
+                   f"{MIN_PAIRS} block pairs (fewer cannot say how pairs scatter).")
+    elif iv.sign_known:
+        st.markdown(f"**How sure:** {iv.text()}.")
+    else:
+        st.markdown(f"**How sure:** {iv.text()} — the headline's sign is not measured. More "
+                    "block pairs narrow the interval.")
+
+
+def headline_panel(ab: ABResult, reveal: bool = True,
+                   iv: ChangeInterval | None = None) -> None:
+    """The A/B's headline, its metrics and why, and how sure its end-to-end change is
+    (``iv``). ``reveal`` False (a lesson's question not yet answered): only what was measured
+    end to end and the model alone — not where the change came from, which is the
+    question."""
     h = ab.headline
     if reveal:
         st.subheader(f"Headline: {h.text}")
@@ -235,6 +320,8 @@ def headline_panel(ab: ABResult, reveal: bool = True) -> None:
         m[3].metric("forward's share of A", fmt.share(h.forward_share),
                     help="Amdahl's law: the most the total can change is this share times "
                          "the forward pass's own change.")
+    interval_line(iv)
+    if reveal:
         st.info(f"**Why (Amdahl):** {h.explanation}")
     st.caption(f"A = {plain(ab.a.label)}: {ab.a.requests} requests in {ab.a.blocks} block(s), "
                f"{ab.a.throughput_rps:.0f} req/s · B changes {plain(ab.b.label)}: "

@@ -14,6 +14,14 @@ keys of buttons (Streamlit refuses a button whose key was set from session state
 key nobody listed, so a new widget does not reach the followers' screens by accident. A new
 control that should follow the projector is added here; ``tests/test_room.py`` checks that
 no button's key travels.
+
+A reloaded presenter resumes: a reload is a new Streamlit session, so the page that presented
+is gone and the new one is, at first, a follower. Once the instructor key is entered again it
+takes the presentation over as it stands (``latency.workshop.room.Room.resume``: the same
+page, settings and run — the followers' screens do not move) instead of "Another instructor
+is presenting". Gone means the server no longer holds the presenting page's browser session
+(``connected``); another instructor's page that is still open keeps the room until Present
+takes it over.
 """
 from __future__ import annotations
 
@@ -65,14 +73,42 @@ def shared_settings() -> dict[str, Any]:
     return {k: v for k, v in st.session_state.items() if travels(str(k))}
 
 
-def follow(pages: dict[str, Any], here: str) -> Presentation | None:
-    """Before the page renders: a follower takes the presenter's settings and run, and goes
-    to the presenter's page. Returns the presentation followed (None: free, or presenting)."""
-    p = room().current()
-    me = session_id()
-    if p is None or p.presenter == me:
-        st.session_state.pop("room_following", None)
+def connection_id() -> str | None:
+    """This page's browser session on the Streamlit server (None outside a script run)."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+    except ImportError:  # another Streamlit
         return None
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else None
+
+
+def connected(connection: str | None) -> bool | None:
+    """Whether the Streamlit server still holds that browser session (a reloaded or closed
+    page's is dropped at once); None where it cannot say (no server: AppTest, a script, or
+    another Streamlit), and the room then goes by the presenter's check-ins."""
+    if connection is None:
+        return None
+    try:
+        from streamlit.runtime import Runtime
+
+        if not Runtime.exists():
+            return None
+        alive = Runtime.instance().is_active_session(connection)
+    except Exception:  # noqa: BLE001 - an internal API that moved: say "cannot tell"
+        return None
+    return alive if isinstance(alive, bool) else None  # AppTest's Runtime is a mock
+
+
+def presenter_gone(p: Presentation) -> bool:
+    """Whether the presenting page is gone (reloaded, closed): see ``connected``."""
+    alive = connected(p.connection)
+    return room().gone(None if alive is None else not alive)
+
+
+def adopt(p: Presentation, pages: dict[str, Any], here: str) -> None:
+    """Take the presentation's settings and run into this session (before the page's widgets
+    render) and go to its page."""
     for key, value in p.settings.items():
         if not travels(key):
             continue
@@ -83,9 +119,40 @@ def follow(pages: dict[str, Any], here: str) -> Presentation | None:
     if p.run_id is not None:
         st.session_state["watch"] = p.run_id
     st.session_state["room_version"] = p.version
-    st.session_state["room_following"] = True
     if p.page != here and p.page in pages:
         go_to(pages[p.page])
+
+
+def resume(pages: dict[str, Any], here: str) -> Presentation | None:
+    """An instructor's session takes over a presentation whose page is gone (its own, before
+    a reload): it shows what the room shows and presents from there. None: nothing resumed."""
+    p = room().current()
+    me = session_id()
+    if p is None or p.presenter == me or not is_instructor():
+        return None
+    alive = connected(p.connection)
+    mine = room().resume(me, connection_id(), None if alive is None else not alive)
+    if mine is None:
+        return None
+    st.session_state.pop("room_following", None)
+    st.session_state["room_resumed"] = True
+    adopt(mine, pages, here)
+    return mine
+
+
+def follow(pages: dict[str, Any], here: str) -> Presentation | None:
+    """Before the page renders: an instructor whose presenting page is gone resumes it
+    (``resume``); a follower takes the presenter's settings and run, and goes to the
+    presenter's page. Returns the presentation followed (None: free, or presenting)."""
+    if resume(pages, here) is not None:
+        return None
+    p = room().current()
+    me = session_id()
+    if p is None or p.presenter == me:
+        st.session_state.pop("room_following", None)
+        return None
+    st.session_state["room_following"] = True
+    adopt(p, pages, here)
     return p
 
 
@@ -118,7 +185,7 @@ def publish(here: str) -> None:
     if rid is None:
         latest = run_manager().latest()
         rid = latest.run_id if latest is not None else None
-    p = room().publish(me, here, shared_settings(), rid)
+    p = room().publish(me, here, shared_settings(), rid, connection_id())
     if p is not None:
         st.session_state["room_version"] = p.version
 
@@ -133,13 +200,18 @@ def banner(p: Presentation | None) -> None:
 
 def stale() -> bool:
     """Whether the room changed since this page rendered: a newer presentation, or one that
-    began or ended (for the presenter itself, never)."""
+    began or ended, or (for an instructor) one whose presenting page is gone, to resume. The
+    presenter's own page never is stale: asked once a second, it checks in instead (its page
+    is open)."""
     p = room().current()
     following = bool(st.session_state.get("room_following"))
     if p is None:
         return following
     if p.presenter == session_id():
+        room().seen(p.presenter)
         return False
+    if is_instructor() and presenter_gone(p):
+        return True
     return not following or st.session_state.get("room_version") != p.version
 
 
@@ -164,7 +236,10 @@ def presenter_controls(here: str) -> None:
     me = session_id()
     p = room().current()
     if p is not None and p.presenter == me:
-        st.sidebar.caption("Presenting: every other screen follows yours.")
+        resumed = st.session_state.pop("room_resumed", False)
+        st.sidebar.caption("Presenting: every other screen follows yours."
+                           + (" Resumed where the room was: the page that presented is gone "
+                              "(a reload or a closed tab)." if resumed else ""))
         if st.sidebar.button("Release", key="room_release", icon=":material/cancel_presentation:",
                      help="Hand control back: students keep what they see and explore from "
                           "there."):
@@ -176,9 +251,11 @@ def presenter_controls(here: str) -> None:
     if st.sidebar.button("Present", key="room_present", icon=":material/cast:",
                  help="Every connected page follows yours: the same page, the same settings, "
                       "the same run, live. Students see the projector on their own screens."):
-        room().present(me, here, shared_settings(), st.session_state.get("watch"))
+        room().present(me, here, shared_settings(), st.session_state.get("watch"),
+                       connection_id())
         st.rerun()
 
 
-__all__ = ["OWN_WATCH", "TRAVELS", "TRAVEL_PREFIXES", "banner", "follow", "presenter_controls",
-           "publish", "shared_settings", "stale", "travels", "watch"]
+__all__ = ["OWN_WATCH", "TRAVELS", "TRAVEL_PREFIXES", "adopt", "banner", "connected",
+           "connection_id", "follow", "presenter_controls", "presenter_gone", "publish",
+           "resume", "shared_settings", "stale", "travels", "watch"]

@@ -2,7 +2,6 @@
 and the guided lesson "a much faster model, about the same latency"."""
 import streamlit as st
 
-from latency.core import fmt
 from latency.core.errors import ConfigError
 from latency.execution.ab import submit_ab
 from ui import optimisation_lab as lab
@@ -27,11 +26,14 @@ with st.container(border=True):
     st.markdown(f"#### :material/school: The lesson: {lesson.title}")
     if step is None:
         st.markdown(lesson.summary)
+        st.caption("; ".join(f"Step {i}: {lab.step_time(s).lower()}"
+                             for i, s in enumerate(lesson.steps, 1)) + " on this machine.")
         st.button("Start the lesson", icon=":material/play_arrow:", key="lesson_start",
                   on_click=lab.start_step, args=(lesson.steps[0].key,),
                   help="Loads the preset into the controls and runs the A/B.")
     else:
         st.markdown(f"**Step {lesson.number(step.key)}.** {step.intro}")
+        st.caption(f"{lab.step_time(step)} on this machine.")
         st.button("Leave the lesson", key="lesson_leave",
                   on_click=lambda: st.session_state.pop("lesson_step", None))
         st.page_link("views/optimisation_lab.py", label="Link to this step",
@@ -43,14 +45,17 @@ plan = lab.controls()
 run_now = st.button("Run A/B", type="primary", icon=":material/compare_arrows:",
                     help="Queue the blocks (A B, B A, …) with the server's run manager; "
                          "runs go one at a time, each in its own process.")
-if run_now or st.session_state.pop("lab_submit", False):
+pressed = st.session_state.pop("lab_submit", None)  # a lesson step's button: its key
+if run_now or pressed:
     try:
-        lesson_step = st.session_state.get("lesson_step")
-        title = lab.group_title(plan, lesson_step)
-        blocks = submit_ab(mgr, plan, me, title=title)
+        # a step's button queues the step's own A/B, whatever the controls hold now
+        queued, lesson_step = lab.submission(plan, None if run_now else pressed,
+                                             st.session_state.get("lesson_step"))
+        title = lab.group_title(queued, lesson_step)
+        blocks = submit_ab(mgr, queued, me, title=title)
         # the result belongs to the room: kept by the server, shown to every viewer
         st.session_state["ab_group"] = run_groups().register(
-            title, me, blocks, {"kind": "ab", "pairs": plan.pairs,
+            title, me, blocks, {"kind": "ab", "pairs": queued.pairs,
                                 "lesson": lesson_step}).to_state()
         st.session_state.pop("lesson_answer", None)
     except ConfigError as exc:
@@ -87,16 +92,13 @@ def results() -> None:
         return
     asked = steps.get(group.get("lesson"))  # a lesson step that asks before it answers
     hide_bars = asked is not None and asked.question is not None
+    iv = lab.interval(tuple(r for _, r in blocks), tuple(a for a, _ in blocks))
     # a lesson asks before it answers: where the change came from stays hidden until then
     lab.headline_panel(ab, reveal=not hide_bars
-                       or st.session_state.get("lesson_answer") is not None)
+                       or st.session_state.get("lesson_answer") is not None, iv=iv)
     if asked is not None and hide_bars:
-        h = ab.headline
-        model = (f"the model alone {fmt.change(h.forward_alone_change)}"
-                 if h.forward_alone_change is not None
-                 else f"the forward pass {fmt.change(h.forward_mean_change)}")
-        guess = st.radio(f"Measured: {model}, end-to-end p50 {fmt.change(h.p50_change)}. "
-                         f"{asked.question}", asked.choices, index=None, key="lesson_answer")
+        # what was measured is above it: end to end with how sure, and the model alone
+        guess = st.radio(asked.question or "", asked.choices, index=None, key="lesson_answer")
         if guess is None:
             st.caption("Answer to reveal the component bars.")
         else:

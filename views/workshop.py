@@ -5,6 +5,7 @@ import streamlit as st
 from latency.core import fmt
 from latency.workshop.course import course
 from latency.workshop.practice import practice
+from ui import optimisation_lab as lab_ui
 from ui import room as room_ui
 from ui import workshop
 from ui.priority import yield_cpu_to_runs
@@ -42,6 +43,13 @@ def lessons_view() -> None:
         st.markdown(f"#### {len(lessons) + 1}. The practice question: {lab.title}")
         st.markdown(f"{lab.summary} The Optimisation Lab runs it in {len(lab.steps)} steps: "
                     + "; ".join(f"{i}. {s.title}" for i, s in enumerate(lab.steps, 1)) + ".")
+        st.caption("; ".join(f"Step {i}: {lab_ui.step_time(s).lower()}"
+                             for i, s in enumerate(lab.steps, 1)) + " on this machine.")
+        shown = lab_ui.room_lesson_measured()  # the figures come from the room's runs
+        if shown is not None:
+            key, what = shown
+            st.markdown(f"**Measured in this room, step {lab.number(key)} "
+                        f"({lab.step(key).title}):** {what}.")
         st.page_link("views/optimisation_lab.py", label="Open the lesson in the Optimisation "
                      "Lab", icon=":material/school:",
                      query_params={"lesson": lab.steps[0].key})

@@ -9,19 +9,33 @@ keeps one run manager); it knows nothing of Streamlit, so it is tested as a plai
 Bounded: settings are JSON values of at most ``MAX_SETTINGS`` keys and ``MAX_SETTINGS_BYTES``
 in all (anything larger is not a control's value and is left out), and a presentation whose
 presenter has not published for ``STALE_S`` (a closed laptop) ends by itself.
+
+Resumed: a presenter's page that is gone (reloaded, its tab closed) does not lock the room to
+it. An instructor's session — a reloaded page once its key is entered again — takes the
+presentation over as it stands (``resume``: the same page, settings, run and version, so the
+followers' screens do not move), without pressing Present. Gone means: the dashboard says the
+presenter's browser session is no longer connected, or, where it cannot say, the presenter's
+page has not checked in (``seen``: once a second while it is open) for ``GONE_S``.
 """
 from __future__ import annotations
 
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 MAX_SETTINGS = 256
 MAX_SETTINGS_BYTES = 64 * 1024
 #: a presenter silent this long (its browser closed) releases the room by itself
 STALE_S = 600.0
+#: a presenter's page silent this long (it checks in once a second while open) is gone: an
+#: instructor's session may resume the presentation (used where the dashboard cannot say
+#: whether the presenter's browser session is still connected)
+GONE_S = 20.0
+#: a presenter's browser session the dashboard no longer holds is gone once its page has also
+#: been silent this long (a dropped connection that comes back within it is a network blip)
+RECONNECT_S = 5.0
 #: guesses kept per question (one per session; a room is tens of people)
 MAX_GUESSES = 500
 
@@ -36,6 +50,9 @@ class Presentation:
     settings: dict[str, Any] = field(default_factory=dict)
     run_id: str | None = None
     version: int = 0
+    #: the presenter's browser session on the dashboard server (to tell a page that is gone);
+    #: not part of what is shown
+    connection: str | None = field(default=None, compare=False)
 
 
 def json_settings(values: dict[str, Any]) -> dict[str, Any]:
@@ -66,42 +83,94 @@ class Room:
         self._clock = clock
         self._current: Presentation | None = None
         self._published = 0.0
+        self._seen = 0.0
         self._versions = 0
         self._guesses: dict[str, dict[str, Any]] = {}
         self._revealed: set[str] = set()
 
+    def _now_current(self) -> Presentation | None:
+        """(with the lock held) The presentation, ended first if its presenter went silent."""
+        if self._current is not None and self._clock() - self._published > STALE_S:
+            self._current = None  # the presenter went away without releasing
+        return self._current
+
     def current(self) -> Presentation | None:
         """The presentation followers follow now, or None (everyone explores freely)."""
         with self._lock:
-            if self._current is not None and self._clock() - self._published > STALE_S:
-                self._current = None  # the presenter went away without releasing
-            return self._current
+            return self._now_current()
 
     def present(self, presenter: str, page: str, settings: dict[str, Any],
-                run_id: str | None) -> Presentation:
+                run_id: str | None, connection: str | None = None) -> Presentation:
         """Start presenting (taking the room over from another presenter) or publish what the
         presenter shows now. The version changes only when what is shown does, so followers
-        re-render only then."""
+        re-render only then. ``connection``: the presenter's browser session, if known."""
         settings = json_settings(settings)
         with self._lock:
-            self._published = self._clock()
+            self._published = self._seen = self._clock()
             cur = self._current
             if (cur is not None and cur.presenter == presenter and cur.page == page
                     and cur.settings == settings and cur.run_id == run_id):
+                if connection is not None and cur.connection != connection:
+                    self._current = cur = replace(cur, connection=connection)
                 return cur
             self._versions += 1
-            self._current = Presentation(presenter, page, settings, run_id, self._versions)
+            self._current = Presentation(presenter, page, settings, run_id, self._versions,
+                                         connection)
             return self._current
 
     def publish(self, presenter: str, page: str, settings: dict[str, Any],
-                run_id: str | None) -> Presentation | None:
+                run_id: str | None, connection: str | None = None) -> Presentation | None:
         """Like ``present`` but only for the session presenting now: a released or taken-over
         presenter's late publish changes nothing."""
         with self._lock:
             cur = self._current
             if cur is None or cur.presenter != presenter:
                 return None
-        return self.present(presenter, page, settings, run_id)
+        return self.present(presenter, page, settings, run_id, connection)
+
+    def seen(self, presenter: str) -> bool:
+        """The presenter's page checks in (once a second while it is open); False for anyone
+        else. It does not publish: a presenter who only watches still ends after STALE_S."""
+        with self._lock:
+            if self._current is None or self._current.presenter != presenter:
+                return False
+            self._seen = self._clock()
+            return True
+
+    def gone(self, disconnected: bool | None = None) -> bool:
+        """Whether the presenter's page is gone. ``disconnected``: what the dashboard server
+        says of its browser session — True (no longer held: gone once the page has been
+        silent for ``RECONNECT_S`` too), False (still connected: not gone), None (it cannot
+        say: gone once silent — no ``seen``, ``present`` or ``publish`` — for ``GONE_S``).
+        False with no presentation."""
+        with self._lock:
+            return self._gone_locked(disconnected)
+
+    def _gone_locked(self, disconnected: bool | None) -> bool:
+        if self._now_current() is None or disconnected is False:
+            return False
+        silent = self._clock() - self._seen
+        return silent >= (RECONNECT_S if disconnected else GONE_S)
+
+    def resume(self, presenter: str, connection: str | None = None,
+               disconnected: bool | None = None) -> Presentation | None:
+        """Hand the presentation, as it stands, to ``presenter`` (an instructor's session: the
+        caller checks) if its presenter's page is gone (``gone``, ``disconnected`` as the
+        dashboard says it): the same page, settings, run and version, so the followers'
+        screens do not move. Returns the presentation now ``presenter``'s (also when it
+        already was), or None: nothing to resume, or its presenter is still there (then only
+        Present takes it over)."""
+        with self._lock:
+            cur = self._now_current()
+            if cur is None:
+                return None
+            if cur.presenter == presenter:
+                return cur
+            if not self._gone_locked(disconnected):
+                return None
+            self._published = self._seen = self._clock()
+            self._current = replace(cur, presenter=presenter, connection=connection)
+            return self._current
 
     def release(self, presenter: str) -> bool:
         """End the presentation if ``presenter`` holds it; followers keep what they see and may
@@ -153,4 +222,5 @@ class Room:
         return cur is not None and cur.presenter == session
 
 
-__all__ = ["MAX_SETTINGS", "Presentation", "Room", "json_settings"]
+__all__ = ["GONE_S", "MAX_SETTINGS", "RECONNECT_S", "STALE_S", "Presentation", "Room",
+           "json_settings"]
