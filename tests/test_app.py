@@ -186,3 +186,191 @@ def test_the_dashboards_plain_helpers_are_modules_of_their_own_without_streamlit
     from ui.text import plain
 
     assert plain("![p](http://host/x.png)") == r"\!\[p\]\(http\://host/x\.png\)"
+
+
+def _shown_numbers(at: AppTest) -> dict[str, str]:
+    """The p50/p99 a page shows in its metric row, its histogram's lines and its bars."""
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    metric = {m.label: m.value for m in at.metric}
+    hist = next(s for s in specs if any(str(a.get("text", "")).startswith("p99 ")
+                                        for a in s["layout"].get("annotations", [])))
+    lines = {a["text"].split(" ")[0]: a["text"].split(" ", 1)[1]
+             for a in hist["layout"]["annotations"] if a["text"][:3] in ("p50", "p99")}
+    bars = next(s for s in specs if {t.get("name") for t in s["data"]} >= {"queue", "forward"})
+    totals = [a["text"] for a in bars["layout"]["annotations"]]  # mean, p50, p90, p99 bars
+    return {"metric p50": metric["p50"], "metric p99": metric["p99"],
+            "line p50": lines["p50"], "line p99": lines["p99"],
+            "bar p50": totals[1], "bar p99": totals[-1]}
+
+
+def test_one_refresh_of_the_live_view_is_one_snapshot_of_the_run(monkeypatch):
+    """Rows arrive while a page renders (the run process sends them once a second): every
+    number and chart of one refresh is of one snapshot version. The page takes the run's
+    snapshot once a refresh — it took one for its figures' cache key and another for its
+    figures (or, mid-run, beside metrics of the next version) — and builds the figures from
+    that one."""
+    from latency.core.config import RunConfig
+    from ui.server import run_manager
+
+    at = app()
+    at.switch_page("views/live_profiler.py").run()
+    mgr, owner = run_manager(), at.session_state["owner"]
+    ticket = mgr.submit(RunConfig(model="synthetic", duration_s=30.0, concurrency=2,
+                                  model_args={"dist": "exponential"}), owner=owner)
+    at.session_state["watch"] = ticket.run_id
+    handle = mgr.get(ticket.run_id)
+    try:
+        rerun_until(at, lambda at: any(m.label == "p99" for m in at.metric), timeout=90)
+        assert any(m.label == "p99" for m in at.metric), [m.value for m in at.markdown]
+        original, taken = handle.snapshot, []
+
+        def snapshot():  # each look finds new rows: the run moves on while the page renders
+            with handle._lock:
+                handle._version += 1
+            snap = original()
+            taken.append(snap)
+            return snap
+
+        monkeypatch.setattr(handle, "snapshot", snapshot)
+        for _ in range(3):
+            taken.clear()
+            at.run()
+            assert not at.exception
+            assert len(taken) == 1, f"{len(taken)} snapshots in one refresh: {taken}"
+            shown = _shown_numbers(at)
+            assert len({shown["metric p50"], shown["line p50"]}) == 1, shown
+            assert len({shown["metric p99"], shown["line p99"]}) == 1, shown
+            snap = taken[0]  # all of it is of the one snapshot the refresh took
+            lat = snap.summary.latency_ms
+            assert shown["metric p99"] == fmt.duration(lat.p99)
+            assert shown["bar p99"] == f"{fmt.ms(lat.p99)} ms"
+            assert shown["bar p50"] == f"{fmt.ms(lat.p50)} ms"
+            assert any(f"{snap.progress['measured']} requests measured" in p.proto.text
+                       for p in at.get("progress"))
+    finally:
+        mgr.stop(ticket.run_id, requester=owner)
+        handle.wait(timeout=60)
+
+
+def test_the_progress_line_says_what_is_true_in_every_phase():
+    """Finishing read "finishing · 0.0 s elapsed · ~0 s left": the phase's own clock had just
+    restarted and nothing was left to measure. It says what the run does and the time since it
+    started; time left only while measuring."""
+    from latency.analysis.snapshot import Snapshot
+    from latency.core.config import RunConfig
+    from ui.live_profiler import progress_line
+
+    def line(phase: str, status: str = "running", **progress) -> tuple[float, str]:
+        return progress_line(Snapshot("r", 1, status, phase, RunConfig(duration_s=10.0),
+                                      {"measured": 1269, **progress}))
+
+    frac, text = line("finishing", elapsed_s=0.0, wall_s=13.04, fraction=1.0, remaining_s=0.0)
+    assert text == "finishing: computing the summary · 1269 requests measured · 13.0 s elapsed"
+    assert frac == 1.0 and "left" not in text
+    _, text = line("measuring", elapsed_s=7.6, wall_s=12.0, fraction=0.76, remaining_s=2.4)
+    assert text == "measuring · 1269 requests measured · 7.6 s elapsed · ~2 s left"
+    _, text = line("starting", elapsed_s=0.0, wall_s=3.5, fraction=0.0, remaining_s=None)
+    assert text == "starting · 1269 requests measured · 3.5 s elapsed"
+    _, text = line("draining", elapsed_s=0.2, wall_s=14.0, fraction=1.0, remaining_s=None)
+    assert text.startswith("draining (all requests sent") and text.endswith("14.0 s elapsed")
+    _, text = line("queued", status="queued", elapsed_s=0.0, fraction=0.0)
+    assert text == "queued · 1269 requests measured"
+    _, text = line("waiting", waiting_for="a CLI run", wall_s=2.0)
+    assert text.startswith("waiting for the machine: a CLI run is measuring")
+
+
+@pytest.fixture
+def policy_warnings(monkeypatch):
+    """Streamlit's "created with a default value but also had its value set via the Session
+    State API" warnings, as logged from now on (AppTest has no server log, runs the check only
+    with a runtime, and Streamlit warns once a process: here once a key)."""
+    import logging
+    import types
+
+    import streamlit.elements.lib.policies as policies
+
+    monkeypatch.setattr(policies, "runtime", types.SimpleNamespace(exists=lambda: True))
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+            policies._shown_default_value_warning = False
+
+    logger, handler = logging.getLogger(policies.__name__), Keep()
+    logger.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(handler)
+
+
+def _follower(values: dict) -> None:
+    """A follower's sidebar: the presenter's settings set through the Session State API
+    before the controls render (ui/room.follow), as every render of a follower does."""
+    import streamlit as st
+
+    from ui.controls import profiler_controls
+
+    for key, value in values.items():
+        st.session_state[key] = value
+    profiler_controls()
+
+
+@pytest.mark.parametrize("values", [
+    {"model": "synthetic", "pre_ms": 3.0, "fwd_ms": 4.0, "post_ms": 0.5,
+     "stage_dist": "exponential", "error_rate": 0.1, "stall_ms": 100, "device": "cpu",
+     "dtype": "float32", "threads": 2, "replicas": 2, "batch": 4, "delay": 2.0,
+     "mode": "closed loop", "concurrency": 3, "duration": 5, "slo": 30.0},
+    {"model": "image-cnn", "mode": "open loop", "rate": 200, "arrival": "constant",
+     "transport": "HTTP", "payload": "raw", "net_rtt": 20.0, "net_jitter": 2.0,
+     "net_bw": "100"},
+])
+def test_a_followers_controls_log_no_session_state_warnings(policy_warnings, values):
+    """The server log said "The widget with key "model" was created with a default value but
+    also had its value set via the Session State API" for every follower (and, once a process,
+    for whichever key came first): a control whose value was just set through the API is
+    created without a default, and shows the value set."""
+    seen = policy_warnings
+    at = AppTest.from_function(_follower, args=(values,), default_timeout=60)
+    at.run()
+    assert not at.exception
+    assert not [m for m in seen if "Session State API" in m], seen
+    shown = {w.key: w.value for kind in ("slider", "select_slider", "selectbox", "radio",
+                                         "number_input") for w in getattr(at.sidebar, kind)}
+    for key, value in values.items():
+        assert shown[key] == value, (key, shown.get(key), value)
+    at.run()  # and a render without the API keeps the values
+    assert {k: v for k, v in shown.items() if k in values} == values
+
+
+def test_the_controls_keep_their_defaults_for_a_shared_link():
+    """Only a value set through the API drops the default: a fresh page's controls still
+    carry theirs (a bound widget leaves its default out of the URL)."""
+    at = app()
+    at.switch_page("views/live_profiler.py").run()
+    assert at.sidebar.selectbox(key="model").value == "synthetic"
+    assert at.sidebar.slider(key="duration").value == 10
+    assert at.sidebar.number_input(key="slo").value == 50.0
+    assert at.sidebar.slider(key="threads").proto.default[:] == [1]
+    assert at.sidebar.selectbox(key="model").proto.default == \
+        at.sidebar.selectbox(key="model").options.index("synthetic")
+
+
+def test_start_and_stop_say_what_they_do_beside_them_not_over_the_title():
+    """The Start tooltip opened above the button, over the page's title: the buttons have
+    none, a caption beside them says it."""
+    at = app()
+    at.switch_page("views/live_profiler.py").run()
+    buttons = {b.label: b for b in at.button}
+    assert not buttons["Start"].help and not buttons["Stop"].help
+    assert any("**Start** queues a run" in c.value and "**Stop**" in c.value
+               for c in at.caption)
+
+
+def test_home_says_where_to_start_on_every_page():
+    at = app()
+    links = [link.label for link in at.get("page_link")]
+    assert links == ["Live Profiler", "Load Simulator", "Optimisation Lab", "Compare Runs",
+                     "Workshop"]

@@ -1,6 +1,7 @@
 """The Compare Runs page through AppTest, on a history seeded with real engine runs; and its
 pure figure functions."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,11 @@ def page() -> AppTest:
     return at
 
 
+def unescaped(markdown: str) -> str:
+    """Markdown-escaped text (``ui.text.plain``) as a reader sees it."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
 def specs(at: AppTest) -> list[dict]:
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
@@ -66,7 +72,7 @@ def test_the_two_newest_runs_are_overlaid_with_a_diff(seeded, results):
     assert fwd["y"][0] == pytest.approx(1.0, rel=0.2) and fwd["y"][1] == pytest.approx(3.0,
                                                                                    rel=0.2)
     assert any("B vs A: p50" in m.value for m in at.markdown)
-    assert any("model_args.forward_ms: 1 → 3" in c.value for c in at.caption)
+    assert any("model_args.forward_ms: 1 → 3" in unescaped(c.value) for c in at.caption)
     tables = at.dataframe
     runs_table, diff = tables[0].value, tables[1].value
     assert list(runs_table["id"]) == [ids["slow"], ids["fast"], ids["failed"]]
@@ -302,3 +308,96 @@ def test_html_in_a_run_name_is_text_in_the_charts_and_pickers_show_no_backslashe
     at = page()
     assert not at.exception
     assert not any("\\" in c.value for c in at.caption if "LATENCY_LAB_DB" in c.value)
+
+
+MARKDOWN_NAME = r"image-cnn *fast* a_b [x](y) 12-02 00:51 \o/"
+
+
+def test_text_shown_as_it_is_is_not_escaped_and_markdown_text_is(seeded):
+    """The run pickers' options and chips (a select box and a multiselect: plain text) showed
+    `image\\-cnn · 12\\-02 00\\:51`, the history path `/root/\\.latency\\_lab`: Markdown
+    escaping of text no Markdown renders. They show the name as it is; the places that do
+    render Markdown (the delete dialog, the setup line) escape it."""
+    store, ids = seeded
+    store.rename(ids["fast"], MARKDOWN_NAME)
+    at = page()
+    chips = at.multiselect(key="cmp_runs")
+    picked = [chips.format_func(rid) for rid in chips.value]  # what the chips say
+    assert any(MARKDOWN_NAME in p for p in picked), picked
+    options = at.selectbox(key="cmp_target").options
+    assert any(MARKDOWN_NAME in o for o in options), options
+    assert not any("\\-" in o or "\\:" in o for o in options + picked)
+    path = next(c.value for c in at.caption if "LATENCY_LAB_DB" in c.value)
+    assert f"`{store.path}`" in path  # a code span: the path as it is
+    setup = next(c.value for c in at.caption if c.value.startswith("Setup A → B"))
+    assert "model\\_args" in setup  # inside Markdown: escaped, reads model_args
+    at.selectbox(key="cmp_target").set_value(ids["fast"]).run()
+    at.button(key="cmp_delete").click().run()
+    warning = next(w.value for w in at.warning if "cannot be undone" in w.value)
+    assert r"\*fast\*" in warning and r"\[x\]\(y\)" in warning
+    assert unescaped(warning).count(MARKDOWN_NAME) == 1
+
+
+def test_the_text_helpers_say_which_text_goes_where():
+    from ui.text import code_span, option_text, plain
+
+    name = "a_b *c* `d` 12-02\nnext"
+    assert plain(name) == r"a\_b \*c\* \`d\` 12\-02" + "\nnext"
+    assert option_text(name) == "a_b *c* `d` 12-02 next"  # one line, as it is
+    assert code_span("/root/.latency_lab/runs`x`.sqlite") == "/root/.latency_lab/runs'x'.sqlite"
+
+
+def _compare_follower(page_file: str, target: str, name: str) -> None:
+    """A follower's Compare page: the presenter's picked run and its name field set through
+    the Session State API before the page renders (ui/room.follow)."""
+    import runpy
+
+    import streamlit as st
+
+    st.session_state["cmp_target"] = target
+    st.session_state[f"cmp_name_{target}"] = name
+    runpy.run_path(page_file)
+
+
+def test_a_followers_compare_page_logs_no_session_state_warnings(seeded, monkeypatch):
+    import logging
+    import types
+
+    import streamlit.elements.lib.policies as policies
+
+    _, ids = seeded
+    monkeypatch.setattr(policies, "runtime", types.SimpleNamespace(exists=lambda: True))
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger(policies.__name__)
+    logger.addHandler(handler)
+    try:
+        page_file = str(Path(APP).parent / "views" / "compare_runs.py")
+        at = AppTest.from_function(_compare_follower, args=(page_file, ids["slow"], "renamed"),
+                                   default_timeout=60)
+        at.run()
+    finally:
+        logger.removeHandler(handler)
+    assert not at.exception
+    assert not [m for m in seen if "Session State API" in m], seen
+    assert at.selectbox(key="cmp_target").value == ids["slow"]
+    assert at.text_input(key=f"cmp_name_{ids['slow']}").value == "renamed"
+
+
+def test_a_long_run_label_is_shortened_in_the_legend_not_cut_off():
+    """A run labelled by model, load and a long setup was cut off at the chart's edge: its
+    legend entry ends in an ellipsis; the whole name stays in the p99 marker's hover."""
+    from latency.figures.text import LEGEND_CHARS
+
+    label = ("A · image-cnn · closed 4 clients · batch ≤ 8 / 5 ms · 2 replicas · int8 · "
+             "naive pre · Ray Serve + preprocess deployment")
+    fig = runs_spectrum_figure({label: ([0.5, 0.9, 0.995], [1.0, 2.0, 3.0]),
+                                "B · short": ([0.5, 0.9, 0.995], [1.0, 2.5, 4.0])})
+    names = [t.name for t in fig.data if t.showlegend is not False]
+    assert names[1] == "B · short"
+    assert len(names[0]) <= LEGEND_CHARS and names[0].endswith("…")
+    assert names[0][:-1] == label[: LEGEND_CHARS - 1].rstrip()
+    marker = next(t for t in fig.data if t.showlegend is False)
+    assert label.replace("<", "&lt;") in marker.hovertemplate

@@ -61,3 +61,67 @@ def test_a_handout_is_one_page_pdf_or_png_and_refuses_other_formats():
     assert png.size == (int(PAGE_IN[0] * PNG_DPI), int(PAGE_IN[1] * PNG_DPI))
     with pytest.raises(ValueError, match="pdf or png"):
         h.render("svg")
+
+
+CO = [{"run": "closed loop (8 clients)", "requests": 1200, "throughput_rps": 240.0,
+       "p50_ms": 4.2, "p99_ms": 12.5},
+      {"run": "open loop (200 req/s)", "requests": 1400, "throughput_rps": 198.0,
+       "p50_ms": 5.1, "p99_ms": 480.0}]
+LONG_IDS = ", ".join(f"run-20261202-07{i:02d}00-abcdef" for i in range(8))
+
+
+def _long_handout() -> Handout:
+    question = ("A model stalls for 500 ms once. How much does the p99 move, measured closed "
+                "loop and open loop? ") * 3
+    idea = ("A closed-loop load generator waits for each answer, so a stall delays the requests "
+            "it would have sent: they are never measured as slow. ") * 3
+    table = [{"run": r["run"], "requests": r["requests"], "req/s": r["throughput_rps"],
+              "p50 ms": r["p50_ms"], "p99 ms": r["p99_ms"]} for r in CO]
+    return Handout("3. Coordinated omission", question, "Closed loop p99 12.5 ms; open loop "
+                   "p99 480 ms.", idea, course_plots.answer_figure("co", CO), [table],
+                   "12 guesses: ×1 ×3, ×10 ×5, ×100 ×4",
+                   "Measured live by Latency Lab on 2 CPU core(s), cpu, torch 2.9.0; in the run "
+                   f"history as \"Workshop 3. Coordinated omission · …\": {LONG_IDS}.",
+                   ["Both runs completed."])
+
+
+def test_every_line_of_the_page_stays_on_the_page_and_the_footer_under_the_idea():
+    """The question and the footer ran off the right edge (wrapped at a character count, not
+    at the width the font takes), and a long footer climbed into the idea above it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    page = _long_handout().page()
+    renderer = FigureCanvasAgg(page).get_renderer()
+    width, height = page.bbox.width, page.bbox.height
+    texts = [t for t in page.texts if t.get_text()]
+    for t in texts:
+        box = t.get_window_extent(renderer)
+        assert 0 <= box.x0 and box.x1 <= width and 0 <= box.y0 and box.y1 <= height, \
+            (t.get_text()[:60], box)
+    source = next(t for t in texts if "run history" in t.get_text())
+    idea = next(t for t in texts if t.get_text().startswith("A closed-loop"))
+    assert LONG_IDS.split(", ")[-1] in source.get_text().replace("\n", " ")  # nothing lost
+    assert source.get_window_extent(renderer).y1 < idea.get_window_extent(renderer).y0
+    chart = page.axes[0].get_tightbbox(renderer)
+    assert idea.get_window_extent(renderer).y1 < chart.y0  # the chart sits above the footer
+
+
+def test_the_co_handouts_short_p50_bars_are_seen_and_read():
+    """p50 5 ms beside a p99 of 480 ms were invisible slivers on the handout's linear axis: a
+    bar chart whose bars span this much is drawn on a log axis (its title says so), each bar
+    without a label given its value."""
+    fig, ax = axes()
+    draw_plotly(course_plots.answer_figure("co", CO), ax)
+    assert ax.get_yscale() == "log" and "log scale" in ax.get_ylabel()
+    heights = sorted(p.get_height() for p in ax.patches)
+    assert heights == sorted([4.2, 5.1, 12.5, 480.0])  # the figure's numbers, unchanged
+    lo, hi = ax.get_ylim()
+    assert lo < 4.2 / 1.5 and hi > 480.0
+    fig.canvas.draw()  # drawn, the shortest bar is a bar, not a sliver
+    shortest = min(ax.patches, key=lambda p: p.get_height())
+    assert shortest.get_window_extent().height > 0.15 * ax.get_window_extent().height
+    labels = {t.get_text() for t in ax.texts}
+    assert {"4.2 ms", "5.1 ms"} <= labels and {"12 ms", "480 ms"} <= labels
+    fig, ax = axes()  # bars within a factor 25 keep the page's linear axis
+    draw_plotly(course_plots.answer_figure("co", TABLE[:2]), ax)
+    assert ax.get_yscale() == "linear"

@@ -210,6 +210,61 @@ def test_histogram_empty_input_is_a_no_data_figure(edges, counts):
     assert _is_empty_figure(fig)
 
 
+def _count_ticks(axis) -> list[str]:
+    """The tick labels plotly draws on a linear count axis: tick0 + k·dtick within the range,
+    in the axis's ``tickformat`` (d3 ",d": rounded to an integer, thousands separated)."""
+    assert axis.tickmode == "linear" and axis.tickformat == ",d"
+    lo, hi = axis.range
+    ticks = np.arange(axis.tick0, hi + 1e-9, axis.dtick)
+    return [f"{round(v):,}" for v in ticks if v >= lo]
+
+
+@pytest.mark.parametrize("counts_at, top", [((3, 7, 8, 12), 1), ((5,), 1), ((4, 5, 6), 7)])
+def test_histogram_count_ticks_are_distinct_whole_numbers_when_counts_are_small(counts_at, top):
+    """A few requests drew the y axis as "0 0 0 1 1 1 1 1": plotly stepped 0.2 over 0-1.56 and
+    the integer format rounded each step. Counts tick at whole numbers, a step of at least 1."""
+    counts = np.zeros(20)
+    counts[list(counts_at)] = 1
+    counts[counts_at[0]] = top
+    fig = plots.latency_histogram_figure(np.geomspace(5, 50, 21), counts, {"p50": 12.0})
+    labels = _count_ticks(fig.layout.yaxis)
+    assert len(labels) == len(set(labels)) >= 2, labels
+    assert labels[0] == "0" and fig.layout.yaxis.dtick >= 1
+    assert fig.layout.yaxis.range[1] >= top  # the tallest bar fits under the labels' headroom
+
+
+def test_histogram_count_ticks_stay_few_and_round_for_large_counts():
+    _, counts, pct = _hist_case()
+    fig = plots.latency_histogram_figure(HIST_EDGES_MS, counts, pct)
+    labels = _count_ticks(fig.layout.yaxis)
+    assert 3 <= len(labels) <= 8 and len(set(labels)) == len(labels)
+    assert str(int(fig.layout.yaxis.dtick))[0] in "125"
+
+
+def test_histogram_axis_opens_where_the_requests_are_not_at_a_few_near_zero_outliers():
+    """The simulator's histogram was half empty: a few exponential service times near zero
+    (clipped into the first bin, 1 µs) opened the log axis at 0.001 ms, three decades before
+    the requests. The axis opens where all but the fastest 0.1 % lie; those bars stay in the
+    figure (autoscale shows them) and the tail is never cut."""
+    rng = np.random.default_rng(1)
+    values = np.concatenate([rng.lognormal(np.log(30.0), 0.4, 20_000),
+                             [1e-4, 0.002, 0.01, 0.05, 0.2]])  # five strays down to 0.1 µs
+    counts = histogram_ms(values)
+    fig = plots.latency_histogram_figure(HIST_EDGES_MS, counts, {"p50": 30.0, "p99": 75.0})
+    lo, hi = fig.layout.xaxis.range
+    assert 10 ** lo > 5.0, 10 ** lo  # not 0.001 ms
+    assert 10 ** hi >= values.max()  # the slowest request is on the axis
+    (bars,) = fig.data
+    assert sum(bars.y) == len(values)  # every request still a bar
+    shown = (np.asarray(bars.x) >= 10 ** lo) & (np.asarray(bars.x) <= 10 ** hi)
+    assert np.asarray(bars.y)[shown].sum() >= 0.999 * len(values)
+    # a narrow distribution without strays keeps its one empty bin each side
+    _, plain, pct = _hist_case()
+    nz = np.flatnonzero(plain)
+    fig = plots.latency_histogram_figure(HIST_EDGES_MS, plain, pct)
+    assert 10 ** fig.layout.xaxis.range[0] == pytest.approx(HIST_EDGES_MS[nz[0] - 1])
+
+
 # ------------------------------------------------------------------------ time series
 
 

@@ -15,6 +15,7 @@ import streamlit as st
 from latency.core import fmt
 from latency.storage.export import export_bytes
 from latency.storage.store import RunInfo, RunStore, StoredRun
+from ui.text import code_span, option_text, plain
 
 #: a Chrome trace of more requests than this is slow to open in a viewer: the download keeps
 #: the first ones (the CLI's `history export --format trace` has no cap).
@@ -39,11 +40,12 @@ def history_note(mgr: Any, handle: Any) -> None:
         return
     saved, error = mgr.saved_id(handle.run_id), mgr.save_error(handle.run_id)
     if saved:
-        st.caption(f"Saved in the run history as `{saved}`: compare it with other runs on "
-                   f"**Compare Runs**, or `python -m latency history show {saved}`.")
+        st.caption(f"Saved in the run history as `{code_span(saved)}`: compare it with other "
+                   f"runs on **Compare Runs**, or `python -m latency history show "
+                   f"{code_span(saved)}`.")
     elif error:
-        st.warning(f"This run was not saved to the run history ({error}). Its results stay "
-                   "here while the server runs: download them to keep them.")
+        st.warning(f"This run was not saved to the run history ({plain(error)}). Its results "
+                   "stay here while the server runs: download them to keep them.")
 
 
 def store() -> RunStore:
@@ -65,13 +67,27 @@ def export_file(db: str, run_id: str, file_format: str) -> bytes:
 
 
 def runs_frame(infos: list[RunInfo], letter_of: dict[str, str]) -> pd.DataFrame:
-    """The table of runs as a person scans it: newest first, the compared ones lettered."""
+    """The table of runs as a person scans it: newest first, the compared ones lettered; its
+    numbers before the setup, the one column whose text runs long (batching, replicas,
+    levers, HTTP or Ray Serve), which comes last with room for all of it."""
     return pd.DataFrame([{
-        "as": letter_of.get(i.id, ""), "id": i.id, "name": i.name or "", "when": i.when,
-        "model": i.model, "load": i.load, "setup": i.setup, "status": i.status, "requests": i.n,
+        "as": letter_of.get(i.id, ""), "id": i.id, "name": i.name or "", "when": i.when[:16],
+        "model": i.model, "load": i.load, "status": i.status, "requests": i.n,
         "errors": i.errors, "p50 (ms)": _r(i.p50_ms), "p99 (ms)": _r(i.p99_ms),
         "req/s": None if i.throughput_rps is None else round(i.throughput_rps, 1),
-        "from": i.source} for i in infos])
+        "from": i.source, "setup": i.setup} for i in infos])
+
+
+def runs_columns() -> dict[str, Any]:
+    """The runs table's column widths (px): the short ones narrow, so that every column but
+    the setup fits a 1280-pixel window, and the setup as wide as its longest text needs."""
+    cc = st.column_config
+    widths = {"as": 36, "id": 66, "name": 130, "when": 124, "model": 100, "load": 150,
+              "status": 86, "requests": 72, "errors": 54, "p50 (ms)": 68, "p99 (ms)": 68,
+              "req/s": 58, "from": 78, "setup": 420}
+    out: dict[str, Any] = {c: cc.Column(c, width=w) for c, w in widths.items()}
+    out["as"] = cc.Column("as", width=36, help="letter in the charts")
+    return out
 
 
 def _r(v: float | None) -> float | None:
@@ -80,10 +96,10 @@ def _r(v: float | None) -> float | None:
 
 
 def option_label(info: RunInfo) -> str:
-    """A run in a select box: its id, label and time. An option is shown as plain text
-    already (Streamlit renders no Markdown there), so it is not escaped: escaping showed
-    every backslash."""
-    return f"{info.id} · {info.label} · {info.when[5:16]}"
+    """A run in a select box or the multiselect's chips: its id, label and time, as text
+    (``option_text``: Streamlit renders no Markdown there, so escaping showed every
+    backslash)."""
+    return option_text(f"{info.id} · {info.label} · {info.when[5:16]}")
 
 
 def diff_colours(rows: list[dict[str, Any]]) -> list[list[str]]:

@@ -1,7 +1,11 @@
 """A run's figures, built once per (run, snapshot version, SLO) and shared by every viewer, so
 thirty browsers cost one build per second, not thirty. ``st.cache_resource`` rather than
 ``st.cache_data``: the latter unpickles a copy for every reader (~50 ms a figure); the figures
-are never mutated after they are built, so sharing the object is safe."""
+are never mutated after they are built, so sharing the object is safe.
+
+The page takes one snapshot per render and hands it in: the cache is keyed by that snapshot's
+own version and built from it, so every number and chart of a render is of one version (the
+key was the handle's version, read before the build took a possibly newer snapshot)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,20 +13,32 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
+from latency.analysis.snapshot import Snapshot
+from latency.core import fmt
 from latency.figures import plots
-from ui.server import run_manager
+
+
+def has_charts(snap: Snapshot) -> bool:
+    """Whether a snapshot holds measured requests to chart (before that: placeholders)."""
+    return snap.summary is not None and snap.hist_counts is not None
+
+
+def figures(snap: Snapshot, slo_ms: float) -> dict[str, Any]:
+    """Every chart and number of ``snap`` the page shows, built once per (run, version, SLO)
+    and shared by all viewers."""
+    return _built(snap.run_id, snap.version, float(slo_ms), snap)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def figures(run_id: str, version: int, slo_ms: float) -> dict[str, Any]:
-    """Every chart of one snapshot version, built once and shared by all viewers."""
-    handle = run_manager().get(run_id)
-    if handle is None:
-        return {}
-    snap = handle.snapshot()
-    if snap.summary is None or snap.hist_counts is None:
+def _built(run_id: str, version: int, slo_ms: float, _snap: Snapshot) -> dict[str, Any]:
+    """``figures``' cache: the key is the snapshot's (run, version), its content that snapshot
+    (``_snap`` is not hashed: one version of a run is one snapshot)."""
+    snap = _snap
+    if not has_charts(snap):
         return {"snapshot": snap}
-    lat = snap.summary.latency_ms
+    s = snap.summary
+    assert s is not None and snap.hist_counts is not None
+    lat = s.latency_ms
     share = snap.share_within(slo_ms)
     return {
         "snapshot": snap,
@@ -32,8 +48,15 @@ def figures(run_id: str, version: int, slo_ms: float) -> dict[str, Any]:
             {"p50": lat.p50, "p95": lat.p95, "p99": lat.p99}, slo_ms, share)),
         "timeseries": SharedFigure.of(plots.timeseries_figure(
             snap.series, offered_rps=snap.config.rate)),
-        "table": plots.summary_markdown(snap.summary),
+        "table": plots.summary_markdown(s),
         "share": share,
+        # the metric row, as text: the page only places it (right beside the charts it agrees
+        # with, no work in between)
+        "metrics": [("throughput (req/s)", f"{s.throughput_rps:,.0f}"),
+                    ("p50", fmt.duration(lat.p50)), ("p99", fmt.duration(lat.p99)),
+                    (f"within SLO {slo_ms:g} ms", f"{share:.1%}" if share is not None
+                     else fmt.DASH),
+                    ("errors", f"{s.errors}")],
     }
 
 
@@ -68,4 +91,4 @@ class SharedFigure(go.Figure):
         return cached
 
 
-__all__ = ["SharedFigure", "figures", "placeholder"]
+__all__ = ["SharedFigure", "figures", "has_charts", "placeholder"]

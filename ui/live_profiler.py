@@ -12,7 +12,6 @@ import streamlit as st
 from latency.analysis.snapshot import Snapshot
 from latency.analysis.transport_summary import TransportSummary
 from latency.analysis.validity import validity
-from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.core.describe import OUR_SERVER, load_description, server_label
 from latency.execution.process import RunHandle
@@ -20,6 +19,7 @@ from ui.downloads import downloads
 from ui.explain import COMPONENTS_TABLE, MISTAKES
 from ui.figure_cache import figures, placeholder
 from ui.server import run_manager
+from ui.text import plain
 
 STATUS_ICON = {"queued": ":material/hourglass_top:", "running": ":material/play_circle:",
                "completed": ":material/check_circle:", "stopped": ":material/stop_circle:",
@@ -42,38 +42,22 @@ second. Under open-loop overload p99 climbs steadily: the queue is growing.
 """
 
 
-def render(handle: RunHandle, slo_ms: float) -> None:
+def render(handle: RunHandle, slo_ms: float, snap: Snapshot | None = None) -> Snapshot:
+    """The run's live view, all of it from one snapshot — ``snap``, the one the page took in
+    this run, else one taken here, once — which it returns (the page decides from the same
+    one whether the first charts are up)."""
     mgr = run_manager()
     position = mgr.position(handle.run_id)
     if position and position > 0:
         current = mgr.current()
         st.info(f"Your run is number {position} in line; the server runs one at a time. "
-                + (f"Now running: {current.config.model}." if current else ""))
-    figs = figures(handle.run_id, handle.version, slo_ms)
-    snap = figs.get("snapshot")
+                + (f"Now running: {plain(current.config.model)}." if current else ""))
     if snap is None:
-        return
+        snap = handle.snapshot()  # the one snapshot of this render
+    figs = figures(snap, slo_ms)
     c = snap.config
-    st.markdown(heading(snap))
-    if c.transport == "http":
-        st.caption(transport_caption(c, snap.summary.transport if snap.summary else None))
-    prog = snap.progress
-    frac = float(prog.get("fraction") or 0.0)
-    remaining = prog.get("remaining_s")
-    left = (f" · ~{remaining:.0f} s left" if remaining is not None and not snap.finished
-            else "")
-    phase = {"draining": "draining (all requests sent; serving the backlog)",
-             "waiting": "waiting for the machine: "
-                        f"{prog.get('waiting_for', 'another run')} is measuring"}.get(
-        snap.phase, snap.phase)
-    # a finished run's length is its measured span; a running one's, the phase so far
-    elapsed = (f"{snap.summary.duration_s:.1f} s measured" if snap.finished and snap.summary
-               else f"{prog.get('elapsed_s', 0):.1f} s elapsed")
-    st.progress(frac, text=f"{phase} · {prog.get('measured', 0)} requests measured · "
-                f"{elapsed}{left}")
-    if snap.failure:
-        st.error(f"The run failed: {snap.failure}")
     if "bars" not in figs:
+        head(snap)
         # the charts' places, each saying what it waits for: the layout does not jump when
         # the data comes, and the browser has Plotly loaded by then (loading it on the first
         # real chart took ~2 s of the first figures' time)
@@ -83,24 +67,30 @@ def render(handle: RunHandle, slo_ms: float) -> None:
         left.plotly_chart(placeholder(waiting), key="bars")
         right.plotly_chart(placeholder(waiting), key="histogram")
         st.plotly_chart(placeholder(waiting, height=320), key="timeseries")
-        return
-    s = snap.summary
+        return snap
+    # Streamlit sends each element as it is made, and this thread runs niced (ui/priority):
+    # under a busy run, time passes between two elements, and a page showed the new p99 in
+    # its metric row beside the previous second's charts. So everything of the snapshot is
+    # ready before the first element goes (figs), the static captions go first, and the
+    # numbers and charts follow back to back.
+    top = st.container()
     m = st.columns(5)
-    m[0].metric("throughput (req/s)", f"{s.throughput_rps:,.0f}")
-    m[1].metric("p50", fmt.duration(s.latency_ms.p50))
-    m[2].metric("p99", fmt.duration(s.latency_ms.p99))
-    share = figs["share"]
-    m[3].metric(f"within SLO {slo_ms:g} ms", f"{share:.1%}" if share is not None else "—")
-    m[4].metric("errors", f"{s.errors}")
     left, right = st.columns(2)
     left.caption("Where the time goes. The p90/p99 bars show the components of the requests "
                  "*in the tail* (around that percentile), not per-component percentiles, "
                  "which do not add up.")
-    left.plotly_chart(figs["bars"], key="bars")
     right.caption("How long requests took: the distribution of the total, on a log axis, "
                   "with your SLO.")
-    right.plotly_chart(figs["histogram"], key="histogram")
-    st.plotly_chart(figs["timeseries"], key="timeseries")
+    bars, hist, series = left.empty(), right.empty(), st.empty()
+    with top:
+        head(snap)
+    for col, (label, value) in zip(m, figs["metrics"]):
+        col.metric(label, value)
+    bars.plotly_chart(figs["bars"], key="bars")
+    hist.plotly_chart(figs["histogram"], key="histogram")
+    series.plotly_chart(figs["timeseries"], key="timeseries")
+    s = snap.summary
+    assert s is not None
     st.info(f"**Verdict:** {s.verdict}")
     if snap.finished:  # VALID / INVALID, as the CLI's exit code and the JSON say
         v = validity(s, c, snap.status)
@@ -109,12 +99,57 @@ def render(handle: RunHandle, slo_ms: float) -> None:
         st.warning(w)
     st.markdown(figs["table"])
     if snap.finished:  # files are built only when clicked (and then cached)
-        rid, version = handle.run_id, handle.version
+        rid, version = snap.run_id, snap.version
         d1, d2 = st.columns(2)
         d1.download_button("Download requests (CSV)", lambda: downloads(rid, version)[0],
                            f"{rid}.csv", "text/csv", on_click="ignore")
         d2.download_button("Download result (JSON)", lambda: downloads(rid, version)[1],
                            f"{rid}.json", "application/json", on_click="ignore")
+    return snap
+
+
+def head(snap: Snapshot) -> None:
+    """The run's heading, what carried its requests, its progress and its failure."""
+    c = snap.config
+    st.markdown(heading(snap))
+    if c.transport == "http":
+        st.caption(transport_caption(c, snap.summary.transport if snap.summary else None))
+    frac, text = progress_line(snap)
+    st.progress(frac, text=text)
+    if snap.failure:
+        st.error(f"The run failed: {plain(snap.failure)}")
+
+
+PHASE_TEXT = {"draining": "draining (all requests sent; serving the backlog)",
+              "finishing": "finishing: computing the summary"}
+
+
+def progress_line(snap: Snapshot) -> tuple[float, str]:
+    """The progress bar's fraction and line. Time left only while measuring (a run of a set
+    length); in the other phases of a running run the time since it started, which is true
+    whatever the phase (the phase's own clock restarts at each phase: "finishing · 0.0 s
+    elapsed · ~0 s left" said nothing true). A finished run's length is its measured span."""
+    prog = snap.progress
+    frac = float(prog.get("fraction") or 0.0)
+    phase = snap.phase
+    if phase == "waiting":
+        text = f"waiting for the machine: {prog.get('waiting_for', 'another run')} is measuring"
+    else:
+        text = PHASE_TEXT.get(phase, phase)
+    parts = [text, f"{prog.get('measured', 0)} requests measured"]
+    if snap.finished:
+        if snap.summary is not None:
+            parts.append(f"{snap.summary.duration_s:.1f} s measured")
+    elif phase == "measuring":
+        parts.append(f"{float(prog.get('elapsed_s') or 0.0):.1f} s elapsed")
+        remaining = prog.get("remaining_s")
+        if remaining is not None:
+            parts.append(f"~{remaining:.0f} s left")
+    elif prog.get("wall_s") is not None:
+        parts.append(f"{prog['wall_s']:.1f} s elapsed")
+    if phase == "finishing":
+        frac = 1.0
+    return frac, " · ".join(parts)
 
 
 def explain() -> None:
@@ -136,7 +171,7 @@ def heading(snap: Snapshot) -> str:
     of ``load_description`` (as the CLI's summary, the history and the Compare page say it)."""
     c = snap.config
     return (f"**{STATUS_ICON.get(snap.status, '')} {snap.status}** · `{snap.run_id}` · "
-            f"{c.model} · batch ≤ {c.batch_size} · replicas {c.replicas} · "
+            f"{plain(c.model)} · batch ≤ {c.batch_size} · replicas {c.replicas} · "
             + ("on Ray Serve · " if c.backend == "ray" else "") + load_description(c))
 
 

@@ -15,19 +15,20 @@ from ui.compare_runs import (
     aggregates,
     export_file,
     option_label,
+    runs_columns,
     runs_frame,
     store,
     style_diff,
 )
+from ui.controls import default
 from ui.priority import yield_cpu_to_runs
 from ui.rights import may_manage, may_see_server_details
-from ui.text import plain
+from ui.text import code_span, plain
 
 yield_cpu_to_runs()
 st.title("Compare Runs")
 history = store()
-where = (f"in `{str(history.path).replace('`', chr(39))}` (set `LATENCY_LAB_DB` to use "
-         "another file)"  # a code span shows its text as it is: no escaping
+where = (f"in `{code_span(history.path)}` (set `LATENCY_LAB_DB` to use another file)"
          if may_see_server_details() else "in this server's run history")
 st.caption(f"Every finished run — from the dashboard or `python -m latency run` — is saved "
            f"{where}. `python -m latency compare A B` prints the same diff in a terminal.")
@@ -64,8 +65,7 @@ chosen = st.multiselect("Runs to compare (the first is the baseline, **A**)", li
 names = letters(len(chosen))
 letter_of = dict(zip(chosen, names))
 st.dataframe(runs_frame(infos, letter_of), hide_index=True, height=min(38 + 35 * len(infos), 320),
-             column_config={"as": st.column_config.TextColumn("as", width="small",
-                                                              help="letter in the charts")})
+             column_config=runs_columns())
 
 if chosen:
     runs = [aggregates(str(history.path), rid) for rid in chosen]
@@ -73,7 +73,7 @@ if chosen:
         st.markdown(f"**{headline(runs[0].summary, r.summary, 'A', x)}**")
         diffs = setup_differences(runs[0].config, r.config, runs[0].environment, r.environment)
         if diffs:
-            st.caption(f"Setup A → {x}: " + "; ".join(diffs))
+            st.caption(f"Setup A → {x}: " + "; ".join(plain(d) for d in diffs))
     for x, r in zip(names, runs):
         if r.info.status != "completed" or not r.summary.successful:
             st.warning(f"{x} ({r.info.id}) {r.info.status}: {r.summary.successful} successful "
@@ -109,7 +109,8 @@ if chosen:
 st.subheader("Manage a run")
 target = st.selectbox("Run", list(by_id), key="cmp_target",
                       format_func=lambda rid: option_label(by_id[rid]),
-                      index=list(by_id).index(chosen[0]) if chosen else 0)
+                      index=default("cmp_target", list(by_id).index(chosen[0]) if chosen else 0,
+                                    0))
 info = by_id[target]
 pending = st.session_state.get("cmp_confirm")
 if pending is not None and pending != target:  # the selection moved: a pending delete is void
@@ -118,7 +119,8 @@ if pending is not None and pending != target:  # the selection moved: a pending 
 allowed = may_manage(info.owner)
 m1, m2 = st.columns([3, 2])
 with m1:
-    new_name = st.text_input("Name", value=info.name or "", key=f"cmp_name_{target}",
+    new_name = st.text_input("Name", value=default(f"cmp_name_{target}", info.name or "", ""),
+                             key=f"cmp_name_{target}",
                              max_chars=200, disabled=not allowed,
                              help="A name shown instead of model and load in charts.")
     if st.button("Rename", key="cmp_rename", disabled=not allowed or not new_name.strip()

@@ -3,6 +3,7 @@ import streamlit as st
 
 from latency.pipelines.registry import list_pipelines
 from ui.explain import COMPONENTS_TABLE, MISTAKES
+from ui.text import plain
 
 st.title("Latency Lab")
 st.markdown(
@@ -11,7 +12,6 @@ st.markdown(
     "real bottleneck *before* you optimise: quantising the model does little when queueing "
     "or preprocessing dominates.")
 st.subheader("Where to start")
-cols = st.columns(4)
 PAGES = [
     ("views/live_profiler.py", "Live Profiler", ":material/monitoring:",
      "Run a real model under load — in-process or over HTTP, optionally across an emulated "
@@ -25,8 +25,11 @@ PAGES = [
     ("views/compare_runs.py", "Compare Runs", ":material/compare_arrows:",
      "Every run is saved: overlay percentile curves and component bars, diff, export CSV, "
      "Parquet, JSON or a Chrome trace."),
+    ("views/workshop.py", "Workshop", ":material/school:",
+     "A course for a room: each lesson asks, the room guesses, a live run answers — and a "
+     "handout to keep. Instructors present their screen to everyone's."),
 ]
-for col, (page, label, icon, text) in zip(cols, PAGES):
+for col, (page, label, icon, text) in zip(st.columns(len(PAGES)), PAGES):
     with col:
         st.page_link(page, label=label, icon=icon)
         st.caption(text)
@@ -38,7 +41,7 @@ st.caption("Every request records integer-nanosecond timestamps; components are 
 
 st.subheader("Sample pipelines")
 for info in list_pipelines():
-    st.markdown(f"- **{info.name}** — {info.description}")
+    st.markdown(f"- **{plain(info.name)}** — {plain(info.description)}")
 
 st.subheader("Two classic mistakes")
 st.markdown(MISTAKES)

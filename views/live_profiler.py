@@ -8,12 +8,13 @@ from ui import live_profiler as live
 from ui import room as room_ui
 from ui.compare_runs import history_note, history_state
 from ui.controls import profiler_controls
-from ui.figure_cache import figures
+from ui.figure_cache import has_charts
 from ui.priority import yield_cpu_to_runs
 from ui.reruns import rerun_page
 from ui.rights import is_instructor
 from ui.server import audience, run_manager
 from ui.session import session_id
+from ui.text import plain
 
 st.title("Live Profiler")
 config, slo_ms = profiler_controls()
@@ -32,23 +33,25 @@ st.session_state["shown"] = history_state(mgr, handle)
 mine = handle is not None and mgr.owner(handle.run_id) == me
 in_flight = handle is not None and not handle.done()
 
-b1, b2, _ = st.columns([1, 1, 4])
-if b1.button("Start", icon=":material/play_arrow:", type="primary",
-             help="Queue a run with these settings; the server runs one at a time, in its "
-                  "own process."):
+# what the buttons do is a caption beside them, not their tooltips: a tooltip opens above its
+# button, and over the page's title
+b1, b2, say = st.columns([1, 1, 4], vertical_alignment="center")
+say.caption("**Start** queues a run with these settings (the server runs one at a time, each "
+            "in its own process); **Stop** ends yours (instructors: any), keeping what was "
+            "measured.")
+if b1.button("Start", icon=":material/play_arrow:", type="primary"):
     try:
         ticket = mgr.submit(config, owner=me)
         st.session_state["watch"] = ticket.run_id
         st.rerun()
     except ConfigError as exc:
-        st.error(f"Cannot start: {exc}")
+        st.error(f"Cannot start: {plain(exc)}")
 can_stop = in_flight and (mine or is_instructor())
-if b2.button("Stop", icon=":material/stop:", disabled=not can_stop,
-             help="Stop your run (instructors: any run); what was measured is kept."):
+if b2.button("Stop", icon=":material/stop:", disabled=not can_stop):
     try:
         mgr.stop(handle.run_id, requester=me, instructor=is_instructor())
     except (PermissionDenied, KeyError) as exc:
-        st.error(str(exc))
+        st.error(plain(exc))
 
 
 def shown_run():
@@ -73,8 +76,9 @@ def follow() -> None:
         rerun_page()
 
 
-def has_figures() -> bool:
-    return handle is not None and "bars" in figures(handle.run_id, handle.version, slo_ms)
+#: this page run's one snapshot of the run: the live view's first run (inside this page run)
+#: shows it; its later runs, on their own each second, take one each
+page_snap = [handle.snapshot()] if handle is not None else []
 
 
 # Charts refresh only while the run is in flight: every second on the page of the run's
@@ -86,7 +90,7 @@ def has_figures() -> bool:
 # the first figures exist the owner's page looks four times a second (the run process hands
 # its rows over as often then), so they appear within 2 s of measuring starting.
 OWNER_REFRESH_S = 1.0
-first_wait = in_flight and mine and not has_figures()
+first_wait = in_flight and mine and not has_charts(page_snap[0])
 refresh_s = 0.25 if first_wait else (OWNER_REFRESH_S if mine else audience().refresh_s(me))
 
 
@@ -105,11 +109,11 @@ def live_view() -> None:
     else:
         if in_flight and changed():  # the look of ``follow``, which rests while a run is in
             rerun_page()  # flight; before rendering, so a failing render cannot hide it
-        live.render(handle, slo_ms)
+        shown = live.render(handle, slo_ms, page_snap.pop() if page_snap else None)
         history_note(mgr, handle)
         if in_flight:
             mgr.viewed_run(handle.run_id)  # an A/B's or a lesson's block: watched here
-        if first_wait and has_figures():
+        if first_wait and has_charts(shown):
             rerun_page()  # the first figures are up: back to the once-a-second cadence
 
 

@@ -40,8 +40,36 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def cmd_models(a: argparse.Namespace) -> int:
+    """``models``: one line per pipeline, as the README shows it — its name, what it is, where
+    it comes from (an entry point, ``--pipeline``) and the ``--model-arg`` flags it takes with
+    their defaults, ready to paste (their help was a line each, and ``synthetic`` and
+    ``model-file`` filled a screen)."""
+    import shlex
+
+    from latency.pipelines.registry import load_spec, sources
+
+    listed = sources()
+    for spec in a.pipeline:
+        named = load_spec(spec)  # a bad spec: one line, exit 2
+        listed.append((named.name, named, None))
+    width = max(len(name) for name, _, _ in listed)
+    for name, src, why in listed:
+        if src is None:
+            print(f"{name:<{width}}  cannot load: {why}")
+            continue
+        line = f"{name:<{width}}  {' '.join(src.description.split())}"
+        if src.origin not in ("sample", "model file"):
+            line += f"  [{src.origin}]"
+        if src.model_args:
+            line += " · " + " ".join(f"--model-arg {shlex.quote(f'{arg.name}={arg.default}')}"
+                                     for arg in src.model_args)
+        print(line)
+    return EXIT_OK
+
+
 COMMANDS = {
-    "models": pipelines_cli.cmd_models,
+    "models": cmd_models,
     "new-pipeline": pipelines_cli.cmd_new_pipeline,
     "export": pipelines_cli.cmd_export,
     "run": run_cli.cmd_run,

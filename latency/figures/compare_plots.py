@@ -24,7 +24,7 @@ from latency.figures.plots import (
     empty_figure,
     spectrum_x,
 )
-from latency.figures.text import as_text
+from latency.figures.text import as_text, legend_text
 
 #: the statistics whose make-up is drawn side by side, with their axis labels.
 BAR_POINTS: dict[str, str] = {"mean": "mean", "p50": "p50", "p99": "p99 (tail)"}
@@ -105,7 +105,7 @@ def runs_spectrum_figure(curves: Mapping[str, tuple[Sequence[float], Sequence[fl
     for i, (name, p, ms) in enumerate(items):
         colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
         traces.append(go.Scatter(
-            x=spectrum_x(p), y=ms, name=as_text(name), mode="lines", legendgroup=str(i),
+            x=spectrum_x(p), y=ms, name=legend_text(name), mode="lines", legendgroup=str(i),
             line={"color": colour, "width": 2.5}, customdata=p * 100,
             hovertemplate="p%{customdata:.3g}: %{y:.3f} ms<extra>%{fullData.name}</extra>"))
         if p[-1] >= 0.99:

@@ -10,7 +10,6 @@ it would download, and a workshop room may have no internet.
 from __future__ import annotations
 
 import io
-import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import plotly.graph_objects as go
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 #: A4 landscape, inches; PNG at this many dots per inch
 PAGE_IN = (11.69, 8.27)
@@ -52,32 +52,86 @@ class Handout:
 
     def page(self) -> Figure:
         """The page as a matplotlib Figure — not pyplot's: no global state, so downloads in
-        several threads at once cannot draw on each other's page."""
+        several threads at once cannot draw on each other's page.
+
+        Every paragraph is wrapped to the page's width as its font measures it (a wrap by
+        character count ran the question and the footer off the right edge), and the footer —
+        the idea, then where and when it was measured — is laid out from the bottom up, the
+        chart above it."""
         fig = Figure(figsize=PAGE_IN)
-        fig.text(0.05, 0.95, self.title, fontsize=18, weight="bold", va="top")
+        fig.text(LEFT, 0.95, self.title, fontsize=18, weight="bold", va="top")
         y = _paragraph(fig, 0.895, "Question", self.question)
         y = _paragraph(fig, y, "The room's guesses", self.guesses)
         y = _paragraph(fig, y, "Measured", self.answer + "".join(
             f" {c}" if c.endswith(".") else f" {c}." for c in self.checks))
-        height = max(0.2, y - 0.27)
-        draw_plotly(self.figure, fig.add_axes((0.07, 0.2, 0.47, height)))
-        top = 0.2 + height
+        source = _lines(self.provenance, 8)
+        fig.text(LEFT, BOTTOM, "\n".join(source), fontsize=8, color="#555555", va="bottom",
+                 linespacing=LINE_SPACING)
+        idea = _lines(self.idea, 9.5, style="italic")
+        idea_top = BOTTOM + _height(len(source), 8) + 0.015 + _height(len(idea), 9.5)
+        fig.text(LEFT, idea_top, "\n".join(idea), fontsize=9.5, va="top", style="italic",
+                 linespacing=LINE_SPACING)
+        chart_bottom = max(0.2, idea_top + 0.075)  # room for the chart's tick labels
+        height = max(0.2, y - 0.07 - chart_bottom)
+        draw_plotly(self.figure, fig.add_axes((0.07, chart_bottom, 0.47, height)))
+        top = chart_bottom + height
         for rows in self.tables:  # stacked in the right column, each as tall as its rows
             h = 0.034 * (len(rows) + 1)
             _table(fig, rows, (0.64, top - h, 0.32, h))
             top -= h + 0.04
-        fig.text(0.05, 0.115, "\n".join(textwrap.wrap(self.idea, 145)), fontsize=9.5,
-                 va="top", style="italic")
-        fig.text(0.05, 0.02, "\n".join(textwrap.wrap(self.provenance, 200)), fontsize=8,
-                 color="#555555", va="bottom")
         return fig
 
 
-def _paragraph(fig: Figure, y: float, head: str, body: str, width: int = 150) -> float:
-    lines = textwrap.wrap(body, width) or [""]
-    fig.text(0.05, y, head, fontsize=11, weight="bold", va="top")
-    fig.text(0.05, y - 0.028, "\n".join(lines), fontsize=10, va="top")
-    return y - 0.028 - 0.027 * len(lines) - 0.02
+#: the page's text column runs from LEFT to 1 - LEFT of its width; the footer's last line
+#: sits at BOTTOM
+LEFT = 0.05
+BOTTOM = 0.02
+LINE_SPACING = 1.2
+_MEASURE: dict[str, Any] = {}
+
+
+def _lines(text: str, size: float, width: float = 1 - 2 * LEFT, **font: Any) -> list[str]:
+    """``text`` wrapped into lines no wider than ``width`` (a share of the page's width), as
+    matplotlib's own renderer measures them in this font (with 3 % to spare)."""
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.font_manager import FontProperties
+
+    renderer = _MEASURE.get("renderer")
+    if renderer is None:
+        renderer = _MEASURE["renderer"] = RendererAgg(10, 10, 72)
+    prop = FontProperties(size=size, **font)
+    limit = width * PAGE_IN[0] * 72 * 0.97  # points
+    widths: dict[str, float] = {}
+
+    def measure(word: str) -> float:
+        if word not in widths:
+            widths[word] = renderer.get_text_width_height_descent(word, prop, ismath=False)[0]
+        return widths[word]
+
+    space = measure("a a") - 2 * measure("a")
+    lines: list[str] = []
+    for para in text.splitlines() or [""]:
+        line, used = "", 0.0
+        for word in para.split():
+            w = measure(word)
+            if line and used + space + w > limit:
+                lines.append(line)
+                line, used = "", 0.0
+            line, used = (f"{line} {word}", used + space + w) if line else (word, w)
+        lines.append(line)
+    return lines
+
+
+def _height(n_lines: int, size: float) -> float:
+    """The height of ``n_lines`` lines of text at ``size`` points, as a share of the page."""
+    return n_lines * size * LINE_SPACING / (PAGE_IN[1] * 72)
+
+
+def _paragraph(fig: Figure, y: float, head: str, body: str) -> float:
+    lines = _lines(body, 10)
+    fig.text(LEFT, y, head, fontsize=11, weight="bold", va="top")
+    fig.text(LEFT, y - 0.028, "\n".join(lines), fontsize=10, va="top", linespacing=LINE_SPACING)
+    return y - 0.028 - _height(len(lines), 10) - 0.03
 
 
 def _table(fig: Figure, rows: Sequence[Mapping[str, Any]], box: tuple[float, ...]) -> None:
@@ -119,6 +173,7 @@ def draw_plotly(figure: go.Figure, ax: Axes) -> None:
     grouped = layout.barmode == "group" and len(bars) > 1
     width = 0.8 / len(bars) if grouped else 0.8
     right: Axes | None = None
+    on_left: list[tuple[Any, bool]] = []  # the main axis's bars, and whether labelled
     for tr in figure.data:
         if tr.type not in ("bar", "scatter"):
             raise ValueError(f"the handout cannot draw a {tr.type} trace")
@@ -133,6 +188,8 @@ def draw_plotly(figure: go.Figure, ax: Axes) -> None:
             colour = tr.marker.color if tr.marker.color is not None else None
             drawn = target.bar([x + shift for x in xs], list(tr.y), width=width, label=label,
                                color=colour, alpha=tr.opacity if tr.opacity is not None else 1)
+            if target is ax:
+                on_left.append((drawn, tr.text is not None))
             if tr.text is not None:
                 texts = [tr.text] * len(xs) if isinstance(tr.text, str) else list(tr.text)
                 target.bar_label(drawn, labels=texts, fontsize=8)
@@ -150,6 +207,7 @@ def draw_plotly(figure: go.Figure, ax: Axes) -> None:
                       rotation=20 if len(cats) > 4 else 0)
     _axis(ax, layout.xaxis, "x")
     _axis(ax, layout.yaxis, "y")
+    _log_if_bars_vanish(ax, on_left, layout.yaxis)
     if right is not None:
         _axis(right, layout.yaxis2, "y")
         ax.set_zorder(right.get_zorder() + 1)  # the lines over the second axis's bars
@@ -163,6 +221,32 @@ def draw_plotly(figure: go.Figure, ax: Axes) -> None:
     if len(labels) > 1 or (labels and layout.showlegend):
         ax.legend(handles, labels, fontsize=7.5, loc="upper left")
     ax.grid(alpha=0.3)
+
+
+#: on a linear axis, a bar this much shorter than the tallest is a sliver on paper
+VANISH_RATIO = 25.0
+
+
+def _log_if_bars_vanish(ax: Axes, drawn: Sequence[tuple[Any, bool]], spec: Any) -> None:
+    """Bars of a linear axis that would be slivers beside the tallest (the coordinated
+    omission lesson: p50 5 ms beside a p99 of 500 ms) are drawn on a log axis instead, each
+    bar without a label given its value, so the short ones are seen and read. The numbers are
+    the figure's; only the scale differs from the page's chart, and its axis title says so.
+    ``drawn``: each bar container of this axis, and whether the figure labelled it."""
+    values = [float(p.get_height()) for bars, _ in drawn for p in bars]
+    if spec.type == "log" or not values or min(values) <= 0 \
+            or max(values) / min(values) < VANISH_RATIO:
+        return
+    title = ax.get_ylabel()
+    ax.set_yscale("log")
+    ax.set_ylim(min(values) / 2, max(values) * 3)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 10, not 10¹
+    ax.set_ylabel(f"{title}, log scale" if title else "log scale", fontsize=9)
+    unit = " ms" if "ms" in title else ""
+    for bars, labelled in drawn:
+        if not labelled:
+            ax.bar_label(bars, labels=[f"{p.get_height():.3g}{unit}" for p in bars],
+                         fontsize=8)
 
 
 def _axis(ax: Axes, spec: Any, which: str) -> None:

@@ -63,6 +63,8 @@ TEMPLATE = "plotly_white"
 FONT_SIZE = 14
 TITLE_SIZE = 18
 EMPTY_TEXT = "no data yet"
+#: the histogram's x axis opens where all but this share of the fastest requests lie.
+HIST_LEFT_SHARE = 0.001
 #: fraction of the histogram's height kept free above the tallest bar for the line labels.
 HIST_LABEL_HEADROOM = 0.36
 #: to decide which way a line's label reads: a conservative plot width (half of a wide
@@ -140,6 +142,15 @@ def _log_ticks(lo: float, hi: float) -> dict[str, Any]:
             break
     return {"tickmode": "array", "tickvals": vals,
             "ticktext": [fmt.tick(v) for v in vals]}
+
+
+def _count_ticks(top: float, target: int = 5) -> dict[str, Any]:
+    """A count axis from 0 to ``top``: ticks at whole numbers, a 1-2-5 step of at least 1 that
+    gives about ``target`` of them (so a few requests read 0, 1, 2, never 0 0 1 1)."""
+    raw = max(top / target, 1.0)
+    mag = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1.0, 2.0, 5.0, 10.0) if m * mag >= raw - 1e-9)
+    return {"range": [0, top], "tickmode": "linear", "tick0": 0, "dtick": step}
 
 
 def _with_gaps(values: Sequence[float | None] | None, n: int) -> np.ndarray:
@@ -221,9 +232,11 @@ def latency_histogram_figure(edges_ms: Sequence[float] | np.ndarray | None,
 
     A log x axis because latency spans decades and the tail is the point; the bins are already
     equal-width in log space, so bars keep their true proportions. Only the non-empty range
-    (plus one bin each side) is drawn — the fixed bins run from 1 µs to 100 s. Each line label
-    sits on its own row in the headroom above the bars, so labels never overlap however close
-    p95 and p99 are.
+    (plus one bin each side) is drawn — the fixed bins run from 1 µs to 100 s — and, when a
+    few near-zero outliers lie decades below the rest, the axis opens where the fastest 0.1 %
+    end (``HIST_LEFT_SHARE``) rather than leave the chart half empty. The y axis counts in
+    whole numbers. Each line label sits on its own row in the headroom above the bars, so
+    labels never overlap however close p95 and p99 are.
     """
     edges = np.asarray(edges_ms if edges_ms is not None else [], dtype=np.float64)
     cnt = np.asarray(counts if counts is not None else [], dtype=np.float64)
@@ -246,8 +259,15 @@ def latency_histogram_figure(edges_ms: Sequence[float] | np.ndarray | None,
         hovertemplate="%{customdata[0]:.3g}–%{customdata[1]:.3g} ms<br>%{y:,} requests "
                       "(%{customdata[2]:.1%})<extra></extra>")
 
-    # x range: the trimmed bins, widened to show any line that falls outside them
+    # x range: the trimmed bins to the slowest request — the tail is the point — except that
+    # a few near-zero outliers (an exponential service time draws some) would open the axis
+    # decades early and leave half the chart empty: when all but the fastest HIST_LEFT_SHARE
+    # start more than a decade later, the axis opens there (one bin before). Those bars stay
+    # in the figure (autoscale shows them). Then widened to show any line outside.
+    start = int(np.searchsorted(np.cumsum(c), HIST_LEFT_SHARE * total, side="right"))
     x_lo, x_hi = float(left[0]), float(right[-1])
+    if float(left[max(start - 1, 0)]) > 10 * x_lo:
+        x_lo = float(left[max(start - 1, 0)])
     lines: list[tuple[str, float, bool]] = []  # (label, value, is_slo)
     for key, v in (percentiles or {}).items():
         if v is not None and math.isfinite(v) and v > 0:
@@ -311,15 +331,16 @@ def latency_histogram_figure(edges_ms: Sequence[float] | np.ndarray | None,
             "bgcolor": "#ffffff", "borderpad": 1,
             "font": {"size": 13, "color": SLO_COLOUR if is_slo else "#222222"}})
 
+    # counts are whole numbers: integer ticks at least 1 apart (plotly's own step on a range
+    # of 0-1.6 is 0.2, which ",d" printed as "0 0 0 1 1 1 1 1")
+    y_top = float(c.max()) / (1 - HIST_LABEL_HEADROOM)
     # no legend on this chart: the lines are labelled in place, so less room is needed on top
     layout = _base_layout(title, 440, top=60)
     layout.update(
         bargap=0.0, showlegend=False,
         xaxis={"type": "log", "title": {"text": "total latency (ms, log scale)"},
                "range": [log_lo, log_hi], **_log_ticks(x_lo, x_hi), "showgrid": True},
-        yaxis={"title": {"text": "requests"},
-               "range": [0, float(c.max()) / (1 - HIST_LABEL_HEADROOM)],
-               "tickformat": ",d"},
+        yaxis={"title": {"text": "requests"}, **_count_ticks(y_top), "tickformat": ",d"},
         shapes=shapes, annotations=annotations)
     return _figure([bars], layout)
 

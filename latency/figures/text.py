@@ -15,4 +15,17 @@ def as_text(text: object) -> str:
     return html.escape(str(text), quote=False)
 
 
-__all__ = ["as_text"]
+#: the longest legend entry a half-width chart shows whole (Plotly cuts a longer one off at
+#: the chart's edge; a horizontal legend wraps between entries, never inside one)
+LEGEND_CHARS = 48
+
+
+def legend_text(text: object, limit: int = LEGEND_CHARS) -> str:
+    """``text`` for a legend entry: as ``as_text``, shortened to ``limit`` characters with an
+    ellipsis (the Compare page's p99 marker keeps the whole name in its hover, the runs table
+    beside the chart too)."""
+    plain = " ".join(str(text).split())
+    return as_text(plain if len(plain) <= limit else plain[: limit - 1].rstrip() + "…")
+
+
+__all__ = ["LEGEND_CHARS", "as_text", "legend_text"]
