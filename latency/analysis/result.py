@@ -57,8 +57,10 @@ class RunResult:
 
     @cached_property
     def validity(self) -> Validity:
-        """VALID or INVALID, and the checks behind it (``latency.analysis.validity``)."""
-        return validity(self.summary, self.config, self.status, self.timings)
+        """VALID or INVALID, and the checks behind it (``latency.analysis.validity``); the
+        machine's check (DISTURBED or not) reads ``environment["disturbance"]``."""
+        return validity(self.summary, self.config, self.status, self.timings,
+                        self.environment)
 
     def __repr__(self) -> str:  # a value that prints what the CLI prints
         return format_summary(self)

@@ -104,7 +104,41 @@ def format_summary(result: Any) -> str:
     if result.failure:
         lines.append(f"failure: {result.failure}")
     block = format_summary_block(result.summary, result.config.rate is not None)
-    return "\n".join(lines) + "\n" + block + "\n" + f"validity: {result.validity.line()}"
+    machine = machine_line(result.environment)
+    return ("\n".join(lines) + "\n" + block + "\n" + (machine + "\n" if machine else "")
+            + f"validity: {result.validity.line()}")
+
+
+def machine_line(environment: dict[str, Any] | None) -> str | None:
+    """The machine while the run measured, in one line (``environment["disturbance"]``):
+    'machine while measuring: other processes 0.04 of 2 cores, this run 1.01, steal 0.00;
+    preempted 312 times; not throttled; memory pressure 0.0%; sampler 0.2 ms CPU a sample
+    (0.02% of a core)'. None for a result without samples."""
+    d = (environment or {}).get("disturbance")
+    if not isinstance(d, dict) or not d.get("measured_s"):
+        return None
+    parts = [f"other processes {_num(d.get('other_cores_mean'))} of {d.get('cores')} cores, "
+             f"this run {_num(d.get('run_cores_mean'))}, steal "
+             f"{_num(d.get('steal_cores_mean'))}",
+             f"preempted {int(d.get('involuntary_switches') or 0):,} times"]
+    if d.get("throttled_s") is not None:
+        parts.append(f"throttled {int(d.get('throttled_periods') or 0):,} periods, "
+                     f"{fmt.duration(float(d['throttled_s']) * 1e3)}"
+                     if d.get("throttled_periods") else "not throttled")
+    if d.get("memory_pressure_pct") is not None:
+        parts.append(f"memory pressure {float(d['memory_pressure_pct']):.1f}%")
+    if d.get("freq_mhz_min") is not None and d.get("freq_mhz_max") is not None:
+        lo, hi = float(d["freq_mhz_min"]), float(d["freq_mhz_max"])
+        parts.append(f"{lo:.0f} MHz" if lo == hi else f"{lo:.0f}–{hi:.0f} MHz")
+    samples = int(d.get("samples") or 0)
+    cpu = float(d.get("sampler_cpu_s") or 0.0)
+    parts.append(f"sampler {samples} samples, {fmt.duration(cpu * 1e3)} CPU "
+                 f"({float(d.get('sampler_cpu_pct') or 0.0):.2f}% of a core)")
+    return "machine while measuring: " + "; ".join(parts)
+
+
+def _num(x: Any) -> str:
+    return "?" if not isinstance(x, (int, float)) else f"{float(x):.2f}"
 
 
 def optimization_lines(environment: dict[str, Any] | None) -> list[str]:

@@ -152,6 +152,15 @@ class RunConfig:
     max_error_rate: float = field(default=0.01, metadata=flag(
         "--max-error-rate", "A run with a higher share of failed requests is INVALID: exit 1.",
         commands=(RUN,), group=LOAD, type="float", metavar="FRACTION"))
+    #: a run measured on a busy machine (the validity check ``quiet machine``: other processes'
+    #: CPU, steal, cgroup throttling, memory pressure) is INVALID rather than VALID and marked
+    #: DISTURBED. A switch: ``run`` adds ``--require-quiet`` itself (a Flag has no switch
+    #: type), with this help.
+    require_quiet: bool = field(default=False, metadata=flag(
+        "--require-quiet", "A run measured while the machine was busy (other processes' CPU, "
+        "CPU steal, cgroup throttling or memory pressure past the quiet machine limits) is "
+        "INVALID: exit 1. Without it such a run stays VALID, marked DISTURBED, with a machine "
+        "finding that says by how much.", group=LOAD))
     # ---- the inputs
     input_pool: int = field(default=64, metadata=flag(
         "--input-pool", "How many sample inputs the pipeline makes (its sample_inputs(n, "
@@ -327,6 +336,8 @@ class RunConfig:
                                                 and 0 < c.drain_grace_s <= MAX_GRACE_S):
             raise ConfigError(f"--drain-grace must be > 0 and <= {MAX_GRACE_S:g} s "
                               f"(got {c.drain_grace_s!r})")
+        if not isinstance(c.require_quiet, bool):
+            raise ConfigError(f"require_quiet must be True or False (got {c.require_quiet!r})")
         if not (isinstance(c.max_error_rate, (int, float)) and 0 <= c.max_error_rate <= 1):
             raise ConfigError(f"--max-error-rate must be a fraction from 0 to 1 "
                               f"(got {c.max_error_rate!r})")

@@ -9,6 +9,11 @@ flight.
 
     wait for the machine (run lock) ─▶ backend.start ─▶ warm-up ─▶ measure ─▶ close
                                         in-process server, or HTTP (ours / a target)
+
+While it measures, a daemon thread samples the machine once a second (what else used its CPU,
+steal, preemptions, cgroup throttling, frequency, pressure: ``latency.host.disturbance``); the
+result keeps it as ``environment["disturbance"]`` and, when the machine was busy, a ``machine``
+finding (``latency.analysis.validity``).
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import numpy as np
 
 from latency.analysis.result import RunResult
 from latency.analysis.timings import Timings
+from latency.analysis.validity import machine_finding
 from latency.core.config import RunConfig
 from latency.core.errors import error_text
 from latency.core.records import Request, RequestLog
@@ -33,6 +39,7 @@ from latency.execution.validate import validated
 from latency.host import environment
 from latency.host.cores import oversubscribed, usable_cores
 from latency.host.devices import resolve_device
+from latency.host.disturbance import DisturbanceSampler
 from latency.loadgen.generator import LoadDriver
 from latency.loadgen.transport import Transport
 from latency.pipelines.contract import Pipeline
@@ -99,6 +106,11 @@ class _Run:
         self.grace_expired = False
         self._stop_reporter = threading.Event()
         self._reporter: threading.Thread | None = None
+        #: when the run began: processes started since are this run's (the disturbance
+        #: sampler counts their CPU as the run's own)
+        self.started_wall = time.time()
+        #: the machine while measuring (``latency.host.disturbance``), once measured
+        self.disturbance: dict[str, Any] | None = None
 
     # ---- progress ------------------------------------------------------------------------
     def set_phase(self, name: str) -> None:
@@ -189,8 +201,13 @@ class _Run:
         self.set_phase("measuring")
         start = self.timings.measure_start_ns = now_ns()
         cpu0 = time.process_time()  # this process's CPU while measuring (HTTP: the client's)
+        # the machine, sampled from here to the end of measuring (draining included)
+        sampler = DisturbanceSampler(run_started=self.started_wall).start()
         until = start + int(c.duration_s * 1e9) if c.duration_s else None
-        self.drive(driver, transport, rng, c.requests, until, False)
+        try:
+            self.drive(driver, transport, rng, c.requests, until, False)
+        finally:
+            self.disturbance = sampler.stop()
         self.timings.measure_end_ns = now_ns()
         self.timings.measure_cpu_s = time.process_time() - cpu0
 
@@ -264,6 +281,11 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
         if lock.acquired:
             run.warnings += lock.release()
         run.stop_reporting()
+    if run.disturbance is not None:  # what else used the machine while this run measured
+        env["disturbance"] = run.disturbance
+        finding = machine_finding(env)
+        if finding is not None:
+            run.warnings.append(finding)
     log, errors = run.rec.final()
     if run.rec.timing_unusable:  # a target that sent Server-Timing we could not use
         run.timings.server_timing_unusable = dict(run.rec.timing_unusable)
