@@ -20,7 +20,7 @@ once a second, in a daemon thread of the run process (``DisturbanceSampler``) �
 Stored as ``environment["disturbance"]``: a summary of the whole measurement and a per-second
 series (at most ``MAX_SAMPLES`` points: past that, adjacent samples merge and the period
 doubles, so a run of any length keeps its whole span). The sampler measures its own CPU time
-(``sampler_cpu_s``): about 0.3 ms a sample, ~0.03 % of one core. What the numbers mean for the
+(``sampler_cpu_s``; BENCHMARKS.md "Disturbance" gives what it was here). What the numbers mean for the
 run's figures — the ``machine`` finding and the ``quiet machine`` check — is
 ``latency.analysis.validity``; the thresholds were measured (``bench/bench_disturbance.py``,
 BENCHMARKS.md).
