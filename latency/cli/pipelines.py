@@ -39,26 +39,6 @@ def add_parsers(sub: Any, fmt: Any) -> None:
     e.add_argument("--force", action="store_true", help="overwrite an existing file")
 
 
-def cmd_models(a: argparse.Namespace) -> int:
-    from latency.pipelines.registry import load_spec, sources
-
-    listed = sources()
-    for spec in a.pipeline:
-        src = load_spec(spec)  # a bad spec: one line, exit 2
-        listed.append((src.name, src, None))
-    width = max(len(name) for name, _, _ in listed)
-    for name, src, why in listed:
-        if src is None:
-            print(f"{name:<{width}}  cannot load: {why}")
-            continue
-        where = "" if src.origin in ("sample", "model file") else f"  [{src.origin}]"
-        print(f"{name:<{width}}  {src.description}{where}")
-        for arg in src.model_args:
-            print(f"{'':<{width}}    --model-arg {arg.name}={arg.default}"
-                  + (f"  ({arg.help})" if arg.help else ""))
-    return EXIT_OK
-
-
 def cmd_new_pipeline(a: argparse.Namespace) -> int:
     from latency.storage.outputs import check_output, write_atomic
 
