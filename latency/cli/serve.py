@@ -28,6 +28,7 @@ def add_parser(sub: Any, fmt: Any) -> None:
 def cmd_serve(a: argparse.Namespace) -> int:
     """Serve until Ctrl-C; exit 0 after a clean stop."""
     from latency.execution.validate import validated
+    from latency.host.processes import exit_now
     from latency.serve.http_server import serve
 
     if not 0 <= a.port <= 65535:
@@ -52,4 +53,5 @@ def cmd_serve(a: argparse.Namespace) -> int:
     except OSError as exc:  # port taken, address not ours: one line
         raise ConfigError(f"cannot listen on {host}:{a.port}: {exc.strerror or exc}") from None
     print("stopped", flush=True)
+    exit_now(0)  # no interpreter shutdown: torch's threads made it print "terminate called"
     return 0

@@ -41,6 +41,7 @@ from latency.core.errors import error_text
 from latency.core.records import RECORD_DTYPE
 from latency.execution.messages import Accepted, Done, Final, Phase, Refused, Rows
 from latency.execution.validate import validated
+from latency.host.processes import exit_now
 
 _ctx = mp.get_context("spawn")
 #: how often the run process sends new rows: one snapshot version a second is what the
@@ -134,6 +135,7 @@ def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any
             pass  # the parent is gone
     finally:
         conn.close()
+        exit_now(0)  # everything is sent (or saved): no interpreter shutdown ("terminate called")
 
 
 def _keep_orphan(result: RunResult, options: RunOptions) -> None:

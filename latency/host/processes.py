@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 
 def pid_alive(pid: int) -> bool:
@@ -13,3 +14,17 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def exit_now(code: int) -> None:
+    """Flush what this process printed and end it at once (``os._exit``), without the
+    interpreter's shutdown: in a process that ran torch, that shutdown tears down threads its
+    native libraries started and printed "terminate called without an active exception"
+    (``std::terminate`` in one of them). For a process's last step only (a run process once its
+    result is sent, a server once it stopped): nothing after it runs, atexit handlers neither."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # closed, or replaced by None
+            pass
+    os._exit(code)

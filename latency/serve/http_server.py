@@ -22,6 +22,7 @@ from typing import Any
 from latency.core.config import DEFAULT_MAX_BODY_MB, RunConfig
 from latency.core.errors import error_text
 from latency.core.timing import GIL_SWITCH_INTERVAL_S
+from latency.host.processes import exit_now
 from latency.serve.builder import BuiltServer, build_server
 from latency.serve.http_app import create_app
 
@@ -218,4 +219,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
+    exit_now(_main(sys.argv[1:]))
