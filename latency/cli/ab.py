@@ -93,7 +93,7 @@ def format_ab(result: Any) -> str:
 
 
 def cmd_ab(a: argparse.Namespace) -> int:
-    from latency.execution.ab import run_ab
+    from latency.execution.ab import NothingToCompare, run_ab
     from latency.execution.process import RunOptions, run_watched
     from latency.storage.outputs import check_output, write_atomic
     from latency.storage.store import default_path
@@ -115,7 +115,15 @@ def cmd_ab(a: argparse.Namespace) -> int:
         return run_watched(config, cancel=cancel,
                            options=RunOptions(who="CLI A/B", user_code_here=False))
 
-    result = run_ab(plan, execute=isolated, on_block=progress, cancel=cancel)
+    try:
+        result = run_ab(plan, execute=isolated, on_block=progress, cancel=cancel)
+    except NothingToCompare as exc:  # one line, and the blocks that did run
+        ran = ", ".join(f"{arm} {r.status}" for arm, r in exc.blocks) or "none"
+        stop = (f"stopped after {len(exc.blocks)} of {len(plan.blocks())} blocks; "
+                if "signal" in got else "")
+        print(f"latency: error: {stop}{exc} (blocks: {ran}); --json not written",
+              file=sys.stderr)
+        return 128 + got["signal"] if "signal" in got else 1
     print(format_ab(result))
     if a.json:
         try:

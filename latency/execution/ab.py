@@ -25,6 +25,16 @@ from latency.execution.validate import validated
 MAX_PAIRS = 20
 
 
+class NothingToCompare(Exception):
+    """The blocks that ran leave an arm without one successful measured request (every block
+    of it failed, or a stop came before it measured): there is no comparison, only the
+    blocks (``blocks``: [(arm, result), ...]) to report."""
+
+    def __init__(self, message: str, blocks: list[tuple[str, RunResult]]) -> None:
+        super().__init__(message)
+        self.blocks = blocks
+
+
 def variant_config(baseline: RunConfig, **changes: Any) -> RunConfig:
     """The B arm: the baseline with the given fields changed (``optimize``, ``pre``, ``post``,
     ``replicas``, ``threads``, ``batch_size``, ``preprocess_workers``...). None means keep."""
@@ -84,7 +94,10 @@ def run_ab(plan: ABPlan, *, execute: Callable[..., RunResult] | None = None,
         done.append((arm, result))
         if on_block is not None:
             on_block(i, len(order), arm, result)
-    return merge(plan, done)
+    try:
+        return merge(plan, done)
+    except ValueError as exc:  # an arm without a successful measured request
+        raise NothingToCompare(f"{exc}: nothing to compare", done) from None
 
 
 def submit_ab(manager: Any, plan: ABPlan, owner: str, title: str | None = None
