@@ -26,6 +26,7 @@ from latency.workshop.interval import MIN_PAIRS, ChangeInterval, change_interval
 from latency.workshop.lesson import Answer, Lesson, Step
 from latency.workshop.practice import measured as practice_measured
 from latency.workshop.practice import practice
+from ui.controls import default
 from ui.server import run_groups, run_manager
 from ui.text import plain
 
@@ -147,23 +148,29 @@ def controls() -> ABPlan:
                        help=field_help("pre"))
     post = c2.selectbox("Postprocess", VARIANTS, key="lab_post",
                         help=field_help("post"))
-    batch = sb.slider("Max batch size", 1, 32, 1, key="lab_batch",
+    batch = sb.slider("Max batch size", 1, 32, default("lab_batch", 1), key="lab_batch",
                       help=field_help("batch_size"))
-    delay = sb.slider("Max batch delay (ms)", 0.0, 50.0, 0.0, 1.0, key="lab_delay",
+    delay = sb.slider("Max batch delay (ms)", 0.0, 50.0, default("lab_delay", 0.0), 1.0,
+                      key="lab_delay",
                       help=field_help("max_batch_delay_ms"))
     c3, c4, c5 = sb.columns(3)
-    replicas = c3.number_input("Replicas", 1, 8, 1, key="lab_replicas",
+    replicas = c3.number_input("Replicas", 1, 8, default("lab_replicas", 1, "min"),
+                               key="lab_replicas",
                                help=field_help("replicas"))
-    threads = c4.number_input("Threads", 1, 8, 1, key="lab_threads",
+    threads = c4.number_input("Threads", 1, 8, default("lab_threads", 1, "min"),
+                              key="lab_threads",
                               help=field_help("threads"))
-    workers = c5.number_input("Workers", 1, 16, 4, key="lab_workers",
+    workers = c5.number_input("Workers", 1, 16, default("lab_workers", 4, "min"),
+                              key="lab_workers",
                               help=field_help("preprocess_workers"))
-    conc = sb.slider("Concurrency (clients)", 1, 64, 8, key="lab_concurrency",
+    conc = sb.slider("Concurrency (clients)", 1, 64, default("lab_concurrency", 8),
+                     key="lab_concurrency",
                      help=field_help("concurrency"))
     c6, c7 = sb.columns(2)
-    block_s = c6.number_input("Block length (s)", 0.5, 30.0, 2.0, 0.5, key="lab_block_s",
+    block_s = c6.number_input("Block length (s)", 0.5, 30.0, default("lab_block_s", 2.0, "min"),
+                              0.5, key="lab_block_s",
                               help="Measured seconds of each block (after a short warm-up).")
-    pairs = c7.number_input("Block pairs", 1, 6, 2, key="lab_pairs",
+    pairs = c7.number_input("Block pairs", 1, 6, default("lab_pairs", 2, "min"), key="lab_pairs",
                             help="Blocks run A B, B A, A B…: drift of the machine hits both "
                                  "arms alike.")
     sb.header("Variant (B) changes")
@@ -365,9 +372,10 @@ def whatif_panel(ab: ABResult) -> None:
     arm = c1.radio("Measured arm", ["A", "B"], horizontal=True, key="wi_arm",
                    help="Whose measured requests to rescale.")
     stats = ab.a if arm == "A" else ab.b
-    comp = c2.selectbox("component", whatif.WHATIF_COMPONENTS, index=3, key="wi_comp",
+    comp = c2.selectbox("component", whatif.WHATIF_COMPONENTS, index=default("wi_comp", 3, 0),
+                        key="wi_comp",
                         help="The component to make faster.")
-    faster = c3.slider("became faster by (%)", 0, 95, 40, 5, key="wi_pct",
+    faster = c3.slider("became faster by (%)", 0, 95, default("wi_pct", 40), 5, key="wi_pct",
                        help="0% = as measured; 100% would remove it entirely.") / 100
     flat = whatif.decomposition_whatif(stats.rows, comp, faster)
     st.markdown(f"**From the measured decomposition:** {flat.sentence()}.  \n"
@@ -388,7 +396,9 @@ def whatif_panel(ab: ABResult) -> None:
         rate = None
         if load == "Poisson at a rate":
             rate = float(st.number_input("Simulated arrival rate (req/s)", 0.1, 100000.0,
-                                         max(round(stats.throughput_rps, 1), 0.1),
+                                         default(f"wi_rate_{arm}",
+                                                 max(round(stats.throughput_rps, 1), 0.1),
+                                                 "min"),
                                          key=f"wi_rate_{arm}",
                                          help="Open-loop Poisson arrivals in the simulator; "
                                               "the default is this arm's measured "

@@ -9,7 +9,7 @@ from latency.figures import plots
 from latency.simulation.config import setting_help
 from latency.simulation.horizon import MOST_VECTORISED
 from latency.simulation.utilisation import utilisation_text
-from ui.controls import KEEP
+from ui.controls import KEEP, default
 from ui.load_simulator import (
     MAX_BATCH,
     MAX_DELAY_MS,
@@ -56,16 +56,18 @@ if source != "parametric":
         st.error(f"Cannot read the recorded run: {exc}")
         st.stop()
 if source == "parametric":
-    service_ms = sb.slider("Forward time, mean (ms)", 0.5, 200.0, 10.0, 0.5, key="sim_service",
+    service_ms = sb.slider("Forward time, mean (ms)", 0.5, 200.0, default("sim_service", 10.0), 0.5,
+                           key="sim_service",
                            help=setting_help("forward_ms"), **KEEP)
     dist = sb.selectbox("Forward-time distribution", ["exponential", "constant", "lognormal"],
                         key="sim_dist", help=setting_help("dist"), **KEEP)
     if dist == "lognormal":
-        cv = sb.slider("Spread (coefficient of variation)", 0.1, 3.0, 1.0, 0.1, key="sim_cv",
+        cv = sb.slider("Spread (coefficient of variation)", 0.1, 3.0, default("sim_cv", 1.0), 0.1,
+                       key="sim_cv",
                        help=setting_help("cv"), **KEEP)
     per_item = sb.slider(
         "Each extra request in a batch costs (% of batch-1 time)", 0, 150,
-        int(round(100 * PER_ITEM_SHARE_DEFAULT)), 5, key="sim_per_item",
+        default("sim_per_item", int(round(100 * PER_ITEM_SHARE_DEFAULT))), 5, key="sim_per_item",
         help="A batch of b requests takes forward × (1 + share × (b − 1)): batching saves "
              "the fixed part, never the per-request work. Default 45 %: the sample image-cnn "
              "measured 1.53 ms at batch 1 and 6.37 ms at batch 8 (BENCHMARKS.md, "
@@ -73,11 +75,12 @@ if source == "parametric":
              "free, which no real model is.", **KEEP) / 100
 arrival = sb.selectbox("Arrivals", ["poisson", "constant", "bursty"], key="sim_arrival",
                        help=setting_help("arrival"), **KEEP)
-replicas = sb.slider("Replicas", 1, MAX_REPLICAS, 1, key="sim_replicas",
+replicas = sb.slider("Replicas", 1, MAX_REPLICAS, default("sim_replicas", 1), key="sim_replicas",
                      help=setting_help("replicas"), **KEEP)
-batch = sb.slider("Max batch size", 1, MAX_BATCH, 1, key="sim_batch",
+batch = sb.slider("Max batch size", 1, MAX_BATCH, default("sim_batch", 1), key="sim_batch",
                   help=setting_help("batch_size"), **KEEP)
-delay = sb.slider("Max batch delay (ms)", 0.0, MAX_DELAY_MS, 0.0, 0.5, key="sim_delay",
+delay = sb.slider("Max batch delay (ms)", 0.0, MAX_DELAY_MS, default("sim_delay", 0.0), 0.5,
+                  key="sim_delay",
                   help=setting_help("max_batch_delay_ms"), **KEEP)
 as_recorded = source != "parametric" and sb.toggle(
     "Load as recorded", key="sim_as_recorded",
@@ -96,13 +99,15 @@ except ValueError as exc:
 top = max(10, int(round(2.5 * capacity)))
 if st.session_state.get("sim_rate", 0) > top:
     st.session_state["sim_rate"] = top
-rate = float(sb.slider("Arrival rate (req/s)", 1, top, min(70, max(1, int(0.7 * capacity))),
+rate = float(sb.slider("Arrival rate (req/s)", 1, top,
+                       default("sim_rate", min(70, max(1, int(0.7 * capacity)))),
                        key="sim_rate", disabled=as_recorded,
                        help=f"{setting_help('rate')} This setting serves about "
                             f"{capacity:,.0f} req/s (utilisation 1); the slider runs to 2.5× "
                             "that.", **KEEP))
 settings = replace(base.at_rate(rate), as_recorded=as_recorded)
-slo = sb.number_input("SLO target, p99 (ms)", 0.1, 100000.0, 100.0, 1.0, key="sim_slo",
+slo = sb.number_input("SLO target, p99 (ms)", 0.1, 100000.0, default("sim_slo", 100.0, "min"), 1.0,
+                      key="sim_slo",
                       help="The p99 latency you promise.", **KEEP)
 
 try:
@@ -183,7 +188,8 @@ if source != "parametric" or arrival == "bursty":
                "Poisson or constant arrivals (the load generator has no bursty mode): choose "
                "*parametric* service times and those arrivals to validate a prediction.")
 else:
-    length = st.slider("Validation run length (s)", 5, 120, 10, 5, key="sim_val_len",
+    length = st.slider("Validation run length (s)", 5, 120, default("sim_val_len", 10), 5,
+                       key="sim_val_len",
                        help="Longer runs pin the p99 down: about "
                             f"{rate * 10:,.0f} requests per 10 s at this rate. A queue's p99 "
                             "needs thousands of requests to settle near ρ = 0.8.", **KEEP)
