@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from latency.analysis.compare import CONFIG_KEYS, setting_of
+from latency.analysis.findings import Finding
+from latency.analysis.machine import pooled, pooled_finding, unequal_disturbance
 from latency.analysis.result import RunResult
 from latency.analysis.snapshot import MAKEUP_POINTS, QUANTILE_GRID
 from latency.analysis.stats import (
@@ -101,6 +103,14 @@ class ArmStats:
     optimization: dict[str, Any] | None
     warnings: list[str] = field(default_factory=list)
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    #: the machine while this arm's blocks measured, pooled (``machine.pooled``: time-weighted
+    #: means, ``runs`` and ``disturbed_runs``); None when no block has samples of it
+    machine: dict[str, Any] | None = None
+
+    @property
+    def disturbed(self) -> bool:
+        """Some block of this arm was measured on a busy machine (DISTURBED)."""
+        return bool(self.machine and self.machine.get("disturbed_runs"))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -148,7 +158,7 @@ def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
         if len(ok):
             block_p50.append(float(s.latency_ms.p50 or 0.0))  # (set: the block has requests)
         warnings += [w for w in s.warnings if w not in warnings
-                     and w.kind != "too_few"]  # judged on the pool below, not per block
+                     and w.kind not in ("too_few", "machine")]  # judged on the pool below
         if r.failure:
             warnings.append(f"a block failed: {r.failure}")
     rows = np.concatenate(oks) if oks else np.zeros(0)
@@ -159,6 +169,10 @@ def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
     reason = interval_note(comps["total"], latency_ms, " in this arm")  # the pool, not a block
     if reason:
         warnings.append(f"{reason} (longer blocks or more pairs)")
+    envs = [r.environment for r in results]
+    busy = pooled_finding(envs)  # once for the arm, over its blocks
+    if busy:
+        warnings.append(Finding(busy, "machine"))
     total_ms = comps["total"] / 1e6
     comps_ms = {c: comps[c] / 1e6 for c in COMPONENTS}
     order = np.argsort(total_ms, kind="stable")
@@ -176,7 +190,8 @@ def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
         latency_ms=latency_ms,
         components_ms={c: describe_ms(comps[c], with_ci=False) for c in COMPONENTS},
         makeup_ms=makeup, quantiles_ms=[float(v) for v in quantiles], block_p50_ms=block_p50,
-        optimization=results[0].environment.get("optimization"), warnings=warnings, rows=rows)
+        optimization=results[0].environment.get("optimization"), warnings=warnings, rows=rows,
+        machine=pooled(envs))
 
 
 def _change(a: float | None, b: float | None) -> float:
@@ -313,10 +328,14 @@ class ABResult:
     b: ArmStats
     headline: Headline
     order: list[str]
+    #: the arms were measured on an unequally busy machine, in words with the numbers
+    #: (``machine.unequal_disturbance``); None when alike or not sampled
+    machine_warning: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"plan": self.plan, "order": self.order, "headline": asdict(self.headline),
-                "A": self.a.to_dict(), "B": self.b.to_dict()}
+                "A": self.a.to_dict(), "B": self.b.to_dict(),
+                "machine_warning": self.machine_warning}
 
 
 def merge(plan: Any, blocks: Sequence[tuple[str, RunResult]]) -> ABResult:
@@ -326,4 +345,6 @@ def merge(plan: Any, blocks: Sequence[tuple[str, RunResult]]) -> ABResult:
     b = arm_stats("B", [r for arm, r in blocks if arm == "B"])
     b.label = ", ".join(arm_changes(a.config, b.config)) or "the same settings as A"
     info = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
-    return ABResult(info, a, b, headline(a, b), [arm for arm, _ in blocks])
+    machine = unequal_disturbance({arm: [r.environment for x, r in blocks if x == arm]
+                                   for arm in ARMS}, noun="arm")
+    return ABResult(info, a, b, headline(a, b), [arm for arm, _ in blocks], machine)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any
 
+from latency.analysis.machine import disturbed_mark, unequal_disturbance
 from latency.analysis.summary import Summary
 from latency.core import fmt
 from latency.core.config import RunConfig
@@ -226,6 +227,12 @@ class Comparison:
         return [p99_gate(self.summaries[0], s, max_worse_pct, self.labels[0], x)
                 for x, s in zip(self.labels[1:], self.summaries[1:])]
 
+    @property
+    def machine_warning(self) -> str | None:
+        """The runs were measured on an unequally busy machine, in words with the numbers
+        (``machine.unequal_disturbance``); None when alike or not sampled."""
+        return unequal_disturbance({x: [e] for x, e in zip(self.labels, self.environments)})
+
     def __repr__(self) -> str:
         a = self.labels[0]
         lines = []
@@ -235,6 +242,10 @@ class Comparison:
                                       self.environments[i])
             if diffs:
                 lines.append(f"setup {a} → {x}: " + "; ".join(diffs))
+        lines += [f"{x} {m}" for x, e in zip(self.labels, self.environments)
+                  if (m := disturbed_mark(e))]
+        if self.machine_warning:
+            lines.append(f"warning: {self.machine_warning}")
         lines += ["", format_diff(self.labels, self.summaries),
                   f"(ms; Δ and Δ% against {a}; negative is faster)"]
         return "\n".join(lines)

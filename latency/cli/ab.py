@@ -69,8 +69,13 @@ def format_ab(result: Any) -> str:
     a, b, h = result.a, result.b, result.headline
     lines = [f"A = {a.label} · B = {b.label} · blocks {' '.join(result.order)}",
              f"A: {a.requests} requests, {fmt.rate(a.throughput_rps)} req/s · "
-             f"B: {b.requests} requests, {fmt.rate(b.throughput_rps)} req/s", "",
-             f"{'mean ms':<12}{'A':>10}{'B':>10}{'change':>9}"]
+             f"B: {b.requests} requests, {fmt.rate(b.throughput_rps)} req/s"]
+    machine = arms_machine_line(a, b)
+    if machine:
+        lines.append(machine)
+    if result.machine_warning:
+        lines.append(f"warning: {result.machine_warning}")
+    lines += ["", f"{'mean ms':<12}{'A':>10}{'B':>10}{'change':>9}"]
     for name, sa, sb in ([("total", a.latency_ms, b.latency_ms)]
                          + [(c, a.components_ms[c], b.components_ms[c]) for c in COMPONENTS]):
         ch = (sb.mean - sa.mean) / sa.mean if sa.mean else 0.0
@@ -90,6 +95,22 @@ def format_ab(result: Any) -> str:
     for w in a.warnings:
         lines.append(f"warning (A): {w}")
     return "\n".join(lines)
+
+
+def arms_machine_line(a: Any, b: Any) -> str | None:
+    """'machine: A other processes 0.02 of 2 cores, 0 of 2 blocks DISTURBED · B 0.90, 2 of 2
+    blocks DISTURBED'; None when neither arm has samples of the machine."""
+    parts = []
+    for arm in (a, b):
+        m = arm.machine
+        if not m:
+            continue
+        other = m.get("other_cores_mean")
+        parts.append(f"{arm.arm} other processes "
+                     + (f"{other:.2f}" if other is not None else "?")
+                     + (f" of {m['cores']} cores" if m.get("cores") else " cores")
+                     + f", {m['disturbed_runs']} of {m['runs']} blocks DISTURBED")
+    return "machine: " + " · ".join(parts) if parts else None
 
 
 def cmd_ab(a: argparse.Namespace) -> int:

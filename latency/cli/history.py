@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from latency.analysis.machine import DISTURBED, MACHINE_WORDS
 from latency.cli.args import NO_DEFAULT
 from latency.core import fmt
 from latency.core.errors import ConfigError
@@ -121,7 +122,7 @@ def cmd_history(a: argparse.Namespace) -> int:
         else:
             i = run.info
             print(f"run {i.id}" + (f" “{i.name}”" if i.name else "") + f", saved {i.when} "
-                  f"from the {i.source}")
+                  f"from the {i.source}" + (f" · {DISTURBED}" if i.disturbed else ""))
             print(format_summary(run.result))
         return EXIT_OK
     if a.action == "export":
@@ -154,17 +155,24 @@ def cmd_history(a: argparse.Namespace) -> int:
 
 
 def format_history(runs: list[Any]) -> str:
+    """The listing: one line a run; its ``machine`` column says DISTURBED when the machine
+    was busy while it measured, quiet when not, nothing for a run without samples of it."""
     cols = [("id", 8, "<"), ("name", 22, "<"), ("when", 19, "<"), ("model", 16, "<"),
-            ("load", 24, "<"), ("status", 9, "<"), ("n", 8, ">"), ("p50 ms", 9, ">"),
-            ("p99 ms", 9, ">"), ("req/s", 8, ">"), ("setup", 0, "<")]
+            ("load", 24, "<"), ("status", 9, "<"), ("machine", 9, "<"), ("n", 8, ">"),
+            ("p50 ms", 9, ">"), ("p99 ms", 9, ">"), ("req/s", 8, ">"), ("setup", 0, "<")]
     lines = ["  ".join(f"{name:{al}{w}}" for name, w, al in cols)]
     for r in runs:
         name = r.name or ""
         if len(name) > 22:
             name = name[:21] + "…"
-        vals = [r.id, name, r.when, r.model[:16], r.load[:24], r.status, f"{r.n:,}",
+        machine = MACHINE_WORDS[r.disturbed]
+        vals = [r.id, name, r.when, r.model[:16], r.load[:24], r.status, machine, f"{r.n:,}",
                 fmt.ms(r.p50_ms), fmt.ms(r.p99_ms), fmt.rate(r.throughput_rps), r.setup]
         lines.append("  ".join(f"{v:{al}{w}}" for v, (_, w, al) in zip(vals, cols)))
+    if any(r.disturbed for r in runs):
+        lines.append(f"({DISTURBED}: the machine was busy while the run measured — other "
+                     "processes, CPU steal, throttling or memory pressure; its times are "
+                     "inflated. `history show ID` says by how much)")
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -182,6 +190,7 @@ def _load_for_compare(store: Any, ref: str) -> Any:
 
 def cmd_compare(a: argparse.Namespace) -> int:
     from latency.analysis.compare import diff_rows, format_diff, p99_gate, setup_differences
+    from latency.analysis.machine import disturbed_mark, is_disturbed, unequal_disturbance
 
     if len(a.ids) < 2:
         raise ConfigError("compare needs at least two run ids (the first is the baseline)")
@@ -202,10 +211,12 @@ def cmd_compare(a: argparse.Namespace) -> int:
     diffs = {letter: setup_differences(runs[0].config, r.config, runs[0].environment,
                                        r.environment)
              for letter, r in zip(letters[1:], runs[1:])}
+    machine = unequal_disturbance({x: [r.environment] for x, r in zip(letters, runs)})
     if a.json:
         print(json.dumps({
             "runs": [dict(r.info.to_dict(), letter=x) for x, r in zip(letters, runs)],
             "rows": diff_rows(summaries), "setup_differences": diffs,
+            "machine_warning": machine,
             "gate": None if pct is None else {
                 "max_worse_pct": pct, "passed": all(g.passed for g in gates),
                 "results": [{"run": x, "passed": g.passed, "change_pct": g.change_pct,
@@ -215,10 +226,17 @@ def cmd_compare(a: argparse.Namespace) -> int:
         for x, r in zip(letters, runs):
             i = r.info
             print(f"{x}  {i.id}  " + (f"“{i.name}” · " if i.name else "")
-                  + f"{i.model} · {i.load} · {i.status} · {i.n:,} requests · {i.when}")
+                  + f"{i.model} · {i.load} · {i.status} · {i.n:,} requests · {i.when}"
+                  + (f" · {DISTURBED}" if is_disturbed(r.environment) else ""))
         for x, d in diffs.items():
             if d:
                 print(f"setup A → {x}: " + "; ".join(d))
+        for x, r in zip(letters, runs):
+            mark = disturbed_mark(r.environment)
+            if mark:
+                print(f"{x} {mark}")
+        if machine:
+            print(f"warning: {machine}")
         print()
         print(format_diff(letters, summaries))
         print("(ms; Δ and Δ% against A; negative is faster)")

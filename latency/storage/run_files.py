@@ -159,6 +159,13 @@ def stored_run_from_json(path: str | Path) -> Any:
                    load=load_description(cfg), setup=setup_description(cfg),
                    device=cfg.device, n=summary.requests, errors=summary.errors,
                    p50_ms=summary.latency_ms.p50, p99_ms=summary.latency_ms.p99,
-                   throughput_rps=summary.throughput_rps)
+                   throughput_rps=summary.throughput_rps,
+                   machine=_machine(data.get("environment")))
     return StoredRun(info=info, summary=summary, config=cfg,
                      environment=data.get("environment") or {}, makeup_ms={}, spectrum=None)
+
+
+def _machine(environment: Any) -> dict[str, Any] | None:
+    """A run file's machine while it measured, as the history lists it (without the series)."""
+    d = environment.get("disturbance") if isinstance(environment, dict) else None
+    return {k: v for k, v in d.items() if k != "series"} if isinstance(d, dict) else None

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from latency.analysis.findings import Finding
+from latency.analysis.machine import is_disturbed
 from latency.analysis.result import RunResult
 from latency.analysis.snapshot import build_snapshot
 from latency.analysis.summary import Summary
@@ -155,6 +156,15 @@ class RunInfo:
     throughput_rps: float | None
     origin_id: str | None = None
     owner: str | None = None
+    #: the machine while the run measured (its ``environment["disturbance"]`` without the
+    #: per-second series); None for a run saved before the machine was sampled
+    machine: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def disturbed(self) -> bool | None:
+        """True when the machine was busy while the run measured (DISTURBED), False when it
+        was quiet, None when the run has no samples of it (nothing is shown then)."""
+        return is_disturbed({"disturbance": self.machine} if self.machine else None)
 
     @property
     def label(self) -> str:
@@ -171,7 +181,8 @@ class RunInfo:
                 "model": self.model, "mode": self.mode, "load": self.load, "setup": self.setup,
                 "device": self.device, "n": self.n, "errors": self.errors,
                 "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
-                "throughput_rps": self.throughput_rps, "origin_id": self.origin_id}
+                "throughput_rps": self.throughput_rps, "origin_id": self.origin_id,
+                "disturbed": self.disturbed, "machine": self.machine}
                 # (``owner`` stays out: a session id is not for listings)
 
 
@@ -486,8 +497,28 @@ class RunStore:
         return _info_from_row(row)
 
 
+#: the machine while the run measured, read from its environment by SQLite (its JSON
+#: functions; a listing reads no environment into Python): the disturbance summary without its
+#: series, NULL when the run has none — or its environment is damaged
+_MACHINE_COL = ("CASE WHEN json_valid(environment) AND json_type(environment, '$.disturbance') "
+                "= 'object' THEN json_remove(json_extract(environment, '$.disturbance'), "
+                "'$.series') END")
+
+
+def _has_json() -> bool:
+    """Whether this SQLite has its JSON functions (built in since 3.38; an older one without
+    them lists runs without their machine)."""
+    try:
+        with closing(sqlite3.connect(":memory:")) as conn:
+            conn.execute("SELECT json_valid('{}'), json_remove('{}', '$.x')")
+        return True
+    except sqlite3.Error:
+        return False
+
+
 _INFO_COLS = ("id, name, created_at, status, source, model, mode, load, setup, device, n, "
-              "errors, p50_ms, p99_ms, throughput_rps, origin_id, owner")
+              "errors, p50_ms, p99_ms, throughput_rps, origin_id, owner, "
+              + (_MACHINE_COL if _has_json() else "NULL"))
 
 
 #: the spectrum's grid: every 1 % up to p90, then 50 points a decade of 1/(1−p) — as dense at
@@ -560,7 +591,13 @@ def _with_kinds(summary: Summary, kinds: str | None) -> Summary:
 
 
 def _info_from_row(row: tuple[Any, ...]) -> RunInfo:
-    return RunInfo(*row)
+    *listed, machine = row
+    try:
+        parsed = json.loads(machine) if machine else None
+    except ValueError:
+        parsed = None
+    return dataclasses.replace(RunInfo(*listed),
+                               machine=parsed if isinstance(parsed, dict) else None)
 
 
 def _dumps(value: Any) -> str:
