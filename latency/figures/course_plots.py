@@ -2,17 +2,22 @@
 its measured runs (``latency.workshop.course.answer``'s table)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
 
+from latency.core import fmt
 from latency.figures.plots import COMPONENT_COLOURS, _base_layout, _figure
 
 GUESS_COLOUR = "#7F8C9D"
 P50_COLOUR, P99_COLOUR = "#0072B2", "#D55E00"
 #: the targets' lines: colour-blind-safe and apart from the measured p99's vermilion
 TARGET_COLOURS = ("#56B4E9", "#009E73", "#CC79A7", "#7F8C9D")
+#: bars of one chart spanning this factor or more are drawn on a log axis: on a linear one the
+#: shortest is a sliver (as the handout redraws them: latency.figures.handout.VANISH_RATIO)
+LOG_BARS_RATIO = 25.0
 
 
 def guesses_figure(labels: Sequence[str], counts: Sequence[int],
@@ -65,13 +70,14 @@ def answer_figure(key: str, table: Sequence[Mapping[str, Any]],
         return _figure(data, layout)
     if key == "co":
         layout = _base_layout("The same stall, measured two ways", 340)
-        layout.update(barmode="group", yaxis={"title": "latency (ms)"}, xaxis={"title": None})
-        return _figure([go.Bar(x=runs, y=[r["p50_ms"] for r in table], name="p50",
-                               marker_color=P50_COLOUR),
-                        go.Bar(x=runs, y=[r["p99_ms"] for r in table], name="p99",
-                               marker_color=P99_COLOUR,
-                               text=[f"{r['p99_ms']:.0f} ms" for r in table],
-                               textposition="outside")], layout)
+        layout.update(barmode="group", yaxis=_bar_axis([v for r in table
+                                                        for v in (r["p50_ms"], r["p99_ms"])]),
+                      xaxis={"title": None})
+        return _figure([go.Bar(x=runs, y=[r[f"{q}_ms"] for r in table], name=q,
+                               marker_color=colour,
+                               text=[f"{_bar_label(r[f'{q}_ms'])} ms" for r in table],
+                               textposition="outside")
+                        for q, colour in (("p50", P50_COLOUR), ("p99", P99_COLOUR))], layout)
     if key == "targets":
         layout = _base_layout("The p99 against load, and each application's target", 400)
         ticks = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
@@ -95,6 +101,27 @@ def answer_figure(key: str, table: Sequence[Mapping[str, Any]],
                                                      f"{d['measured']}<extra></extra>"))
         return _figure(data, layout)
     raise KeyError(key)
+
+
+def _bar_label(v: float) -> str:
+    """A bar's value, as short as reads: 4.2, 0.42, 12, 480."""
+    return f"{v:.0f}" if abs(v) >= 10 else f"{v:.2g}"
+
+
+def _bar_axis(values: Sequence[float]) -> dict[str, Any]:
+    """The latency axis of a bar chart: linear, or — when the shortest bar would be a sliver
+    beside the tallest (the coordinated-omission lesson: p50 5 ms beside a p99 of 480 ms, the
+    p50 bars invisible) — logarithmic, with ticks people read (1, 2, 5, 10…) and room above
+    the tallest bar for its label; its title says it is a log scale."""
+    shown = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if not shown or min(shown) <= 0 or max(shown) / min(shown) < LOG_BARS_RATIO:
+        return {"title": "latency (ms)", "rangemode": "tozero"}
+    lo, hi = min(shown) / 4, max(shown) * 3
+    ticks = [m * 10 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+             for m in (1, 2, 5) if lo <= m * 10 ** e <= hi]
+    return {"title": "latency (ms, log scale)", "type": "log",
+            "range": [math.log10(lo), math.log10(hi)], "tickvals": ticks,
+            "ticktext": [fmt.tick(t) for t in ticks]}
 
 
 __all__ = ["answer_figure", "guesses_figure"]

@@ -260,8 +260,9 @@ def _axis(ax: Axes, spec: Any, which: str) -> None:
     if spec.tickvals is not None:
         labels = spec.ticktext if spec.ticktext is not None else [f"{v:g}" for v in spec.tickvals]
         (ax.set_xticks if which == "x" else ax.set_yticks)(list(spec.tickvals), list(labels))
-    if spec.range is not None and spec.type != "log":
-        (ax.set_xlim if which == "x" else ax.set_ylim)(*spec.range)
+    if spec.range is not None:  # a log axis's range is in powers of ten, as Plotly's is
+        span = [10 ** v for v in spec.range] if spec.type == "log" else list(spec.range)
+        (ax.set_xlim if which == "x" else ax.set_ylim)(*span)
 
 
 __all__ = ["FORMATS", "Handout", "draw_plotly"]
