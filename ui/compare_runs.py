@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from latency.analysis.machine import MACHINE_WORDS
 from latency.core import fmt
 from latency.storage.export import export_bytes
 from latency.storage.store import RunInfo, RunStore, StoredRun
@@ -72,7 +73,8 @@ def runs_frame(infos: list[RunInfo], letter_of: dict[str, str]) -> pd.DataFrame:
     levers, HTTP or Ray Serve), which comes last with room for all of it."""
     return pd.DataFrame([{
         "as": letter_of.get(i.id, ""), "id": i.id, "name": i.name or "", "when": i.when[:16],
-        "model": i.model, "load": i.load, "status": i.status, "requests": i.n,
+        "model": i.model, "load": i.load, "status": i.status,
+        "machine": MACHINE_WORDS[i.disturbed], "requests": i.n,
         "errors": i.errors, "p50 (ms)": _r(i.p50_ms), "p99 (ms)": _r(i.p99_ms),
         "req/s": None if i.throughput_rps is None else round(i.throughput_rps, 1),
         "from": i.source, "setup": i.setup} for i in infos])
@@ -82,11 +84,15 @@ def runs_columns() -> dict[str, Any]:
     """The runs table's column widths (px): the short ones narrow, so that every column but
     the setup fits a 1280-pixel window, and the setup as wide as its longest text needs."""
     cc = st.column_config
-    widths = {"as": 36, "id": 66, "name": 130, "when": 124, "model": 100, "load": 150,
-              "status": 86, "requests": 72, "errors": 54, "p50 (ms)": 68, "p99 (ms)": 68,
-              "req/s": 58, "from": 78, "setup": 420}
+    widths = {"as": 36, "id": 66, "name": 120, "when": 124, "model": 100, "load": 140,
+              "status": 86, "machine": 86, "requests": 72, "errors": 54, "p50 (ms)": 68,
+              "p99 (ms)": 68, "req/s": 58, "from": 70, "setup": 420}
     out: dict[str, Any] = {c: cc.Column(c, width=w) for c, w in widths.items()}
     out["as"] = cc.Column("as", width=36, help="letter in the charts")
+    out["machine"] = cc.Column("machine", width=86, help=(
+        "DISTURBED: the machine was busy while the run measured (other processes, CPU steal, "
+        "throttling or memory pressure), so its times are inflated; quiet: it was not; empty: "
+        "the run has no samples of the machine (saved before they were taken)"))
     return out
 
 

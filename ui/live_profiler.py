@@ -7,6 +7,8 @@ samples).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from latency.analysis.snapshot import Snapshot
@@ -18,6 +20,7 @@ from latency.execution.process import RunHandle
 from ui.downloads import downloads
 from ui.explain import COMPONENTS_TABLE, MISTAKES
 from ui.figure_cache import figures, placeholder
+from ui.machine import disturbed_badge
 from ui.server import run_manager
 from ui.text import plain
 
@@ -93,8 +96,11 @@ def render(handle: RunHandle, slo_ms: float, snap: Snapshot | None = None) -> Sn
     assert s is not None
     st.info(f"**Verdict:** {s.verdict}")
     if snap.finished:  # VALID / INVALID, as the CLI's exit code and the JSON say
-        v = validity(s, c, snap.status)
-        (st.success if v.valid else st.error)(f"**Validity:** {v.line()}")
+        timings, environment = final_of(handle, snap.version)
+        v = validity(s, c, snap.status, timings, environment)
+        (st.error if not v.valid else st.warning if v.disturbed else st.success)(
+            f"**Validity:** {v.line()}")
+        disturbed_badge(environment)  # the machine was busy while it measured: by how much
     for w in s.warnings:
         st.warning(w)
     st.markdown(figs["table"])
@@ -106,6 +112,18 @@ def render(handle: RunHandle, slo_ms: float, snap: Snapshot | None = None) -> Sn
         d2.download_button("Download result (JSON)", lambda: downloads(rid, version)[1],
                            f"{rid}.json", "application/json", on_click="ignore")
     return snap
+
+
+def final_of(handle: RunHandle, version: int) -> tuple[Any, dict[str, Any]]:
+    """A finished run's timings and environment (the machine while it measured), for its
+    validity as the CLI and the JSON judge it; read once per run and version."""
+    return _final(handle.run_id, version, handle)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _final(run_id: str, version: int, _handle: RunHandle) -> tuple[Any, dict[str, Any]]:
+    result = _handle.result()  # (a copy of its rows: once per finished run, not per viewer)
+    return result.timings, dict(result.environment or {})
 
 
 def head(snap: Snapshot) -> None:

@@ -5,6 +5,7 @@ import streamlit as st
 from latency.core.errors import ConfigError
 from latency.execution.ab import submit_ab
 from ui import optimisation_lab as lab
+from ui.machine import arm_badge, unequal_warning
 from ui.priority import yield_cpu_to_runs
 from ui.reruns import rerun_page
 from ui.server import run_groups, run_manager
@@ -122,6 +123,9 @@ def results() -> None:
     if not hide_bars:
         lab.charts_panel(ab)
     lab.accuracy_panel(ab)
+    unequal_warning(ab.machine_warning)  # the arms on an unequally busy machine
+    for arm in (ab.a, ab.b):  # an arm with a block measured on a busy machine: by how much
+        arm_badge(arm.machine, arm.arm)
     for w in ab.b.warnings:
         st.warning(f"B: {w}")
     for w in ab.a.warnings:
