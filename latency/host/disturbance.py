@@ -20,8 +20,8 @@ once a second, in a daemon thread of the run process (``DisturbanceSampler``) �
 Stored as ``environment["disturbance"]``: a summary of the whole measurement and a per-second
 series (at most ``MAX_SAMPLES`` points: past that, adjacent samples merge and the period
 doubles, so a run of any length keeps its whole span). The sampler measures its own CPU time
-(``sampler_cpu_s``; BENCHMARKS.md "Disturbance" gives what it was here). What the numbers mean for the
-run's figures — the ``machine`` finding and the ``quiet machine`` check — is
+(``sampler_cpu_s``; BENCHMARKS.md "Disturbance" gives what it was here). What the numbers mean
+for the run's figures — the ``machine`` finding and the ``quiet machine`` check — is
 ``latency.analysis.validity``; the thresholds were measured (``bench/bench_disturbance.py``,
 BENCHMARKS.md).
 
