@@ -27,6 +27,7 @@ from latency.workshop.lesson import Answer, Lesson, Step
 from latency.workshop.practice import measured as practice_measured
 from latency.workshop.practice import practice
 from ui.controls import default
+from ui.room import keep_own
 from ui.server import run_groups, run_manager
 from ui.text import plain
 
@@ -112,7 +113,10 @@ def open_shared_link() -> None:
 def start_step(key: str) -> None:
     """Button callback of a lesson step: load its preset and queue its A/B on the next run —
     the step's own plan (``submission``), not whatever the controls hold by then (a
-    follower's are put back to the projector's before the page runs)."""
+    follower's are put back to the projector's before the page runs). A follower then sees
+    the step it pressed — its card, its controls, its A/B — until the projector moves on
+    (``ui.room.keep_own``), not the projector's step around its own step's A/B."""
+    keep_own([*step_preset(key), "lesson_step", "ab_group"])
     load_step(key)
     st.session_state["lab_submit"] = key
 

@@ -106,11 +106,40 @@ def presenter_gone(p: Presentation) -> bool:
     return room().gone(None if alive is None else not alive)
 
 
+#: session-state key: what a follower's own action keeps from the projector (``keep_own``)
+OWN = "room_own"
+
+
+def keep_own(keys: list[str]) -> None:
+    """A follower's own action — a lesson step it pressed, whose A/B it then watches — keeps
+    these keys at this session's values instead of the projector's, until the projector moves
+    on: its page, or any of these keys' values there, change (the instructor goes to another
+    step or A/B). Without it the next rerun put the follower's screen back to the projector's
+    step while its own step's A/B ran. Outside presenter mode it does nothing."""
+    p = room().current()
+    if p is None or not st.session_state.get("room_following"):
+        return
+    st.session_state[OWN] = {"page": p.page, "theirs": {k: p.settings.get(k) for k in keys}}
+
+
+def own_keys(p: Presentation) -> frozenset[str]:
+    """The keys this follower keeps (``keep_own``) while the projector shows what it showed
+    then; forgets them once it shows something else."""
+    own = st.session_state.get(OWN)
+    if not own:
+        return frozenset()
+    if own["page"] != p.page or any(p.settings.get(k) != v for k, v in own["theirs"].items()):
+        st.session_state.pop(OWN, None)
+        return frozenset()
+    return frozenset(own["theirs"])
+
+
 def adopt(p: Presentation, pages: dict[str, Any], here: str) -> None:
     """Take the presentation's settings and run into this session (before the page's widgets
-    render) and go to its page."""
+    render) and go to its page — but the keys a follower's own action keeps (``own_keys``)."""
+    kept = own_keys(p)
     for key, value in p.settings.items():
-        if not travels(key):
+        if not travels(key) or key in kept:
             continue
         try:
             st.session_state[key] = value
@@ -150,6 +179,7 @@ def follow(pages: dict[str, Any], here: str) -> Presentation | None:
     me = session_id()
     if p is None or p.presenter == me:
         st.session_state.pop("room_following", None)
+        st.session_state.pop(OWN, None)
         return None
     st.session_state["room_following"] = True
     adopt(p, pages, here)
@@ -193,9 +223,11 @@ def publish(here: str) -> None:
 def banner(p: Presentation | None) -> None:
     """A follower's page says whom it follows and why its controls snap back."""
     if p is not None:
+        own = (" The lesson step you started stays on your screen until the instructor's "
+               "moves on." if st.session_state.get(OWN) else "")
         st.info("**Following the instructor's screen** — the page, its settings and its run "
                 "follow the projector live. Your own exploring starts when the instructor "
-                "releases the room.", icon=":material/cast_for_education:")
+                "releases the room." + own, icon=":material/cast_for_education:")
 
 
 def stale() -> bool:
@@ -256,6 +288,7 @@ def presenter_controls(here: str) -> None:
         st.rerun()
 
 
-__all__ = ["OWN_WATCH", "TRAVELS", "TRAVEL_PREFIXES", "adopt", "banner", "connected",
-           "connection_id", "follow", "presenter_controls", "presenter_gone", "publish",
-           "resume", "shared_settings", "stale", "travels", "watch"]
+__all__ = ["OWN", "OWN_WATCH", "TRAVELS", "TRAVEL_PREFIXES", "adopt", "banner", "connected",
+           "connection_id", "follow", "keep_own", "own_keys", "presenter_controls",
+           "presenter_gone", "publish", "resume", "shared_settings", "stale", "travels",
+           "watch"]
