@@ -1,12 +1,14 @@
 """Workshop texts shared by the Home page and the Live Profiler's "What am I looking at?"."""
 from __future__ import annotations
 
-from latency.core.records import COMPONENTS
+from latency.core.records import COMPONENTS, HANDOFF
 from latency.figures.plots import COMPONENT_COLOURS
 
 MEANING = {
     "network": ("client sends → server receives, plus server replies → client receives",
-                "Transport and serialisation. In-process it is the thread hand-off."),
+                "Transport and serialisation. In-process there is no network: the run calls "
+                f"it the **{HANDOFF}**, the client thread handing the request to the server's "
+                "(and the reply back)."),
     "queue": ("request ready → a worker starts it",
               "Waiting for a free worker and for a batch to form. Grows sharply near capacity."),
     "preprocess": ("raw input → model-ready tensor",

@@ -15,6 +15,7 @@ import streamlit as st
 
 from latency.analysis.snapshot import Snapshot
 from latency.core import fmt
+from latency.core.records import component_labels, in_process
 from latency.figures import plots
 
 
@@ -40,15 +41,17 @@ def _built(run_id: str, version: int, slo_ms: float, _snap: Snapshot) -> dict[st
     assert s is not None and snap.hist_counts is not None
     lat = s.latency_ms
     share = snap.share_within(slo_ms)
+    names = component_labels(in_process(snap.config))  # in-process: the hand-off
     return {
         "snapshot": snap,
-        "bars": SharedFigure.of(plots.stacked_components_figure(snap.makeup_ms)),
+        "bars": SharedFigure.of(plots.stacked_components_figure(snap.makeup_ms,
+                                                                labels=names)),
         "histogram": SharedFigure.of(plots.latency_histogram_figure(
             snap.hist_edges_ms, snap.hist_counts,
             {"p50": lat.p50, "p95": lat.p95, "p99": lat.p99}, slo_ms, share)),
         "timeseries": SharedFigure.of(plots.timeseries_figure(
             snap.series, offered_rps=snap.config.rate)),
-        "table": plots.summary_markdown(s),
+        "table": plots.summary_markdown(s, names),
         "share": share,
         # the metric row, as text: the page only places it (right beside the charts it agrees
         # with, no work in between)

@@ -18,6 +18,7 @@ from latency.analysis.ab import ABResult, merge
 from latency.core import fmt
 from latency.core.config import RunConfig, field_help
 from latency.core.optimization import LEVERS, VARIANTS
+from latency.core.records import component_labels, in_process
 from latency.execution.ab import ABPlan, variant_config
 from latency.figures import lab_plots as labplots
 from latency.simulation import whatif
@@ -341,13 +342,18 @@ def headline_panel(ab: ABResult, reveal: bool = True,
                "this machine just now.")
 
 
+def shown_names(ab: ABResult) -> dict[str, str]:
+    """The components' names as both arms call them: in-process, network is the hand-off."""
+    return component_labels(in_process(ab.a.config) and in_process(ab.b.config))
+
+
 def charts_panel(ab: ABResult) -> None:
     left, right = st.columns(2)
     with left:
         st.caption("Where the time goes, A and B side by side (mean, and the requests around "
                    "p50 and p99).")
-        st.plotly_chart(labplots.ab_bars_figure(ab.a.makeup_ms, ab.b.makeup_ms,
-                                                ("A", "B")), key="ab_bars")
+        st.plotly_chart(labplots.ab_bars_figure(ab.a.makeup_ms, ab.b.makeup_ms, ("A", "B"),
+                                                names=shown_names(ab)), key="ab_bars")
     with right:
         st.caption("Latency by percentile, both arms (each further nine gets equal width).")
         st.plotly_chart(labplots.ab_spectrum_figure(
@@ -377,7 +383,7 @@ def whatif_panel(ab: ABResult) -> None:
                    help="Whose measured requests to rescale.")
     stats = ab.a if arm == "A" else ab.b
     comp = c2.selectbox("component", whatif.WHATIF_COMPONENTS, index=default("wi_comp", 3, 0),
-                        key="wi_comp",
+                        key="wi_comp", format_func=shown_names(ab).get,
                         help="The component to make faster.")
     faster = c3.slider("became faster by (%)", 0, 95, default("wi_pct", 40), 5, key="wi_pct",
                        help="0% = as measured; 100% would remove it entirely.") / 100

@@ -13,7 +13,7 @@ import streamlit as st
 
 from latency.core import fmt
 from latency.core.errors import ConfigError
-from latency.core.records import REQUEST_COMPONENTS
+from latency.core.records import REQUEST_COMPONENTS, component_labels, in_process
 from latency.figures import course_plots
 from latency.figures.handout import Handout
 from latency.workshop.course import TARGETS, guess_histogram
@@ -179,7 +179,8 @@ def step_card(item: Step) -> bool:
     ans = item.answer(finished)
     st.success(f"**Measured:** {ans.text}")
     st.plotly_chart(course_plots.answer_figure(item.key, ans.table,
-                                               components(item, finished), ans.details),
+                                               components(item, finished), ans.details,
+                                               shown_names(finished)),
                     key=f"answer_{item.key}")
     if ans.details:
         st.table([{"application": d["application"], "p99 target": fmt.duration(d["slo_ms"]),
@@ -203,6 +204,12 @@ def components(item: Step, finished: list) -> dict[str, float] | None:
         return None
     s = finished[0].summary
     return {c: s.components_ms[c].mean or 0.0 for c in REQUEST_COMPONENTS}
+
+
+def shown_names(finished: list) -> dict[str, str]:
+    """The components' names as the lesson's runs call them: in-process, network is the
+    thread hand-off."""
+    return component_labels(bool(finished) and all(in_process(r.config) for r in finished))
 
 
 def lesson_handout(item: Step, group: dict, finished: list, guesses: list) -> Handout:
@@ -231,7 +238,7 @@ def lesson_handout(item: Step, group: dict, finished: list, guesses: list) -> Ha
     checks = list(ans.checks)
     return Handout(item.title, item.question or "", ans.text, item.idea,
                    course_plots.answer_figure(item.key, ans.table, components(item, finished),
-                                              ans.details),
+                                              ans.details, shown_names(finished)),
                    tables, said, provenance, checks)
 
 

@@ -12,7 +12,7 @@ from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.core.describe import OUR_SERVER, load_description, model_label
 from latency.core.optimization import OptimizationReport
-from latency.core.records import COMPONENTS
+from latency.core.records import COMPONENTS, component_labels
 
 if TYPE_CHECKING:
     from latency.analysis.summary import Summary
@@ -26,9 +26,10 @@ def format_table(s: Summary) -> str:
     keys = LatencyStats.KEYS
     head = f"{'ms':<12}" + "".join(f"{k:>{COLUMN}}" for k in keys)
     lines = [head, "-" * len(head)]
+    names = component_labels(not s.transport.is_http)  # in-process: "hand-off", not network
     for name in ("total", *COMPONENTS):
         stats = s.component(name)
-        lines.append(f"{name:<12}" + "".join(f"{fmt.ms(stats.get(k)):>{COLUMN}}"
+        lines.append(f"{names.get(name, name):<12}" + "".join(f"{fmt.ms(stats.get(k)):>{COLUMN}}"
                                              for k in keys))
     return "\n".join(lines)
 

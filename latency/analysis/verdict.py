@@ -9,7 +9,7 @@ from __future__ import annotations
 from latency.analysis.findings import Verdict
 from latency.core import fmt
 from latency.core.config import RunConfig
-from latency.core.records import COMPONENTS
+from latency.core.records import COMPONENTS, component_label, in_process
 
 ADVICE = {
     "network": "shrink payloads (send preprocessed or compressed inputs), keep connections "
@@ -24,6 +24,14 @@ ADVICE = {
     "overhead": "the client could not send on schedule: lower the rate or give the load "
                 "generator more CPU",
 }
+
+
+#: in-process, "network" is the hand-off between the client's and the server's threads: no
+#: payload crosses a wire, but the hand-off waits for a thread to be scheduled (a core, the GIL)
+HANDOFF_ADVICE = ("no network is involved: it is the hand-off between the client's and the "
+                  "server's threads, which waits for a core and the GIL — fewer busy threads "
+                  "in the run process (workers, replicas × threads, clients), or measure a "
+                  "real network with --transport http")
 
 
 #: on Ray Serve, network holds its HTTP proxy and router (and any hop between deployments)
@@ -88,15 +96,19 @@ def verdict(successful: int, errors: int, component_means: dict[str, float | Non
     advice = (REMOTE_ADVICE if config.target else ADVICE)[top]
     if top == "network" and config.backend == "ray":
         advice = RAY_NETWORK_ADVICE
-    text = (f"{top} {leads} ({fmt.share(share)} of the mean {fmt.duration(total)}; next: "
-            f"{second} {fmt.share(means[second] / total)}) — {advice}")
+    local = in_process(config)
+    if top == "network" and local:
+        advice = HANDOFF_ADVICE
+    name = {c: component_label(c, local) for c in (top, second)}
+    text = (f"{name[top]} {leads} ({fmt.share(share)} of the mean {fmt.duration(total)}; "
+            f"next: {name[second]} {fmt.share(means[second] / total)}) — {advice}")
     if overloaded:
         drop = f", {dropped:,} dropped" if dropped else ""
         return Verdict(f"overloaded: offered {offered_rps:g} req/s, served "
-                       f"{fmt.rate(throughput_rps)}{drop} — {top} is {fmt.share(share)} of the "
-                       "mean "
-                       f"{fmt.duration(total)} and grows with the run length. Raise capacity "
-                       "(replicas, batching, a faster forward pass) or lower the rate",
+                       f"{fmt.rate(throughput_rps)}{drop} — {name[top]} is {fmt.share(share)} "
+                       f"of the mean {fmt.duration(total)} and grows with the run length. "
+                       "Raise capacity (replicas, batching, a faster forward pass) or lower "
+                       "the rate",
                        top, share)
     if top == "network" and (config.net_rtt_ms or config.net_jitter_ms
                              or config.net_bandwidth_mbps):

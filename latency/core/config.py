@@ -195,11 +195,12 @@ class RunConfig:
         "hop counts as network).", commands=(RUN,), group=TRANSPORT, choices=RAY_PREPROCESS))
     # ---- transport: in-process, or real HTTP to our server or a target
     transport: str = field(default="in-process", metadata=flag(
-        "--transport", "in-process: the client hands requests to the server thread (network = "
-        "a thread hand-off); http: a real server (our own, in its own process on 127.0.0.1) "
-        "speaking the Open Inference Protocol, and a pooled keep-alive client (network = "
-        "sockets, HTTP and JSON).", commands=(RUN,), group=TRANSPORT, choices=TRANSPORTS,
-        unset=True, default_text="in-process, or http with --target or --backend ray"))
+        "--transport", "in-process: the client hands requests to the server thread (no "
+        "network: the first component is the thread hand-off, shown as hand-off); http: a "
+        "real server (our own, in its own process on 127.0.0.1) speaking the Open Inference "
+        "Protocol, and a pooled keep-alive client (network = sockets, HTTP and JSON).",
+        commands=(RUN,), group=TRANSPORT, choices=TRANSPORTS, unset=True,
+        default_text="in-process, or http with --target or --backend ray"))
     payload: str = field(default="json", metadata=flag(
         "--payload", "json: OIP v2 JSON, binary inputs base64-encoded (a third bigger, plus "
         "encode/decode); raw: the input's bytes as the body (application/octet-stream).",

@@ -23,6 +23,30 @@ COMPONENTS: tuple[str, ...] = ("network", "queue", "preprocess", "forward", "pos
                                "overhead")
 #: the five request components a person optimises (overhead is the measurement's own remainder).
 REQUEST_COMPONENTS: tuple[str, ...] = COMPONENTS[:5]
+#: what the first component is called where no network is involved: in an in-process run the
+#: client and the server are threads of one process, and "network" is the hand-off between
+#: them (a queue put, a thread waking up). The data keep the name "network" (files, history,
+#: JSON: old runs load as they are); only what a person reads says "hand-off".
+HANDOFF = "hand-off"
+
+
+def in_process(config: Any) -> bool:
+    """Whether a run's client hands its requests to the server thread in its own process
+    (no socket, no network): ``--transport in-process`` without ``--target`` or Ray Serve."""
+    return (getattr(config, "transport", "in-process") in (None, "in-process")
+            and not getattr(config, "target", None)
+            and getattr(config, "backend", "builtin") != "ray")
+
+
+def component_label(name: str, no_network: bool) -> str:
+    """A component's name as shown to a person: ``network`` is the ``hand-off`` where there
+    is none (``no_network``: ``in_process(config)``); every other name is its key."""
+    return HANDOFF if no_network and name == "network" else name
+
+
+def component_labels(no_network: bool) -> dict[str, str]:
+    """Every component's key → its name as shown (``component_label``)."""
+    return {c: component_label(c, no_network) for c in COMPONENTS}
 
 #: the timestamps each request records, in the order they happen.
 STAMPS: tuple[str, ...] = ("intended", "sent", "received", "pre_start", "pre_end", "fwd_start",

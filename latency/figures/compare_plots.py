@@ -36,14 +36,18 @@ def letters(n: int) -> list[str]:
 
 
 def runs_bars_figure(makeups: Mapping[str, Mapping[str, Mapping[str, float]] | None],
-                     title: str | None = None) -> go.Figure:
+                     title: str | None = None,
+                     labels: Mapping[str, str] | None = None) -> go.Figure:
     """Stacked component bars of several runs side by side, grouped by statistic (mean, p50,
     p99): within each group one bar per run, in the order given, labelled by its key.
 
     ``makeups`` maps a short run label to its make-up (``StoredRun.makeup_ms``: the mean of
     each component, and the components of the requests around each percentile, scaled to
     it). All six components are always traces so colours and legend never move.
+    ``labels``: a component's name as shown where it is not its key (an in-process run's
+    network is its hand-off: ``records.component_labels``).
     """
+    named = dict(labels or {})
     runs = [(k, m) for k, m in makeups.items() if m]
     points = [p for p in BAR_POINTS if any(m.get(p) for _, m in runs)]
     if not runs or not points:
@@ -61,11 +65,12 @@ def runs_bars_figure(makeups: Mapping[str, Mapping[str, Mapping[str, float]] | N
     for c in COMPONENTS:
         shares = [v / t if t > 0 else 0.0 for v, t in zip(values[c], totals)]
         traces.append(go.Bar(
-            name=c, x=x, y=values[c], marker={"color": COMPONENT_COLOURS[c], "line": {"width": 0}},
+            name=named.get(c, c), x=x, y=values[c],
+            marker={"color": COMPONENT_COLOURS[c], "line": {"width": 0}},
             customdata=shares, text=[f"{s:.0%}" if s >= 0.1 else "" for s in shares],
             textposition="inside", insidetextanchor="middle",
             textfont={"size": 12, "color": "#ffffff" if c in ("queue", "forward") else "#111111"},
-            hovertemplate=f"<b>{c}</b> · run %{{x}}<br>%{{y:.3f}} ms "
+            hovertemplate=f"<b>{named.get(c, c)}</b> · run %{{x}}<br>%{{y:.3f}} ms "
                           "(%{customdata:.1%} of the bar)<extra></extra>"))
     traces.append(go.Scatter(  # each bar's total, written above it
         x=x, y=totals, mode="text", text=[fmt.ms(t) for t in totals], textposition="top center",

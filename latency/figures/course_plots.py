@@ -35,17 +35,20 @@ def guesses_figure(labels: Sequence[str], counts: Sequence[int],
 
 def answer_figure(key: str, table: Sequence[Mapping[str, Any]],
                   components: Mapping[str, float] | None = None,
-                  details: Sequence[Mapping[str, Any]] = ()) -> go.Figure:
+                  details: Sequence[Mapping[str, Any]] = (),
+                  labels: Mapping[str, str] | None = None) -> go.Figure:
     """Each lesson's chart: the component means (where), latency against load (queueing),
     p50/p99 closed vs open loop (coordinated omission), throughput and p50 against batch size
     with the knee (batching), the measured p99 against load with each application's target
-    and the load where the curve crosses it (targets)."""
+    and the load where the curve crosses it (targets). ``labels``: a component's name as shown
+    where it is not its key (an in-process run's network is its hand-off)."""
     runs = [str(r["run"]) for r in table]
     if key == "where" and components:
         layout = _base_layout("Mean time of one request, by component", 340)
         layout.update(yaxis={"title": "ms"}, xaxis={"title": None}, showlegend=False)
         names = list(components)
-        return _figure([go.Bar(x=names, y=[components[c] for c in names],
+        shown = [(labels or {}).get(c, c) for c in names]
+        return _figure([go.Bar(x=shown, y=[components[c] for c in names],
                                marker_color=[COMPONENT_COLOURS.get(c, GUESS_COLOUR)
                                              for c in names],
                                text=[f"{components[c]:.2f} ms" for c in names],

@@ -24,12 +24,14 @@ from latency.figures.plots import (
 
 def ab_bars_figure(makeup_a: Mapping[str, Mapping[str, float]] | None,
                    makeup_b: Mapping[str, Mapping[str, float]] | None,
-                   labels: tuple[str, str] = ("A", "B"), title: str | None = None) -> go.Figure:
+                   labels: tuple[str, str] = ("A", "B"), title: str | None = None,
+                   names: Mapping[str, str] | None = None) -> go.Figure:
     """Stacked component bars, A and B side by side for the mean, p50 and p99 requests: the
-    Compare page's grouped bars with two runs (``ArmStats.makeup_ms`` has the same shape)."""
+    Compare page's grouped bars with two runs (``ArmStats.makeup_ms`` has the same shape).
+    ``names``: a component's name as shown where it is not its key (``runs_bars_figure``)."""
     if not makeup_a or not makeup_b:
         return empty_figure(title)
-    return runs_bars_figure({labels[0]: makeup_a, labels[1]: makeup_b}, title)
+    return runs_bars_figure({labels[0]: makeup_a, labels[1]: makeup_b}, title, names)
 
 
 def ab_spectrum_figure(quantiles_a: Sequence[float] | None, quantiles_b: Sequence[float] | None,

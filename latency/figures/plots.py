@@ -172,14 +172,18 @@ def _percentile_label(key: str) -> str:
 
 
 def stacked_components_figure(makeup_ms: Mapping[str, Mapping[str, float]],
-                              title: str | None = None) -> go.Figure:
+                              title: str | None = None,
+                              labels: Mapping[str, str] | None = None) -> go.Figure:
     """Stacked bars of what the mean, p50, p90 and p99 requests are made of.
 
     This is the chart that answers "why is my tail slow": the p99 bar (built from the requests
     around p99, scaled to p99 — see ``stats.tail_makeup_ms``) shows which component grows in
     the tail compared to the median. All six components are always traces, even when zero, so
-    colours and legend entries never move between refreshes.
+    colours and legend entries never move between refreshes. ``labels``: a component's name
+    as shown, where it is not its key (``records.component_labels``: an in-process run's
+    network is its hand-off).
     """
+    named = dict(labels or {})
     points = [k for k in MAKEUP_LABELS if k in makeup_ms and makeup_ms[k]]
     if not points:
         return empty_figure(title)
@@ -191,14 +195,14 @@ def stacked_components_figure(makeup_ms: Mapping[str, Mapping[str, float]],
         ys = values[c]
         shares = [y / t if t > 0 else 0.0 for y, t in zip(ys, totals)]
         traces.append(go.Bar(
-            name=c, x=cats, y=ys, marker={"color": COMPONENT_COLOURS[c], "line": {"width": 0}},
-            customdata=shares,
+            name=named.get(c, c), x=cats, y=ys,
+            marker={"color": COMPONENT_COLOURS[c], "line": {"width": 0}}, customdata=shares,
             # the share inside the segment when it is big enough to matter; uniformtext
             # hides the ones that would not fit at a readable size.
             text=[f"{s:.0%}" if s >= 0.08 else "" for s in shares],
             textposition="inside", insidetextanchor="middle",
             textfont={"size": 12, "color": "#ffffff" if c in ("queue", "forward") else "#111111"},
-            hovertemplate=f"<b>{c}</b> · %{{x}}<br>%{{y:.3f}} ms "
+            hovertemplate=f"<b>{named.get(c, c)}</b> · %{{x}}<br>%{{y:.3f}} ms "
                           "(%{customdata:.1%} of the bar)<extra></extra>"))
     top = max(totals) if totals else 0.0
     layout = _base_layout(title, 440)
@@ -453,22 +457,27 @@ def percentile_spectrum_figure(curves: Mapping[str, np.ndarray | Sequence[float]
 # --------------------------------------------------------------------------- table
 
 
-def summary_rows(summary: Summary | None) -> list[dict[str, Any]]:
+def summary_rows(summary: Summary | None,
+                 labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Rows for the statistics table: the total, then each component in ``COMPONENTS`` order,
     columns mean, p50, p90, p95, p99, p99.9, max in ms. Numbers stay numbers (rounded to about
-    three significant figures) so the table can sort them; a missing value is None."""
+    three significant figures) so the table can sort them; a missing value is None.
+    ``labels``: a component's name as shown where it is not its key (an in-process run's
+    network is its hand-off: ``records.component_labels``)."""
     if summary is None or summary.latency_ms.mean is None:
         return []
-    return [{"component": name,
+    named = dict(labels or {})
+    return [{"component": named.get(name, name),
              **{col: fmt.round_ms(summary.component(name).get(key))
                 for key, col in SUMMARY_COLUMNS}}
             for name in ("total", *COMPONENTS)]
 
 
-def summary_markdown(summary: Summary | None) -> str:
+def summary_markdown(summary: Summary | None,
+                     labels: Mapping[str, str] | None = None) -> str:
     """The statistics table as Markdown (ms). A dashboard rerendering it every second for a
     room of viewers pays almost nothing for text, unlike an interactive data grid."""
-    rows = summary_rows(summary)
+    rows = summary_rows(summary, labels)
     if not rows:
         return ""
     cols = list(rows[0])
