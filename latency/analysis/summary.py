@@ -147,13 +147,15 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
                    comps: dict[str, np.ndarray] | None = None,
                    server_counts: tuple[dict[str, int] | None, int | None] | None = None,
                    dropped: int = 0, offered: tuple[int, float] | None = None,
-                   timing_unusable: dict[str, int] | None = None) -> Summary:
+                   timing_unusable: dict[str, int] | None = None,
+                   cpu_wait: dict[str, dict[str, float]] | None = None) -> Summary:
     """The Summary of a request log; used for results and for live snapshots alike.
     ``comps`` may pass the successful measured requests' components when already computed;
     ``server_counts`` what our HTTP server answered (responses by status, errors);
     ``dropped`` the requests dropped by overload; ``offered`` (requests due, span of their
     intended times in s) what the open-loop generator offered; ``timing_unusable`` the
-    successful replies whose Server-Timing was sent but unusable, by why."""
+    successful replies whose Server-Timing was sent but unusable, by why; ``cpu_wait`` each
+    stage's wall and CPU time a call (``environment["cpu_wait"]``, for the verdict)."""
     measured, ok = measured_and_ok(rows)
     if comps is None:
         comps = component_ns(ok)
@@ -226,7 +228,7 @@ def summarize_rows(rows: np.ndarray, errors: dict[int, str], *, measure_start_ns
         verdict=verdict(int(len(ok)), n_err, means, overloaded, rate, throughput, config,
                         split_unavailable=transport.decomposition == "client-only",
                         split_unusable=transport.unusable_count > 0,
-                        dropped=dropped))
+                        dropped=dropped, cpu_wait=cpu_wait))
 
 
 def summarize(result: Any) -> Summary:
@@ -239,4 +241,5 @@ def summarize(result: Any) -> Summary:
                           server_counts=counts, dropped=int(t.dropped_overload or 0),
                           offered=(int(t.offered_requests), float(t.offered_span_s or 0.0))
                           if t.offered_requests else None,
-                          timing_unusable=t.server_timing_unusable)
+                          timing_unusable=t.server_timing_unusable,
+                          cpu_wait=(result.environment or {}).get("cpu_wait"))

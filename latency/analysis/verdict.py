@@ -6,6 +6,8 @@ is left to the charts; each dominant component maps to the levers that actually 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from latency.analysis.findings import Verdict
 from latency.core import fmt
 from latency.core.config import RunConfig
@@ -32,6 +34,43 @@ HANDOFF_ADVICE = ("no network is involved: it is the hand-off between the client
                   "server's threads, which waits for a core and the GIL — fewer busy threads "
                   "in the run process (workers, replicas × threads, clients), or measure a "
                   "real network with --transport http")
+
+
+#: a stage "waited for the CPU/GIL" when this share of its wall time was off its thread's
+#: CPU (``environment["cpu_wait"]``: time.thread_time_ns against the wall clock, per stage)...
+CPU_WAIT_SHARE = 0.25
+#: ...while it computes: its CPU time at least this share of its wall time (a stage that
+#: sleeps, or waits for I/O or a GPU, is not waiting for the CPU) — over this many calls
+CPU_BOUND_SHARE = 0.1
+CPU_WAIT_MIN_CALLS = 20
+
+
+def cpu_waits(stages: Mapping[str, Mapping[str, float]] | None
+              ) -> list[tuple[str, float, float, float]]:
+    """The stages that waited for a core or the GIL: (stage, share of its wall time spent
+    waiting, wall ms, CPU ms a call), the longest wait first."""
+    out = []
+    for stage, s in (stages or {}).items():
+        wall, cpu, calls = s.get("wall_ms") or 0.0, s.get("cpu_ms") or 0.0, s.get("calls") or 0
+        if wall <= 0 or calls < CPU_WAIT_MIN_CALLS:
+            continue
+        waited = max(wall - cpu, 0.0) / wall
+        if waited >= CPU_WAIT_SHARE and cpu / wall >= CPU_BOUND_SHARE:
+            out.append((stage, waited, wall, cpu))
+    return sorted(out, key=lambda w: -w[1] * w[2])
+
+
+def cpu_wait_text(stages: Mapping[str, Mapping[str, float]] | None) -> str | None:
+    """'preprocess waited for the CPU/GIL 62% of its time (…)', or None when no stage did."""
+    waits = cpu_waits(stages)
+    if not waits:
+        return None
+    said = "; ".join(f"{stage} waited for the CPU/GIL {fmt.share(share)} of its time "
+                     f"({fmt.ms(wall)} ms a call, {fmt.ms(cpu)} ms of it on its own CPU)"
+                     for stage, share, wall, cpu in waits)
+    return (f"{said}: the run's threads contend for the cores and the Python interpreter — "
+            "fewer busy threads (preprocess workers, replicas, clients) or less Python "
+            "in the stages")
 
 
 #: on Ray Serve, network holds its HTTP proxy and router (and any hop between deployments)
@@ -64,11 +103,14 @@ SERVER_TIMING_EXAMPLE = ("Server-Timing: queue;dur=0.4, preprocess;dur=1.2, forw
 def verdict(successful: int, errors: int, component_means: dict[str, float | None],
             overloaded: bool, offered_rps: float | None, throughput_rps: float,
             config: RunConfig, split_unavailable: bool = False,
-            dropped: int = 0, split_unusable: bool = False) -> Verdict:
+            dropped: int = 0, split_unusable: bool = False,
+            cpu_wait: Mapping[str, Mapping[str, float]] | None = None) -> Verdict:
     """One sentence: the dominant component's share of the mean, and what to try.
     ``split_unavailable``: the target sent no usable Server-Timing, so its time is all
     "network"; ``split_unusable``: it did send Server-Timing (in some replies or all), but
-    none was usable (negative, non-finite, malformed, longer than the client's time)."""
+    none was usable (negative, non-finite, malformed, longer than the client's time);
+    ``cpu_wait``: each stage's mean wall and CPU ms a call (``environment["cpu_wait"]``), to say
+    which stage waited for the CPU/GIL (``cpu_wait_text``)."""
     if not successful:
         if errors:
             return Verdict("no successful requests: nothing to decompose (see the errors "
@@ -119,4 +161,7 @@ def verdict(successful: int, errors: int, component_means: dict[str, float | Non
     if top in ("preprocess", "postprocess", "network") and fwd_share < 0.5:
         text += (f". Even an infinitely fast model would cut at most {fmt.share(fwd_share)} of "
                  "the mean latency")
+    waited = cpu_wait_text(cpu_wait)
+    if waited:
+        text += f". {waited[0].upper()}{waited[1:]}"
     return Verdict(text, top, share)

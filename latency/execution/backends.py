@@ -44,9 +44,11 @@ class InProcessBackend:
         self.config = config
         self.pipeline = pipeline  # a pipeline already built by the caller (latency.profile)
         self.built: BuiltServer | None = None
+        self._env: dict[str, Any] | None = None
 
     def start(self, timings: Timings, env: dict[str, Any],
               on_phase: Callable[[str], None] | None = None) -> Transport:
+        self._env = env
         self.built = build_server(self.config, on_phase, pipeline=self.pipeline)
         timings.update(self.built.timings)
         if self.built.optimization is not None:
@@ -71,6 +73,9 @@ class InProcessBackend:
     def close(self, timings: Timings, warnings: list[str]) -> None:
         if self.built is not None:
             self.built.server.stop()
+            stages = self.built.server.clock.means()
+            if stages and self._env is not None:  # each stage's wall time against its CPU time
+                self._env["cpu_wait"] = stages
 
 
 def backend_for(config: RunConfig, pipeline: Pipeline | None = None

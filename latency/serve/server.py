@@ -36,6 +36,35 @@ from latency.pipelines.contract import Pipeline
 _STOP = object()
 #: how long stopping the server waits for its threads, all of them together
 STOP_JOIN_S = 3.0
+#: the stages whose thread CPU time is measured against their wall time (``Server.cpu_wait``)
+CPU_STAGES = ("preprocess", "forward", "postprocess")
+
+
+class StageClock:
+    """Wall time and the calling thread's CPU time (``time.thread_time_ns``) of each stage,
+    summed over the measured (not warm-up) requests: a stage whose wall time is much longer
+    than its CPU time waited — for a core, or for the GIL held by another thread of the run
+    (or slept, or waited for I/O or a GPU: the caller judges). The forward pass is counted
+    once a batch, and only with one thread a replica on the CPU (torch's other intra-op
+    threads' CPU time is not the calling thread's; a GPU's wait is not the CPU's)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sums = {s: [0, 0, 0] for s in CPU_STAGES}  # wall ns, cpu ns, calls
+
+    def add(self, stage: str, wall_ns: int, cpu_ns: int) -> None:
+        with self._lock:
+            s = self._sums[stage]
+            s[0] += wall_ns
+            s[1] += cpu_ns
+            s[2] += 1
+
+    def means(self) -> dict[str, dict[str, float]]:
+        """Stage → mean wall and CPU ms a call, and the calls counted (stages with none
+        left out)."""
+        with self._lock:
+            return {stage: {"wall_ms": wall / n / 1e6, "cpu_ms": cpu / n / 1e6, "calls": n}
+                    for stage, (wall, cpu, n) in self._sums.items() if n}
 
 
 def _outputs(outputs: object, n: int) -> list[object]:
@@ -113,6 +142,8 @@ class Server:
         self.inbox: queue.SimpleQueue[Request | object] = queue.SimpleQueue()
         self.batches = BatchQueue(max_batch, int(max_delay_ms * 1e6))
         self._batch_ids = itertools.count()
+        self.clock = StageClock()
+        self._time_forward = threads == 1 and str(self.device).startswith("cpu")
         self._workers = [threading.Thread(target=self._preprocess_loop, name=f"pre-{i}",
                                           daemon=True) for i in range(preprocess_workers)]
         self._replicas = [threading.Thread(target=self._replica_loop, args=(i,),
@@ -165,18 +196,19 @@ class Server:
     @torch.inference_mode()
     def _preprocess_loop(self) -> None:
         torch.set_num_threads(1)  # preprocessing must not fight the replicas for cores
-        pipeline, batches = self.pipeline, self.batches
+        pipeline, batches, clock = self.pipeline, self.batches, self.clock
         while True:
             idle_since = now_ns()
             r = self.inbox.get()
             t_get = now_ns()
-            if r is _STOP:
+            if not isinstance(r, Request):  # _STOP
                 return
             # If this worker was already waiting when the request was sent, the gap is the
             # hand-off (network). If it was busy, the request sat in the inbox: delivery was
             # instant and the wait for a free worker is queueing.
             r.t_received = t_get if idle_since <= r.t_sent else r.t_sent
             r.t_pre_start = now_ns()
+            cpu0 = time.thread_time_ns()
             try:
                 r.item = pipeline.preprocess(r.raw)
             except BaseException as exc:  # one bad request fails alone, whatever it raised
@@ -186,13 +218,16 @@ class Server:
                 r.reply(r)
                 continue
             r.t_pre_end = now_ns()
+            if not r.warmup:
+                clock.add("preprocess", r.t_pre_end - r.t_pre_start,
+                          time.thread_time_ns() - cpu0)
             batches.put(r)
 
     # ---- replicas --------------------------------------------------------------------------
     @torch.inference_mode()
     def _replica_loop(self, replica: int) -> None:
         torch.set_num_threads(self.threads)  # per calling thread: each replica its own team
-        pipeline, device = self.pipeline, self.device
+        pipeline, device, clock = self.pipeline, self.device, self.clock
         while True:
             batch = self.batches.take()
             if batch is None:
@@ -205,10 +240,13 @@ class Server:
             for r in batch:
                 r.batch_id, r.batch_size, r.replica = batch_id, n, replica
             t0 = now_ns()
+            cpu0 = time.thread_time_ns()
             try:
                 out = pipeline.forward(pipeline.collate(items))
                 synchronize(device)
                 t1 = now_ns()
+                if self._time_forward and not all(r.warmup for r in batch):
+                    clock.add("forward", t1 - t0, time.thread_time_ns() - cpu0)
                 outputs = _outputs(pipeline.split(out, n), n)
             except BaseException as exc:  # the whole batch failed together
                 t1 = now_ns()
@@ -223,10 +261,14 @@ class Server:
                 r.t_fwd_start, r.t_fwd_end = t0, t1
                 r.item = None  # free the input tensor early
                 r.t_post_start = now_ns()
+                cpu0 = time.thread_time_ns()
                 try:
                     r.response = pipeline.postprocess(o)
                 except BaseException as exc:
                     r.error = f"postprocess: {error_text(exc)}"
                 r.t_post_end = now_ns()
+                if not r.warmup:
+                    clock.add("postprocess", r.t_post_end - r.t_post_start,
+                              time.thread_time_ns() - cpu0)
                 r.reply(r)
 

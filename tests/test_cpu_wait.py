@@ -1,0 +1,72 @@
+"""Waiting for the CPU/GIL, measured (issue 27, item 6): the in-process server times each
+stage's thread CPU time (``time.thread_time_ns``) beside its wall time, the run keeps both
+(``environment["cpu_wait"]``), and the verdict says when a stage's wall time is much longer
+than its CPU time — its threads contend for the cores and the GIL. A pure-Python preprocess
+(tests/cpu_bound_pipeline.py) with four workers and eight clients shows it; the same stage
+with one worker and one client does not."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from latency.analysis.verdict import CPU_WAIT_SHARE, cpu_wait_text
+from latency.core import fmt
+
+ROOT = Path(__file__).resolve().parent.parent
+PIPELINE = "tests/cpu_bound_pipeline.py:Spin"
+
+
+def run(tmp_path: Path, workers: int, clients: int) -> dict:
+    out_json = tmp_path / f"run-{workers}.json"
+    env = {**os.environ, "LATENCY_LAB_DB": str(tmp_path / "runs.sqlite")}
+    out = subprocess.run([sys.executable, "-m", "latency", "run", "--pipeline", PIPELINE,
+                          "--preprocess-workers", str(workers), "--concurrency", str(clients),
+                          "--requests", "400", "--json", str(out_json)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out_json.read_text())
+    d["stdout"] = out.stdout
+    return d
+
+
+def waited(stage: dict) -> float:
+    return (stage["wall_ms"] - stage["cpu_ms"]) / stage["wall_ms"]
+
+
+@pytest.mark.timing
+def test_a_cpu_bound_stage_on_several_threads_waits_for_the_cpu_and_one_thread_does_not(
+        tmp_path):
+    many, one = run(tmp_path, workers=4, clients=8), run(tmp_path, workers=1, clients=1)
+    pre_many = many["environment"]["cpu_wait"]["preprocess"]
+    pre_one = one["environment"]["cpu_wait"]["preprocess"]
+    for d, pre in ((many, pre_many), (one, pre_one)):
+        assert pre["calls"] == 400  # every measured request, the warm-up left out
+        # the stage's wall time is the preprocess component of the same requests
+        assert pre["wall_ms"] == pytest.approx(
+            d["summary"]["components_ms"]["preprocess"]["mean"], rel=0.02)
+    # the same work either way: its CPU time a call barely moves ...
+    assert pre_many["cpu_ms"] == pytest.approx(pre_one["cpu_ms"], rel=0.5), (pre_many, pre_one)
+    # ... but on four threads most of its wall time is spent waiting, alone hardly any
+    assert waited(pre_many) >= CPU_WAIT_SHARE > waited(pre_one), (pre_many, pre_one)
+    assert waited(pre_many) > waited(pre_one) + 0.2, (pre_many, pre_one)
+    assert pre_many["wall_ms"] > 1.5 * pre_one["wall_ms"], (pre_many, pre_one)
+    said = f"preprocess waited for the CPU/GIL {fmt.share(waited(pre_many))}"
+    assert said.lower() in many["summary"]["verdict"].lower(), many["summary"]["verdict"]
+    assert "waited for the CPU/GIL" in many["stdout"]
+    assert "preprocess waited" not in one["summary"]["verdict"].lower(), one["summary"]["verdict"]
+
+
+def test_a_stage_that_sleeps_or_barely_ran_is_not_said_to_wait_for_the_cpu():
+    """Wall time off the CPU is a wait for the CPU only while the stage computes: a stage
+    that sleeps (the synthetic pipeline's) spends ~nothing on its CPU."""
+    sleeping = {"preprocess": {"wall_ms": 2.0, "cpu_ms": 0.02, "calls": 500}}
+    assert cpu_wait_text(sleeping) is None
+    few = {"preprocess": {"wall_ms": 2.0, "cpu_ms": 0.8, "calls": 5}}
+    assert cpu_wait_text(few) is None
+    busy = {"forward": {"wall_ms": 0.55, "cpu_ms": 0.29, "calls": 500}}  # the issue's case
+    assert cpu_wait_text(busy).startswith("forward waited for the CPU/GIL 47% of its time")
