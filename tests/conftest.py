@@ -6,9 +6,15 @@
 - The suite's runs queue behind each other on their own run lock, not the user's:
   a dashboard left open on this machine neither waits for the suite nor is disturbed by it
   without saying so (each side's results then carry the overlap warning).
+- An optional extra a test needs (Ray Serve, ONNX Runtime, Chromium with Playwright) skips
+  that test where it is missing — unless ``LATENCY_LAB_REQUIRE_EXTRAS=1`` (CI sets it after
+  installing them), when a missing extra fails the test: a failed install is never a quiet
+  row of skips (``require_extra``; the ``browser`` and ``ray`` markers call it for their
+  tests).
 """
 import atexit
 import contextlib
+import importlib
 import os
 import shutil
 import tempfile
@@ -20,6 +26,58 @@ _SCRATCH = tempfile.mkdtemp(prefix="latency-lab-test-history-")
 os.environ["LATENCY_LAB_DB"] = str(Path(_SCRATCH) / "runs.sqlite")
 os.environ["LATENCY_LAB_LOCK_DIR"] = str(Path(_SCRATCH) / "lock")
 atexit.register(shutil.rmtree, _SCRATCH, True)
+
+#: set (to 1) where the optional extras were installed on purpose: a missing one fails
+REQUIRE_EXTRAS = "LATENCY_LAB_REQUIRE_EXTRAS"
+
+
+def extras_required() -> bool:
+    return os.environ.get(REQUIRE_EXTRAS, "").strip() not in ("", "0")
+
+
+def require_extra(module: str | None, reason: str, *, executable: str | None = None):
+    """``pytest.importorskip(module)`` (and, with ``executable``, that program on the PATH),
+    except that with ``LATENCY_LAB_REQUIRE_EXTRAS=1`` a missing one fails instead of skipping.
+    Returns the module (None without one)."""
+    import pytest
+
+    missing = None
+    if executable is not None and shutil.which(executable) is None:
+        missing = f"{executable} is not on the PATH"
+    got = None
+    if missing is None and module is not None:
+        try:
+            got = importlib.import_module(module)
+        except ImportError as exc:
+            missing = f"cannot import {module} ({type(exc).__name__}: {exc})"
+    if missing is None:
+        return got
+    if extras_required():
+        pytest.fail(f"{REQUIRE_EXTRAS} is set but {missing}: {reason}", pytrace=False)
+    pytest.skip(f"{missing}: {reason}")
+
+
+def require_chromium() -> None:
+    """Debian's Chromium and Playwright's Python API, for the ``browser`` tests."""
+    from tests.browser import CHROMIUM
+
+    require_extra(None, "the browser tests drive Debian's chromium (apt-get install -y "
+                  "chromium)", executable=CHROMIUM or "chromium")
+    require_extra("playwright.sync_api", "playwright is not installed "
+                  "(pip install -r requirements-dev.txt)")
+
+
+def require_ray() -> None:
+    require_extra("ray.serve", "Ray Serve is an optional extra (pip install -r "
+                  "requirements-ray.txt); CI installs it")
+
+
+def pytest_runtest_setup(item) -> None:
+    """A test marked ``browser`` or ``ray`` needs that extra (skip, or fail where required)."""
+    if item.get_closest_marker("browser") is not None:
+        require_chromium()
+    if item.get_closest_marker("ray") is not None:
+        require_ray()
 
 
 def rerun_until(at, done, timeout: float = 90.0) -> None:

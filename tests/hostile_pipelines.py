@@ -112,12 +112,44 @@ def factory_exit(device: Any = "cpu", dtype: Any = torch.float32, **args: Any) -
     sys.exit(0)
 
 
+def mark_hanging(what: str) -> None:
+    """Where the test asked (``HANG_MARK``: a file), append a line as the code starts to hang,
+    so the test signals a run that is stuck, not one still starting, and waits no longer than
+    it takes (instead of a fixed sleep that a busy machine may outlast)."""
+    import os
+
+    path = os.environ.get(HANG_MARK)
+    if path:
+        with open(path, "a") as f:
+            f.write(what + "\n")
+
+
+#: the environment variable naming the file ``mark_hanging`` appends to
+HANG_MARK = "LATENCY_LAB_TEST_HANG_MARK"
+
+
+def wait_for_hang(path: Any, lines: int = 1, timeout_s: float = 120.0) -> None:
+    """Until ``path`` has ``lines`` lines from ``mark_hanging`` (raises after ``timeout_s``)."""
+    import time
+    from pathlib import Path
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        p = Path(path)
+        if p.exists() and len(p.read_text().splitlines()) >= lines:
+            time.sleep(0.2)  # from writing the line to the sleep itself
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing started to hang within {timeout_s:.0f} s ({path})")
+
+
 class PreSleep(Base):
     """A stage that hangs: preprocess never returns."""
 
     def preprocess(self, raw: Any) -> Any:
         import time
 
+        mark_hanging("preprocess")
         time.sleep(10**6)
 
 
@@ -127,6 +159,7 @@ class InitSleep(Base):
     def __init__(self, *a: Any, **k: Any) -> None:
         super().__init__(*a, **k)
         import time
+        mark_hanging("constructor")
         time.sleep(10**6)
 
 

@@ -75,13 +75,16 @@ def test_sigterm_during_an_ab_keeps_its_finished_blocks(tmp_path):
 def test_sigterm_ends_a_run_with_a_hung_stage_within_a_container_stop_grace(tmp_path):
     """docker stop waits 10 s before SIGKILL: a run whose stage hangs must end, with what it
     measured saved and written, inside that."""
+    from tests.hostile_pipelines import HANG_MARK, wait_for_hang
+
     pipelines = Path(__file__).with_name("hostile_pipelines.py")
-    out = tmp_path / "r.json"
+    out, mark = tmp_path / "r.json", tmp_path / "hang"
     proc = subprocess.Popen(
         [sys.executable, "-m", "latency", "run", "--pipeline", f"{pipelines}:PreSleep",
          "--concurrency", "2", "--requests", "20", "--warmup", "0", "--no-save", "--quiet",
-         "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(8)  # built, and both clients' requests stuck in preprocess
+         "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, HANG_MARK: str(mark)})
+    wait_for_hang(mark, lines=2)  # built, and both clients' requests stuck in preprocess
     assert proc.poll() is None, proc.communicate()
     assert _sigterm_ends(proc, within_s=10), "a hung stage held the run past SIGTERM"
     assert proc.returncode == 143 and out.exists(), proc.stderr.read()

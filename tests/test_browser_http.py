@@ -8,16 +8,14 @@ import time
 
 import pytest
 
-from tests.browser import CHROMIUM, ROOT, chromium_page, streamlit_server, wait_idle
+from tests.browser import ROOT, chromium_page, streamlit_server, wait_idle
 
-pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
-                       "(apt-get install -y chromium)"),
-]
+# skips without Chromium or Playwright, fails instead where LATENCY_LAB_REQUIRE_EXTRAS=1
+# (tests/conftest.py)
+pytestmark = pytest.mark.browser
 
 
 def test_http_run_with_emulated_rtt_from_a_shared_link():
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     (ROOT / "artifacts").mkdir(exist_ok=True)
     with streamlit_server() as url, chromium_page(1280, 900) as page:
         page.goto(f"{url}/live?duration=3&transport=HTTP&net_rtt=40&fwd_ms=2")

@@ -1,7 +1,8 @@
 """A person's view of Compare Runs: the page in headless Chromium on a history of real runs,
 both charts drawn, and the Chrome-trace download a file Perfetto can read.
 
-Saves ``artifacts/compare_runs.png``. Skips with a reason where Chromium or Playwright is absent.
+Saves ``artifacts/compare_runs.png``. Skips with a reason where Chromium or Playwright is
+absent (fails instead with LATENCY_LAB_REQUIRE_EXTRAS=1).
 """
 import json
 import time
@@ -12,18 +13,16 @@ import pytest
 from latency.core.config import RunConfig
 from latency.execution.engine import execute
 from latency.storage.store import RunStore
-from tests.browser import CHROMIUM, ROOT, chromium_page, streamlit_server, wait_idle
+from tests.browser import ROOT, chromium_page, streamlit_server, wait_idle
 
 ARTIFACTS = ROOT / "artifacts"
 
-pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
-                       "(apt-get install -y chromium)"),
-]
+# skips without Chromium or Playwright, fails instead where LATENCY_LAB_REQUIRE_EXTRAS=1
+# (tests/conftest.py)
+pytestmark = pytest.mark.browser
 
 
 def test_compare_runs_in_a_browser(tmp_path):
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     ARTIFACTS.mkdir(exist_ok=True)
     db = tmp_path / "runs.sqlite"
     store = RunStore(db)

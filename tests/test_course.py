@@ -12,18 +12,21 @@ from latency.analysis.littles_law import littles_law
 from latency.execution.engine import execute
 from latency.workshop import course
 from tests.conftest import rerun_until
+from tests.timing_support import machine_note
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
+@pytest.mark.timing
 def test_littles_law_holds_on_the_queueing_lessons_measured_run():
     label, config = course.queueing().steps[0].runs[2]  # 80 % load
     r = execute(config)
     assert r.status == "completed", r.failure
-    law = littles_law(r.measured())
-    assert law is not None and law.l_sampled > 1  # a queue, not an idle server
-    assert law.l_sampled == pytest.approx(law.l_predicted, rel=0.10), repr(law)
-    assert law.throughput_rps == pytest.approx(0.8 * course.CAPACITY_RPS, rel=0.10)
+    law, note = littles_law(r.measured()), machine_note(r)
+    assert law is not None and law.l_sampled > 1, (law, note)  # a queue, not an idle server
+    assert law.l_sampled == pytest.approx(law.l_predicted, rel=0.10), (repr(law), note)
+    assert law.throughput_rps == pytest.approx(0.8 * course.CAPACITY_RPS, rel=0.10), \
+        (law.throughput_rps, note)
 
 
 def test_the_open_loop_p99_exceeds_the_closed_loop_p99_by_about_the_stall():

@@ -6,7 +6,6 @@ import json
 import shutil
 import sqlite3
 import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -156,10 +155,26 @@ def hostile(tmp_path_factory):
     return path
 
 
-def _cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "latency", "run", "--requests", "5",
-                           "--warmup", "0", "--no-save", "--quiet", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+def _main(*args) -> subprocess.CompletedProcess:
+    """``python -m latency ARGS`` in this process (``latency.cli.main``, what ``python -m
+    latency`` runs, without a fresh interpreter's imports per case): its exit code (a
+    ``SystemExit`` that escapes it too, as the interpreter would exit), stdout and stderr."""
+    import contextlib
+    import io
+
+    from latency.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def _cli(*args):
+    return _main("run", "--requests", "5", "--warmup", "0", "--no-save", "--quiet", *args)
 
 
 def _one_line(proc):
@@ -345,10 +360,8 @@ def test_an_immutable_history_is_refused_before_the_run(tmp_path):
         pytest.skip("chattr +i does not work here (not root, or a file system without it); "
                     "test_a_read_only_history_is_refused covers the same path")
     try:
-        err = _one_line(subprocess.run(
-            [sys.executable, "-m", "latency", "run", "--model", "synthetic", "--requests", "5",
-             "--warmup", "0", "--quiet", "--db", str(db)],
-            capture_output=True, text=True, timeout=120))
+        err = _one_line(_main("run", "--model", "synthetic", "--requests", "5", "--warmup",
+                              "0", "--quiet", "--db", db))
         assert f"cannot write the run history {db}" in err and "readonly" in err, err
     finally:
         _chattr("-i", db)
@@ -385,8 +398,7 @@ def test_a_can_generate_inputs_that_raises_is_one_line_exit_2(hostile):
 
 def test_a_run_name_too_long_for_the_history_is_refused_before_the_run(tmp_path):
     """It used to measure, then fail to rename and save nothing useful; now one line."""
-    proc = subprocess.run([sys.executable, "-m", "latency", "run", "--requests", "5",
-                           "--warmup", "0", "--quiet", "--db", str(tmp_path / "r.sqlite"),
-                           "--name", "x" * 201], capture_output=True, text=True, timeout=120)
+    proc = _main("run", "--requests", "5", "--warmup", "0", "--quiet", "--db",
+                 tmp_path / "r.sqlite", "--name", "x" * 201)
     assert "at most 200 characters" in _one_line(proc)
     assert proc.stdout == ""

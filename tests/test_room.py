@@ -198,6 +198,10 @@ def test_students_follow_the_presenter_page_settings_and_run_until_release(room_
     teacher.sidebar.slider(key="duration").set_value(2)
     next(b for b in teacher.button if b.label == "Start").click().run()
     run_id = teacher.session_state["watch"]
+    assert isinstance(run_id, str) and run_id  # the teacher's Start made a run
+    # not yet the student's: the next rerun is what follows the presenter to it
+    assert (student.session_state["watch"] if "watch" in student.session_state
+            else None) != run_id
     student.run()
     assert student.session_state["watch"] == run_id  # the same run, live
 

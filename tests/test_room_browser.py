@@ -6,10 +6,11 @@ import time
 
 import pytest
 
-from tests.browser import CHROMIUM, ROOT, chromium_browser, streamlit_server, wait_idle
+from tests.browser import ROOT, chromium_browser, streamlit_server, wait_idle
 
-pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
-                                 "(apt-get install -y chromium)")]
+# skips without Chromium or Playwright, fails instead where LATENCY_LAB_REQUIRE_EXTRAS=1
+# (tests/conftest.py)
+pytestmark = pytest.mark.browser
 KEY = "browser-room-key"
 BANNER = "Following the instructor"
 
@@ -38,7 +39,6 @@ def body(page) -> str:
 
 
 def test_a_student_follows_the_presenter_and_is_released():
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     (ROOT / "artifacts").mkdir(exist_ok=True)
     with streamlit_server({"LATENCY_LAB_INSTRUCTOR_KEY": KEY}) as url, \
             chromium_browser() as browser:
@@ -72,7 +72,6 @@ def test_a_student_follows_the_presenter_and_is_released():
 def test_a_shared_lesson_link_runs_reveals_and_downloads_its_handout():
     """What a person does with a lesson's link: /workshop?lesson=co opens that lesson alone;
     Run, Reveal, then the handout downloads as a one-page PDF."""
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     (ROOT / "artifacts").mkdir(exist_ok=True)
     with streamlit_server() as url, chromium_browser() as browser:
         ctx = browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)

@@ -10,14 +10,17 @@ import sys
 import time
 from pathlib import Path
 
+from tests.hostile_pipelines import HANG_MARK, wait_for_hang
+
 HOSTILE = Path(__file__).with_name("hostile_pipelines.py")
 
 
-def _latency(*args: str, db: Path, **kw) -> subprocess.Popen:
+def _latency(*args: str, db: Path, env_extra: dict[str, str] | None = None,
+             **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "latency", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "LATENCY_LAB_DB": str(db),
-                                 "PYTHONUNBUFFERED": "1"}, **kw)
+                                 "PYTHONUNBUFFERED": "1", **(env_extra or {})}, **kw)
 
 
 def _history(db: Path) -> list[dict]:
@@ -64,10 +67,10 @@ def test_a_refused_pipeline_is_still_one_line_and_exit_2(tmp_path):
 
 
 def test_one_sigterm_ends_a_run_whose_constructor_never_returns(tmp_path):
-    db = tmp_path / "runs.sqlite"
+    db, mark = tmp_path / "runs.sqlite", tmp_path / "hang"
     proc = _latency("run", "--pipeline", f"{HOSTILE}:InitSleep", "--requests", "5", "--quiet",
-                    db=db)
-    time.sleep(8)  # spawned, imported, and asleep in the constructor
+                    db=db, env_extra={HANG_MARK: str(mark)})
+    wait_for_hang(mark)  # spawned, imported, and asleep in the constructor
     assert proc.poll() is None, proc.communicate()
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -81,9 +84,10 @@ def test_one_sigterm_ends_a_run_whose_constructor_never_returns(tmp_path):
 
 def test_a_second_signal_ends_at_once_with_the_first_signals_code(tmp_path):
     db = tmp_path / "runs.sqlite"
+    mark = tmp_path / "hang"
     proc = _latency("run", "--pipeline", f"{HOSTILE}:InitSleep", "--requests", "5", "--quiet",
-                    db=db)
-    time.sleep(8)
+                    db=db, env_extra={HANG_MARK: str(mark)})
+    wait_for_hang(mark)
     proc.send_signal(signal.SIGTERM)
     time.sleep(1)
     proc.send_signal(signal.SIGTERM)

@@ -289,8 +289,11 @@ def test_simulate_from_python():
 # ---- model files ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    pytest.importorskip("onnxruntime")
-    pytest.importorskip("onnxscript")
+    from tests.conftest import require_extra
+
+    why = "ONNX model files are an optional extra (pip install -r requirements-onnx.txt)"
+    require_extra("onnxruntime", why)
+    require_extra("onnxscript", why)
     from latency.pipelines.export import export
 
     d = tmp_path_factory.mktemp("models")
