@@ -28,6 +28,13 @@ STATUS_ICON = {"queued": ":material/hourglass_top:", "running": ":material/play_
                "completed": ":material/check_circle:", "stopped": ":material/stop_circle:",
                "failed": ":material/error:"}
 
+#: beside a finished run's DISTURBED badge: what it means for the numbers below it, and the
+#: one other process a dashboard user may not think of (a browser on the same machine
+#: rendering the live charts takes a good part of a core)
+BADGE_NOTE = ("Times inflated: the machine was busy while this run measured (a browser "
+              "showing this page on the same machine counts too). Details: **Validity**, "
+              "below the charts.")
+
 EXPLAIN_BARS = """
 Each bar splits latency into the five components (plus overhead, the client's own gap).
 **mean** and **p50** are typical requests; **p90** and **p99 (tail)** are built from the
@@ -85,8 +92,14 @@ def render(handle: RunHandle, slo_ms: float, snap: Snapshot | None = None) -> Sn
     right.caption("How long requests took: the distribution of the total, on a log axis, "
                   "with your SLO.")
     bars, hist, series = left.empty(), right.empty(), st.empty()
+    # a finished run's machine (read once per run and version, before the first element):
+    # its DISTURBED badge goes beside the heading, above the numbers it inflated — the
+    # validity box with the whole sentence is below the charts, out of a 1280x800 window
+    final = final_of(handle, snap.version) if snap.finished else None
     with top:
         head(snap)
+        if final is not None:
+            disturbed_badge(final[1], note=BADGE_NOTE)
     for col, (label, value) in zip(m, figs["metrics"]):
         col.metric(label, value)
     bars.plotly_chart(figs["bars"], key="bars")
@@ -95,12 +108,11 @@ def render(handle: RunHandle, slo_ms: float, snap: Snapshot | None = None) -> Sn
     s = snap.summary
     assert s is not None
     st.info(f"**Verdict:** {s.verdict}")
-    if snap.finished:  # VALID / INVALID, as the CLI's exit code and the JSON say
-        timings, environment = final_of(handle, snap.version)
+    if final is not None:  # VALID / INVALID, as the CLI's exit code and the JSON say
+        timings, environment = final
         v = validity(s, c, snap.status, timings, environment)
         (st.error if not v.valid else st.warning if v.disturbed else st.success)(
             f"**Validity:** {v.line()}")
-        disturbed_badge(environment)  # the machine was busy while it measured: by how much
     for w in s.warnings:
         st.warning(w)
     st.markdown(figs["table"])

@@ -14,11 +14,27 @@ from latency.analysis.machine import badge_label, disturbed_mark, pooled_mark, s
 ICON = ":material/warning:"
 
 
-def disturbed_badge(environment: Mapping[str, Any] | None, who: str = "") -> bool:
+def disturbed_badge(environment: Mapping[str, Any] | None, who: str = "",
+                    note: str | None = None) -> bool:
     """An orange DISTURBED badge with the machine's numbers, when the run was measured on a
     busy machine (nothing for a quiet run, nor for one without samples); the whole sentence
-    in its tooltip. True when shown. ``who``: the run's letter ('B'), put before it."""
-    return badge(badge_label(sampled(environment)), disturbed_mark(environment), who)
+    in its tooltip. True when shown. ``who``: the run's letter ('B'), put before it;
+    ``note``: a caption beside it (fixed words), saying what it means there."""
+    label = badge_label(sampled(environment))
+    if label is None:
+        return False
+    if note is None:
+        return badge(label, disturbed_mark(environment), who)
+    with st.container(horizontal=True, wrap=False, vertical_alignment="center", gap="small"):
+        badge(label, disturbed_mark(environment), who)
+        st.caption(note, width="stretch")
+    return True
+
+
+def badge_row() -> Any:
+    """A row for several runs' or arms' badges, side by side (wrapping when they do not fit):
+    ``with badge_row(): ...``."""
+    return st.container(horizontal=True, gap="small")
 
 
 def arm_badge(machine: Mapping[str, Any] | None, arm: str) -> bool:
@@ -40,4 +56,4 @@ def unequal_warning(text: str | None) -> None:
         st.warning(f"**Machine:** {text}", icon=ICON)
 
 
-__all__ = ["arm_badge", "badge", "disturbed_badge", "unequal_warning"]
+__all__ = ["arm_badge", "badge", "badge_row", "disturbed_badge", "unequal_warning"]

@@ -22,7 +22,7 @@ from ui.compare_runs import (
     style_diff,
 )
 from ui.controls import default
-from ui.machine import disturbed_badge, unequal_warning
+from ui.machine import badge_row, disturbed_badge, unequal_warning
 from ui.priority import yield_cpu_to_runs
 from ui.rights import may_manage, may_see_server_details
 from ui.text import code_span, plain
@@ -76,8 +76,9 @@ if chosen:
         diffs = setup_differences(runs[0].config, r.config, runs[0].environment, r.environment)
         if diffs:
             st.caption(f"Setup A → {x}: " + "; ".join(plain(d) for d in diffs))
-    for x, r in zip(names, runs):  # measured on a busy machine: by how much
-        disturbed_badge(r.environment, x)
+    with badge_row():  # measured on a busy machine: by how much (side by side)
+        for x, r in zip(names, runs):
+            disturbed_badge(r.environment, x)
     unequal_warning(unequal_disturbance({x: [r.environment] for x, r in zip(names, runs)}))
     for x, r in zip(names, runs):
         if r.info.status != "completed" or not r.summary.successful:

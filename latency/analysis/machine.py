@@ -96,7 +96,11 @@ def badge_label(machine: Mapping[str, Any] | None) -> str | None:
     other = _number(d.get("other_cores_mean"))
     if other is not None:
         limit = max_other_cores(cores)
-        parts.append(f"other processes {_cores(other)}{of} cores"
+        # over the limit by less than the shown digits: one more ('0.402', not '0.40 …
+        # (quiet ≤ 0.4)', which reads as within it)
+        shown = _cores(other) if other <= limit or float(_cores(other)) > limit \
+            else f"{other:.3f}"
+        parts.append(f"other processes {shown}{of} cores"
                      + (f" (quiet ≤ {limit:.2g})" if other > limit else ""))
     steal = _number(d.get("steal_cores_mean"))
     if steal is not None and steal > MAX_STEAL_CORES:

@@ -199,8 +199,8 @@ def machine_reasons(d: dict[str, Any]) -> list[str]:
     other = _number(d.get("other_cores_mean"))
     if other is not None and other > max_other_cores(cores):
         peak = _number(d.get("other_cores_max"))
-        out.append(f"other processes used {other:.1f}{of} cores on average during the "
-                   f"measurement" + (f" (up to {peak:.1f} in one second)"
+        out.append(f"other processes used {_over(other, max_other_cores(cores))}{of} cores "
+                   "on average during the measurement" + (f" (up to {peak:.1f} in one second)"
                                      if peak is not None and peak >= other + 0.1 else "")
                    + f" (quiet: ≤ {max_other_cores(cores):.2g})")
     steal = _number(d.get("steal_cores_mean"))
@@ -216,6 +216,16 @@ def machine_reasons(d: dict[str, Any]) -> list[str]:
     if memory is not None and memory > MAX_MEMORY_PRESSURE_PCT:
         out.append(f"tasks waited on memory {memory:.0f}% of the time (memory pressure)")
     return out
+
+
+def _over(value: float, limit: float) -> str:
+    """``value``, over ``limit``, in as few decimals (one to three) as show it over: 1.3, but
+    0.43 beside a limit of 0.4 ('0.4 … (quiet: ≤ 0.4)' read as within it)."""
+    for places in (1, 2):
+        text = f"{value:.{places}f}"
+        if float(text) > limit:
+            return text
+    return f"{value:.3f}"
 
 
 def _preempted(d: dict[str, Any]) -> str:
