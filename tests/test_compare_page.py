@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from latency.analysis.summary import Summary
 from latency.core.config import RunConfig
-from latency.core.records import COMPONENTS
+from latency.core.records import COMPONENTS, HANDOFF
 from latency.execution.engine import execute
 from latency.figures.compare_plots import diff_table, runs_bars_figure, runs_spectrum_figure
 from latency.storage.store import RunStore
@@ -66,7 +66,8 @@ def test_the_two_newest_runs_are_overlaid_with_a_diff(seeded, results):
     assert names == ["A · fast forward", "B · synthetic · closed 1 client"]
     assert spectrum["layout"]["xaxis"]["type"] == "log"  # the 1/(1-p) axis
     stacked = [t for t in bars["data"] if t["type"] == "bar"]
-    assert [t["name"] for t in stacked] == list(COMPONENTS)
+    # both runs are in-process: their first component is the hand-off, the others by key
+    assert [t["name"] for t in stacked] == [HANDOFF, *COMPONENTS[1:]]
     fwd = next(t for t in stacked if t["name"] == "forward")
     assert fwd["x"][1][:2] == ["A", "B"]
     assert fwd["y"][0] == pytest.approx(1.0, rel=0.2) and fwd["y"][1] == pytest.approx(3.0,

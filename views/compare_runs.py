@@ -4,6 +4,7 @@ import streamlit as st
 from latency.analysis.compare import headline, setup_differences
 from latency.analysis.machine import unequal_disturbance
 from latency.core.errors import ConfigError
+from latency.core.records import network_labels
 from latency.figures.compare_plots import (
     diff_table,
     letters,
@@ -98,7 +99,8 @@ if chosen:
     with right:
         st.caption("Where the time goes in each run: the mean request, the median one and the "
                    "requests around p99. The segment that changes between runs is the story.")
-        st.plotly_chart(runs_bars_figure({x: r.makeup_ms for x, r in zip(names, runs)}),
+        st.plotly_chart(runs_bars_figure({x: r.makeup_ms for x, r in zip(names, runs)},
+                                         labels=network_labels([r.config for r in runs])),
                         key="cmp_bars")
     if len(runs) >= 2:
         st.subheader("Component by component")

@@ -13,6 +13,7 @@ covers — the client's own gap between the intended and the actual send — is 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,18 @@ def component_label(name: str, no_network: bool) -> str:
 def component_labels(no_network: bool) -> dict[str, str]:
     """Every component's key → its name as shown (``component_label``)."""
     return {c: component_label(c, no_network) for c in COMPONENTS}
+
+
+def network_labels(configs: Sequence[Any]) -> dict[str, str]:
+    """The components' names for runs shown together: the hand-off when every run is
+    in-process, network when none is, and both names when they are mixed (one bar colour,
+    two meanings: the legend says so)."""
+    kinds = {in_process(c) for c in configs}
+    if kinds == {True}:
+        return component_labels(True)
+    if kinds == {True, False}:
+        return {**component_labels(False), "network": f"network / {HANDOFF}"}
+    return component_labels(False)
 
 #: the timestamps each request records, in the order they happen.
 STAMPS: tuple[str, ...] = ("intended", "sent", "received", "pre_start", "pre_end", "fwd_start",
