@@ -38,6 +38,15 @@ def test_a_cli_runs_table_says_hand_off_and_its_json_keeps_network(tmp_path):
     shown = subprocess.run([sys.executable, "-m", "latency", "history", "show", "latest"],
                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and f"\n{HANDOFF} " in shown.stdout
+    # the Chrome trace names its spans as the table does
+    trace_file = tmp_path / "run.trace.json"
+    exported = subprocess.run([sys.executable, "-m", "latency", "history", "export", "latest",
+                               "--format", "trace", "--out", str(trace_file)],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert exported.returncode == 0, exported.stderr
+    spans = {e["name"] for e in json.loads(trace_file.read_text())["traceEvents"]
+             if e.get("cat") == "component"}
+    assert HANDOFF in spans and "network" not in spans and "forward" in spans
 
 
 def test_the_verdict_names_the_hand_off_in_process_and_the_network_over_http():

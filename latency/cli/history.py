@@ -35,7 +35,10 @@ def add_db_flag(parser: argparse.ArgumentParser, inherited: bool = False) -> Non
     parser.add_argument("--db", metavar="PATH",
                         default=argparse.SUPPRESS if inherited else None,
                         help="run history database (default: $LATENCY_LAB_DB or "
-                             "~/.latency_lab/runs.sqlite)" + NO_DEFAULT)
+                             "~/.latency_lab/runs.sqlite)"
+                             # a SUPPRESS default has no %(default) to format (argparse
+                             # drops it): there the help must not name one
+                             + ("" if inherited else NO_DEFAULT))
 
 
 def add_parsers(sub: Any, fmt: Any) -> None:

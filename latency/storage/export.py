@@ -13,6 +13,7 @@ import io
 import json
 
 from latency.core.errors import ConfigError
+from latency.core.records import component_labels, in_process
 from latency.storage.store import StoredRun
 from latency.storage.trace import chrome_trace_bytes
 
@@ -65,4 +66,5 @@ def export_bytes(run: StoredRun, fmt: str, max_trace_requests: int | None = None
         return run_json_text(run).encode()
     meta = {"run_id": run.info.id, "name": run.info.label, "model": run.info.model,
             "load": run.info.load, "status": run.info.status, "when": run.info.when}
-    return chrome_trace_bytes(result.log, result.errors, meta, max_trace_requests)
+    return chrome_trace_bytes(result.log, result.errors, meta, max_trace_requests,
+                              component_labels(in_process(result.config)))

@@ -6,10 +6,11 @@ Open the file at https://ui.perfetto.dev (or chrome://tracing). Two processes:
   inside it, one span per component segment — the same telescoping differences of timestamps
   as ``components.component_ns``, so the spans of a component sum exactly to that component.
   ``queue`` appears up to three times (waiting for a preprocess worker, for a batch and a
-  replica, for the batch's earlier postprocessing) and ``network`` twice (in and out). Requests
-  are laid out on *lanes*: each request takes the lowest lane free at its intended send time,
-  so spans on a lane never overlap (trace viewers need that to nest them) and the number of
-  lanes is the most requests ever in flight at once.
+  replica, for the batch's earlier postprocessing) and ``network`` twice (in and out; named
+  ``hand-off`` in an in-process run, where there is no network). Requests are laid out on
+  *lanes*: each request takes the lowest lane free at its intended send time, so spans on a
+  lane never overlap (trace viewers need that to nest them) and the number of lanes is the
+  most requests ever in flight at once.
 * **replicas**: one track per replica, one span per batch's forward pass, so idle replicas and
   batch sizes are visible at a glance.
 
@@ -61,11 +62,14 @@ def _lanes(start: np.ndarray, end: np.ndarray, order: np.ndarray) -> np.ndarray:
 
 
 def chrome_trace(log: np.ndarray, errors: dict[int, str] | None = None,
-                 meta: dict[str, Any] | None = None, max_requests: int | None = None
-                 ) -> dict[str, Any]:
+                 meta: dict[str, Any] | None = None, max_requests: int | None = None,
+                 labels: dict[str, str] | None = None) -> dict[str, Any]:
     """Trace-event JSON (a dict) of a request log. ``max_requests`` keeps the first ones by
-    intended send time (a viewer slows down past a few hundred thousand spans)."""
+    intended send time (a viewer slows down past a few hundred thousand spans). ``labels``: a
+    component's span name where it is not its key (an in-process run's network is its
+    hand-off: ``records.component_labels``)."""
     errors = errors or {}
+    named = labels or {}
     n_all = len(log)
     idx = np.argsort(log["t_intended"], kind="stable")
     if max_requests is not None and n_all > max_requests:
@@ -117,7 +121,7 @@ def chrome_trace(log: np.ndarray, errors: dict[int, str] | None = None,
                 if dur <= 0:
                     continue  # a zero-length segment draws nothing
                 seg_args = dict(common, part=part) if part else common
-                events.append({"ph": "X", "name": comp, "cat": "component",
+                events.append({"ph": "X", "name": named.get(comp, comp), "cat": "component",
                                "pid": REQUESTS_PID, "tid": tid, "ts": ta, "dur": dur,
                                "args": seg_args})
         events.extend(_batch_events(rows, us, meta_events))
@@ -152,7 +156,8 @@ def _batch_events(rows: np.ndarray, us: dict[str, np.ndarray],
 
 def chrome_trace_bytes(log: np.ndarray, errors: dict[int, str] | None = None,
                        meta: dict[str, Any] | None = None,
-                       max_requests: int | None = None) -> bytes:
+                       max_requests: int | None = None,
+                       labels: dict[str, str] | None = None) -> bytes:
     """The trace as compact JSON bytes (≈ 1 kB a request)."""
-    trace = chrome_trace(log, errors, meta, max_requests)
+    trace = chrome_trace(log, errors, meta, max_requests, labels)
     return json.dumps(trace, separators=(",", ":")).encode()
