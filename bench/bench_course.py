@@ -4,6 +4,7 @@ the last result, next to the page's stated estimate, and the lesson's measured a
 
     python bench/bench_course.py                  # every lesson once
     python bench/bench_course.py --lessons co,queueing
+    python bench/bench_course.py --quick          # the shortest lesson alone (CI's smoke run)
 """
 from __future__ import annotations
 
@@ -18,10 +19,15 @@ from latency.workshop import course
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lessons", default=",".join(item.key for item in course.course()))
+    p.add_argument("--quick", action="store_true",
+                   help="the lesson with the shortest stated estimate alone")
     a = p.parse_args(argv)
+    keys = a.lessons.split(",")
+    if a.quick:
+        keys = [min(keys, key=lambda k: course.lesson(k).steps[0].estimated_s)]
     mgr = RunManager(store=None)
     print(f"{'lesson':<36}{'runs':>5}{'stated s':>10}{'wall s':>9}  answer")
-    for key in a.lessons.split(","):
+    for key in keys:
         item = course.lesson(key).steps[0]  # a Workshop lesson is one step
         t = time.perf_counter()
         tickets = mgr.submit_group(item.configs(), owner="bench")
@@ -32,6 +38,7 @@ def main(argv: list[str]) -> int:
               f"{ans.text}", flush=True)
         for check in ans.checks:
             print(f"{'':<36}{'':>24}  {check}")
+    mgr.close()
     return 0
 
 

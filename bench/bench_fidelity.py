@@ -13,6 +13,8 @@ idle gap between calls as the engine run had (``gap-matched``). Engine vs gap-ma
 what the engine's clock adds; Timer vs gap-matched shows what serving conditions add.
 
     python bench/bench_fidelity.py [--threads 1]
+    python bench/bench_fidelity.py --quick    # a smoke run (CI): tabular-mlp at batch 1 only,
+                                              # shorter loops (< 1 min)
 """
 from __future__ import annotations
 
@@ -28,11 +30,12 @@ from latency.core.config import RunConfig
 from latency.execution.engine import execute
 
 
-def engine_forward(model: str, batch: int, threads: int) -> tuple[float, float, int]:
+def engine_forward(model: str, batch: int, threads: int,
+                   batches: int = 100) -> tuple[float, float, int]:
     """Median forward (ms), median idle gap between forward calls (ms), batches seen."""
     cfg = RunConfig(model=model, threads=threads, batch_size=batch,
                     max_batch_delay_ms=50.0 if batch > 1 else 0.0, concurrency=batch,
-                    preprocess_workers=max(1, min(batch, 4)), requests=100 * batch,
+                    preprocess_workers=max(1, min(batch, 4)), requests=batches * batch,
                     warmup=4 * batch, input_pool=32)
     m = execute(cfg).measured()
     rows = m[m["batch_size"] == batch]
@@ -44,21 +47,22 @@ def engine_forward(model: str, batch: int, threads: int) -> tuple[float, float, 
     return float(np.median((end - start) / 1e6)), float(np.median(gaps)), len(start)
 
 
-def timer_forward(model: str, batch: int, threads: int) -> float:
+def timer_forward(model: str, batch: int, threads: int, min_run_time: float = 2.0) -> float:
     p, items, _ = pipeline_and_batch(model, batch)
     torch.set_num_threads(threads)
     t = tb.Timer("with torch.inference_mode(): p.forward(p.collate(items))",
                  globals={"p": p, "items": items, "torch": torch}, num_threads=threads)
-    return t.blocked_autorange(min_run_time=2.0).median * 1e3
+    return t.blocked_autorange(min_run_time=min_run_time).median * 1e3
 
 
-def gap_matched_forward(model: str, batch: int, threads: int, gap_ms: float) -> float:
+def gap_matched_forward(model: str, batch: int, threads: int, gap_ms: float,
+                        calls: int = 200) -> float:
     """A plain loop that idles ``gap_ms`` between forward calls, timed with perf_counter."""
     p, items, _ = pipeline_and_batch(model, batch)
     torch.set_num_threads(threads)
     out = []
     with torch.inference_mode():
-        for i in range(220):
+        for i in range(calls + 20):
             time.sleep(gap_ms / 1e3)
             t = time.perf_counter_ns()
             p.forward(p.collate(items))
@@ -70,15 +74,19 @@ def gap_matched_forward(model: str, batch: int, threads: int, gap_ms: float) -> 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--quick", action="store_true",
+                    help="tabular-mlp at batch 1 only, shorter loops: a smoke run")
     a = ap.parse_args()
+    models, batches = (("tabular-mlp",), (1,)) if a.quick else (REAL_MODELS, (1, 8))
+    run_time, calls = (0.2, 30) if a.quick else (2.0, 200)
     print(f"forward median in ms, threads={a.threads}, measured side by side")
     print(f"{'model':<17}{'batch':>6}{'Timer':>9}{'engine':>9}{'gap':>8}{'gap-matched':>13}"
           f"{'engine/gap-m':>14}{'engine/Timer':>14}")
-    for model in REAL_MODELS:
-        for batch in (1, 8):
-            ref = timer_forward(model, batch, a.threads)
-            eng, gap, _ = engine_forward(model, batch, a.threads)
-            matched = gap_matched_forward(model, batch, a.threads, gap)
+    for model in models:
+        for batch in batches:
+            ref = timer_forward(model, batch, a.threads, run_time)
+            eng, gap, _ = engine_forward(model, batch, a.threads, calls // 2)
+            matched = gap_matched_forward(model, batch, a.threads, gap, calls)
             print(f"{model:<17}{batch:>6}{ref:>9.3f}{eng:>9.3f}{gap:>8.2f}{matched:>13.3f}"
                   f"{eng / matched - 1:>+14.1%}{eng / ref - 1:>+14.1%}")
 

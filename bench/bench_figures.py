@@ -6,6 +6,7 @@ with numpy (lognormal stage times, Poisson arrivals over 100 s): this measures a
 drawing, which do not depend on where the numbers came from.
 
     python bench/bench_figures.py [--requests 200000]
+    python bench/bench_figures.py --quick     # a smoke run (CI): 20,000 requests, 2 refreshes
 """
 from __future__ import annotations
 
@@ -40,7 +41,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=200_000)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--quick", action="store_true", help="20,000 requests, 2 refreshes")
     a = ap.parse_args()
+    if a.quick:
+        a.requests, a.repeats = 20_000, 2
     rows = synthetic_rows(a.requests)
     cfg = RunConfig(model="synthetic", rate=2000.0)
     snap_ms, fig_ms = [], []

@@ -1,7 +1,8 @@
 """Levers: forward speed-up in isolation, and what each does end to end (interleaved A/B).
 
     python bench/bench_levers.py            # all three models, every lever that applies
-    python bench/bench_levers.py --quick    # shorter A/B blocks
+    python bench/bench_levers.py --quick    # a smoke run (CI): tabular-mlp only, every lever
+                                            # in part 1, one A/B pair of 0.5 s (int8) in part 2
 
 Part 1 times one forward call per lever (median of 15, alternating baseline and optimised
 model call by call, batch 1 and batch 8, one thread) and reports the answers' top-1 agreement
@@ -65,11 +66,12 @@ def forward_speedups(model: str) -> None:
                   f"params {rep.params_before:,} → {rep.params_after:,}{extra}")
 
 
-def end_to_end(model: str, block_s: float) -> None:
+def end_to_end(model: str, block_s: float, pairs: int = 2,
+               levers: list[str] | None = None) -> None:
     base = RunConfig(model=model, concurrency=4, batch_size=8, max_batch_delay_ms=2.0,
                      duration_s=block_s, warmup=10)
-    for lever in applicable(model):
-        ab = run_ab(ABPlan(base, variant_config(base, optimize=[lever]), pairs=2))
+    for lever in levers if levers is not None else applicable(model):
+        ab = run_ab(ABPlan(base, variant_config(base, optimize=[lever]), pairs=pairs))
         h = ab.headline
         print(f"{model:<17}{lever:<20}{h.text}  (forward was {h.forward_share:.0%} of A; "
               f"top-1 agreement {ab.b.optimization['agreement']:.1%})")
@@ -97,16 +99,20 @@ def variants(model: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="tabular-mlp only; part 2 one 0.5 s A/B pair of int8 (a smoke run)")
     a = ap.parse_args()
+    models = ("tabular-mlp",) if a.quick else REAL_MODELS
     print("== forward pass in isolation (median of 15, alternating calls, 1 thread)")
-    for m in REAL_MODELS:
+    for m in models:
         forward_speedups(m)
-    print("\n== end to end: interleaved A/B, 2 pairs (closed loop, 4 clients, batch ≤ 8 / 2 ms)")
-    for m in REAL_MODELS:
-        end_to_end(m, 1.0 if a.quick else 3.0)
+    pairs = 1 if a.quick else 2
+    print(f"\n== end to end: interleaved A/B, {pairs} pair(s) (closed loop, 4 clients, "
+          "batch ≤ 8 / 2 ms)")
+    for m in models:
+        end_to_end(m, 0.5 if a.quick else 3.0, pairs, ["int8"] if a.quick else None)
     print("\n== naive vs fast pre/postprocessing, per request")
-    for m in REAL_MODELS:
+    for m in models:
         variants(m)
 
 

@@ -8,6 +8,7 @@ clients; runs interleaved A B B A).
 
     pip install -r requirements-onnx.txt
     python bench/bench_onnx.py [--duration 3]
+    python bench/bench_onnx.py --quick    # a smoke run (CI): the CNN alone, batch 1, short runs
 """
 from __future__ import annotations
 
@@ -48,22 +49,28 @@ def forward_alone(pipes: dict[str, object], size: int, rounds: int = 200) -> dic
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=3.0)
+    ap.add_argument("--quick", action="store_true",
+                    help="the CNN alone, batch 1, 20 calls and 0.5 s runs (< 1 min)")
     a = ap.parse_args()
+    models, sizes, rounds = (MODELS[:1], (1,), 20) if a.quick else (MODELS, (1, 8), 200)
+    loads = ((1, 1),) if a.quick else ((1, 1), (8, 8))
+    if a.quick:
+        a.duration = 0.5
     tmp = Path(tempfile.mkdtemp())
     torch.set_num_threads(1)
-    for name in MODELS:
+    for name in models:
         onnx = export(name, tmp / f"{name}.onnx")["file"]
         file_args = parse_model_args("model-file", {"file": onnx})
         pipes = {"eager": build_pipeline(name, torch.device("cpu"), torch.float32, {}),
                  "onnxruntime": build_pipeline("model-file", torch.device("cpu"),
                                                torch.float32, file_args)}
-        print(f"{name}: forward alone, median of 200 calls (ms)")
-        for size in (1, 8):
-            f = forward_alone(pipes, size)
+        print(f"{name}: forward alone, median of {rounds} calls (ms)")
+        for size in sizes:
+            f = forward_alone(pipes, size, rounds)
             print(f"  batch {size}: eager {f['eager']:.3f}, ONNX Runtime "
                   f"{f['onnxruntime']:.3f} ({f['onnxruntime'] / f['eager'] - 1:+.0%})")
         print(f"{name}: end to end, {a.duration:g} s per run, A B B A")
-        for batch, clients in ((1, 1), (8, 8)):
+        for batch, clients in loads:
             cfgs = {"eager": RunConfig(model=name, batch_size=batch, max_batch_delay_ms=5.0,
                                        concurrency=clients, duration_s=a.duration, warmup=20),
                     "onnxruntime": RunConfig(model="model-file", model_args={"file": onnx},

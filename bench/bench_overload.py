@@ -1,6 +1,7 @@
 """An overloaded open-loop run is bounded: its memory and wall time, with and without the bound.
 
     python bench/bench_overload.py [--duration 20]
+    python bench/bench_overload.py --quick    # a smoke run (CI): 2 s and 0.5 s of load
 
 The synthetic pipeline at its defaults (2 ms preprocess, 5 ms forward, 1 ms postprocess: about
 200 requests/s on one replica) offered far more than it can serve, as `python -m latency run`
@@ -36,16 +37,22 @@ def run(args: list[str]) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=20.0)
+    ap.add_argument("--quick", action="store_true",
+                    help="2 s at 100,000 req/s, 0.5 s at 2,000 (the unbounded drain ~5 s)")
     a = ap.parse_args()
+    if a.quick:
+        a.duration = 2.0
     d = f"{a.duration:g}"
+    short = "0.5" if a.quick else "5"
     cases = [
         (f"--rate 100000 --duration {d}, bounded (default)", ["--rate", "100000",
                                                                "--duration", d]),
         (f"--rate 100000 --duration {d}, backlog cap off", ["--rate", "100000", "--duration",
                                                              d, "--max-backlog", "1000000"]),
-        ("--rate 2000 --duration 5, bounded (default)", ["--rate", "2000", "--duration", "5"]),
-        ("--rate 2000 --duration 5, bound off (cap and grace)",
-         ["--rate", "2000", "--duration", "5", "--max-backlog", "1000000",
+        (f"--rate 2000 --duration {short}, bounded (default)",
+         ["--rate", "2000", "--duration", short]),
+        (f"--rate 2000 --duration {short}, bound off (cap and grace)",
+         ["--rate", "2000", "--duration", short, "--max-backlog", "1000000",
           "--drain-grace", "600"]),
     ]
     for label, args in cases:

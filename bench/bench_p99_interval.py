@@ -8,6 +8,7 @@ runs whose interval covers the true p99 — the batch-means interval the engine 
 requests). Cost: ``describe_ms`` on 200,000 samples with and without the interval, best of 20.
 
     python bench/bench_p99_interval.py [--runs 200]
+    python bench/bench_p99_interval.py --quick    # a smoke run (CI): 5 runs of each, 2 repeats
 """
 from __future__ import annotations
 
@@ -42,10 +43,10 @@ def coverage(rho: float, n: int, runs: int) -> tuple[float | None, float, float]
     return (hits / given if given else None), given / runs, naive_hits / runs
 
 
-def cost_ms(with_ci: bool) -> float:
+def cost_ms(with_ci: bool, repeats: int = 20) -> float:
     x = np.random.default_rng(0).exponential(1e6, 200_000).astype(np.int64)
     best = math.inf
-    for _ in range(20):
+    for _ in range(repeats):
         t = time.perf_counter()
         describe_ms(x, with_ci=with_ci)
         best = min(best, time.perf_counter() - t)
@@ -55,7 +56,12 @@ def cost_ms(with_ci: bool) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--quick", action="store_true",
+                    help="5 runs per case and 2 repeats of the cost: a smoke run, not figures")
     args = ap.parse_args()
+    repeats = 20
+    if args.quick:
+        args.runs, repeats = 5, 2
     print("| ρ | requests | batch means: covers | interval given | binomial (independence): "
           "covers |")
     print("|---|---|---|---|---|")
@@ -64,8 +70,8 @@ def main() -> None:
         cov, given, naive = coverage(rho, n, args.runs)
         shown = f"{cov:.1%}" if cov is not None else "—"
         print(f"| {rho} | {n:,} | {shown} | {given:.0%} | {naive:.1%} |", flush=True)
-    print(f"\ndescribe_ms, 200,000 samples: {cost_ms(True):.1f} ms with the interval, "
-          f"{cost_ms(False):.1f} ms without")
+    print(f"\ndescribe_ms, 200,000 samples: {cost_ms(True, repeats):.1f} ms with the "
+          f"interval, {cost_ms(False, repeats):.1f} ms without")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ pre-collated batches (the ceiling if serving were free), and a plain sequential 
 whole pipeline (preprocess + forward + postprocess) per batch on one thread.
 
     python bench/bench_saturation.py [--threads 1] [--duration 8]
+    python bench/bench_saturation.py --quick    # a smoke run (CI): tabular-mlp, 1 s
 """
 from __future__ import annotations
 
@@ -60,11 +61,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--duration", type=float, default=8.0)
+    ap.add_argument("--quick", action="store_true", help="tabular-mlp alone, 1 s a measurement")
     a = ap.parse_args()
+    models = ("tabular-mlp",) if a.quick else REAL_MODELS
+    if a.quick:
+        a.duration = 1.0
     print(f"batch {BATCH}, 1 replica × {a.threads} thread(s); requests/s")
     print(f"{'model':<17}{'model(x) loop':>15}{'plain pipeline':>16}{'served':>9}"
           f"{'mean batch':>12}{'served/model(x)':>17}{'served/plain':>14}")
-    for model in REAL_MODELS:
+    for model in models:
         ref = plain_forward_rps(model, a.threads, a.duration / 2)
         full = plain_pipeline_rps(model, a.threads, a.duration / 2)
         srv, mb = served_rps(model, a.threads, a.duration)

@@ -1,9 +1,11 @@
 """Simulation speed: 100,000 simulated requests, target ≤ 200 ms on this machine.
 
     python bench/bench_simulate.py
+    python bench/bench_simulate.py --quick    # a smoke run (CI): one timed repeat a case
 """
 from __future__ import annotations
 
+import argparse
 import time
 
 import numpy as np
@@ -23,10 +25,13 @@ CASES = {
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="one timed repeat a case")
+    repeats = 1 if ap.parse_args().quick else 5
     for name, (cfg, svc) in CASES.items():
         simulate(cfg, svc)
         times = []
-        for seed in range(5):
+        for seed in range(repeats):
             cfg.seed = seed
             t = time.perf_counter()
             simulate(cfg, svc)

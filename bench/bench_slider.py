@@ -1,6 +1,7 @@
 """Load Simulator: time from a slider move to the charts, uncached (target ≤ 300 ms).
 
     python bench/bench_slider.py
+    python bench/bench_slider.py --quick    # a smoke run (CI): three of the settings
 
 One slider move on the Load Simulator page costs, when the setting has not been seen before:
 the prediction (40,000 simulated requests aggregated into a snapshot), the hockey-stick curve
@@ -12,6 +13,7 @@ Browser rendering is not included.
 """
 from __future__ import annotations
 
+import argparse
 import time
 
 import numpy as np
@@ -62,9 +64,13 @@ def slider_move(rate: float, replicas: int, batch: int, delay: float, service_ms
 
 
 def main() -> None:
-    slider_move(*SETTINGS[0])  # imports and first-call costs
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="three settings (a stable one, batching, the unstable one)")
+    settings = [SETTINGS[0], SETTINGS[4], SETTINGS[6]] if ap.parse_args().quick else SETTINGS
+    slider_move(*settings[0])  # imports and first-call costs
     times = []
-    for s in SETTINGS:
+    for s in settings:
         t = time.perf_counter()
         slider_move(*s)
         times.append((time.perf_counter() - t) * 1e3)
@@ -73,7 +79,7 @@ def main() -> None:
     print(f"any slider → charts, uncached: median {np.median(times):.0f} ms, "
           f"max {max(times):.0f} ms (target ≤ 300 ms)")
     rate_only = []
-    for s in SETTINGS:  # the rate slider: the curve is cached, only the marker moves
+    for s in settings:  # the rate slider: the curve is cached, only the marker moves
         t = time.perf_counter()
         slider_move(s[0] * 1.1, *s[1:], with_curve=False)
         rate_only.append((time.perf_counter() - t) * 1e3)

@@ -2,6 +2,7 @@
 array chunks rather than one SQL row per request.
 
     python bench/bench_store.py [--requests 100000] [--repeat 5]
+    python bench/bench_store.py --quick    # a smoke run (CI): 5,000 requests, 1 repeat
 
 The run is real (the synthetic pipeline with zero-cost stages, closed loop, 4 clients), saved
 into a fresh database in a temporary directory. Side by side in one process: ``RunStore.save``
@@ -65,7 +66,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="5,000 requests, 1 repeat")
     a = ap.parse_args()
+    if a.quick:
+        a.requests, a.repeat = 5_000, 1
     cfg = RunConfig(model="synthetic", model_args={"forward_ms": 0.0, "preprocess_ms": 0.0,
                                                    "postprocess_ms": 0.0},
                     concurrency=4, requests=a.requests, warmup=100)

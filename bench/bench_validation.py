@@ -1,6 +1,8 @@
 """The Load Simulator's prediction against real runs of a real model (BENCHMARKS.md's CNN figures).
 
     python bench/bench_validation.py [--model image-cnn] [--duration 30]
+    python bench/bench_validation.py --quick    # a smoke run (CI): 2 s runs, 20,000
+                                                # simulated requests
 
 1. Record: run the model under light open-loop load (ρ ≈ 0.3 of what a closed-loop probe
    serves), so the recorded service times include the contention a loaded server has.
@@ -33,7 +35,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="image-cnn")
     ap.add_argument("--duration", type=float, default=30.0)
+    ap.add_argument("--quick", action="store_true",
+                    help="2 s runs and 20,000 simulated requests: a smoke run, not figures")
     a = ap.parse_args()
+    sim_n = 200_000
+    if a.quick:
+        a.duration, sim_n = 2.0, 20_000
     probe = run(RunConfig(model=a.model, concurrency=1, requests=200, warmup=20))
     cap = probe.summary.throughput_rps
     record = run(RunConfig(model=a.model, rate=0.3 * cap, duration_s=a.duration, warmup=20))
@@ -45,7 +52,7 @@ def main() -> None:
           f"{'p99 pred':>9} {'meas':>7} {'diff':>6} | p99 95% CI")
     for rho in (0.5, 0.8):
         rate = rho * capacity
-        sim = simulate(SimConfig(rate=rate, requests=200_000), svc)
+        sim = simulate(SimConfig(rate=rate, requests=sim_n), svc)
         m = sim[~sim["warmup"]]
         pred = np.percentile((m["t_done"] - m["t_intended"]) / 1e6, [50, 99])
         res = run(RunConfig(model=a.model, rate=rate, duration_s=a.duration, warmup=20))
@@ -61,7 +68,7 @@ def main() -> None:
         # gap is the model's mechanics, and how much is service time that grows with load
         # (two cores shared by preprocessing, the model and the load generator).
         own = ServiceModel.from_rows(res.log)
-        sim = simulate(SimConfig(rate=rate, requests=200_000), own)
+        sim = simulate(SimConfig(rate=rate, requests=sim_n), own)
         m = sim[~sim["warmup"]]
         at = np.percentile((m["t_done"] - m["t_intended"]) / 1e6, [50, 99])
         print(f"{'':>4} {'':>6} {'':>6} | {at[0]:>9.2f} {'':>7} {p50 / at[0] - 1:>+6.0%} | "

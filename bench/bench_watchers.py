@@ -1,6 +1,8 @@
 """Do 30 watching browsers slow a run down? Forward-time median with N idle sessions vs none.
 
     python bench/bench_watchers.py [--sessions 30] [--duration 15] [--repeats 2] [--presenter]
+    python bench/bench_watchers.py --quick    # a smoke run (CI): 3 tabs, one pair of 2 s
+                                              # synthetic runs, no warm-up (not figures)
 
 A workshop room opens the Live Profiler in 30 browsers. The page's fragments
 (``st.fragment(run_every=...)``) rerun every second in the dashboard server's process, and
@@ -531,7 +533,13 @@ def main() -> None:
                     help="Streamlit's runner.postScriptGC (a gc.collect(2) after every script "
                          "run, fragment runs included): as .streamlit/config.toml says "
                          "(default), or forced on/off to compare")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: 3 tabs, one pair of 2 s runs of the synthetic pipeline, "
+                         "1 s settle, no warm-up")
     args = ap.parse_args()
+    if args.quick:
+        args.sessions, args.duration, args.repeats, args.settle = 3, 2, 1, 1.0
+        args.model, args.no_warmup = "synthetic", True
 
     query = urllib.parse.urlencode({"model": args.model, "mode": "closed loop",
                                     "concurrency": args.concurrency,
