@@ -65,8 +65,8 @@ def queue_waits_ms(r) -> np.ndarray:
 
 @pytest.mark.timing
 def test_open_loop_poisson_matches_md1_queueing():
-    tau_ms = 3.0  # 166 req/s: rho ≈ 0.5; 4,000 requests keep the mean wait's error ≈ 6 %
-    r = execute(synthetic(preprocess_ms=0, forward_ms=tau_ms, postprocess_ms=0, rate=166.0,
+    tau_ms = 2.0  # 250 req/s: rho ≈ 0.5; 4,000 requests keep the mean wait's error ≈ 6 %
+    r = execute(synthetic(preprocess_ms=0, forward_ms=tau_ms, postprocess_ms=0, rate=250.0,
                           arrival="poisson", requests=4000, warmup=20, seed=3))
     note = machine_note(r)
     service_ms = measured_service_ms(r)

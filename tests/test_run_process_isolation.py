@@ -149,12 +149,12 @@ def test_a_killed_dashboard_leaves_no_run_measuring_for_nobody(tmp_path):
 
 
 def test_ctrl_c_while_a_pipeline_module_hangs_at_import_is_130_not_a_config_error(tmp_path):
-    module = tmp_path / "spins.py"
-    module.write_text("while True:\n    pass\n")
+    module, mark = tmp_path / "spins.py", tmp_path / "hang"
+    module.write_text(f"open({str(mark)!r}, 'a').write('import\\n')\nwhile True:\n    pass\n")
     db = tmp_path / "runs.sqlite"
     proc = _latency("run", "--pipeline", f"{module}:Never", "--requests", "5", "--quiet",
                     db=db)
-    time.sleep(5)  # importing, for ever
+    wait_for_hang(mark)  # importing, for ever
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
