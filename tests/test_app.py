@@ -78,8 +78,9 @@ def test_a_run_started_from_the_widgets_finishes_with_the_five_components():
     specs = [json.loads(c.proto.spec) for c in charts]
     bars = next(s for s in specs if {t.get("name") for t in s["data"]} >= {"queue", "forward"})
     names = [t["name"] for t in bars["data"] if t.get("type") == "bar"]
-    for comp in ("network", "queue", "preprocess", "forward", "postprocess"):
-        assert comp in names
+    # an in-process run's first component is the hand-off (no network is involved)
+    for comp in ("hand-off", "queue", "preprocess", "forward", "postprocess"):
+        assert comp in names, names
     fwd = next(t for t in bars["data"] if t.get("name") == "forward")
     from ui.server import run_manager
 
