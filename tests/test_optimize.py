@@ -175,12 +175,15 @@ def test_cli_bad_levers_fail_with_one_line(capsys, args, needle):
     assert len(err.splitlines()) == 1 and needle in err, err
 
 
-def test_cli_bf16_on_a_cpu_without_support_is_one_line(capsys, monkeypatch):
+def test_bf16_on_a_cpu_without_support_is_refused_before_it_runs(monkeypatch):
+    """The run process validates the levers (the CLI refuses what it refuses in one line,
+    exit 2: tests/test_run_process_isolation.py); a CPU without bf16 maths is such a refusal.
+    Checked where the check runs, since a CPU's flags cannot be patched across processes."""
     monkeypatch.setattr(optimize, "cpu_flags", lambda: {"avx2"})
-    assert main(["run", "--model", "tabular-mlp", "--optimize", "bf16", "--requests", "5",
-                 "--no-save"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "neither AVX512-BF16 nor AMX" in err
+    with pytest.raises(ConfigError) as err:
+        validated(RunConfig(model="tabular-mlp", optimize="bf16", requests=5))
+    assert len(str(err.value).splitlines()) == 1
+    assert "neither AVX512-BF16 nor AMX" in str(err.value)
 
 
 def test_cli_run_with_levers_prints_their_effect_on_the_answers(capsys):
