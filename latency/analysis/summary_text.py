@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from latency.analysis.stats import LatencyStats
 from latency.analysis.transport_summary import TransportSummary
+from latency.analysis.validity import MIN_SAMPLED_S
 from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.core.describe import OUR_SERVER, load_description, model_label
@@ -121,7 +122,7 @@ def machine_line(environment: dict[str, Any] | None) -> str | None:
     parts = [f"other processes {_num(d.get('other_cores_mean'))} of {d.get('cores')} cores, "
              f"this run {_num(d.get('run_cores_mean'))}, steal "
              f"{_num(d.get('steal_cores_mean'))}",
-             f"preempted {int(d.get('involuntary_switches') or 0):,} times"]
+             _times("preempted", int(d.get("involuntary_switches") or 0))]
     if d.get("throttled_s") is not None:
         parts.append(f"throttled {int(d.get('throttled_periods') or 0):,} periods, "
                      f"{fmt.duration(float(d['throttled_s']) * 1e3)}"
@@ -133,9 +134,17 @@ def machine_line(environment: dict[str, Any] | None) -> str | None:
         parts.append(f"{lo:.0f} MHz" if lo == hi else f"{lo:.0f}–{hi:.0f} MHz")
     samples = int(d.get("samples") or 0)
     cpu = float(d.get("sampler_cpu_s") or 0.0)
-    parts.append(f"sampler {samples} samples, {fmt.duration(cpu * 1e3)} CPU "
-                 f"({float(d.get('sampler_cpu_pct') or 0.0):.2f}% of a core)")
+    # its share of a core only over a span long enough to mean one (a 2 ms measurement
+    # with its two samples' 1 ms of CPU read "54% of a core")
+    share = (f" ({float(d.get('sampler_cpu_pct') or 0.0):.2f}% of a core)"
+             if float(d.get("measured_s") or 0.0) >= MIN_SAMPLED_S else "")
+    parts.append(f"sampler {samples} sample{'' if samples == 1 else 's'}, "
+                 f"{fmt.duration(cpu * 1e3)} CPU{share}")
     return "machine while measuring: " + "; ".join(parts)
+
+
+def _times(what: str, n: int) -> str:
+    return f"{what} {n:,} time{'' if n == 1 else 's'}"
 
 
 def _num(x: Any) -> str:

@@ -230,7 +230,9 @@ def _over(value: float, limit: float) -> str:
 
 def _preempted(d: dict[str, Any]) -> str:
     n = _number(d.get("involuntary_switches"))
-    return "" if n is None else f"this run's threads were preempted {int(n):,} times"
+    if n is None:
+        return ""
+    return f"this run's threads were preempted {int(n):,} time{'' if int(n) == 1 else 's'}"
 
 
 def machine_finding(environment: dict[str, Any] | None) -> Finding | None:
