@@ -220,9 +220,17 @@ def test_one_refresh_of_the_live_view_is_one_snapshot_of_the_run(monkeypatch):
                                   model_args={"dist": "exponential"}), owner=owner)
     at.session_state["watch"] = ticket.run_id
     handle = mgr.get(ticket.run_id)
+
+    def charted(at: AppTest) -> bool:
+        """The page shows this run (its heading names it) with its p99: not the page the
+        AppTest rendered before ``watch`` was set, which showed ``mgr.latest()`` — an
+        earlier test's finished run, with a p99 of its own."""
+        return (any(ticket.run_id in m.value for m in at.markdown)
+                and any(m.label == "p99" for m in at.metric))
+
     try:
-        rerun_until(at, lambda at: any(m.label == "p99" for m in at.metric), timeout=90)
-        assert any(m.label == "p99" for m in at.metric), [m.value for m in at.markdown]
+        rerun_until(at, charted, timeout=90)
+        assert charted(at), [m.value for m in at.markdown][:3]
         original, taken = handle.snapshot, []
 
         def snapshot():  # each look finds new rows: the run moves on while the page renders
@@ -238,6 +246,8 @@ def test_one_refresh_of_the_live_view_is_one_snapshot_of_the_run(monkeypatch):
             at.run()
             assert not at.exception
             assert len(taken) == 1, f"{len(taken)} snapshots in one refresh: {taken}"
+            assert taken[0].run_id == ticket.run_id, taken[0].run_id
+            assert charted(at), [m.value for m in at.markdown][:3]
             shown = _shown_numbers(at)
             assert len({shown["metric p50"], shown["line p50"]}) == 1, shown
             assert len({shown["metric p99"], shown["line p99"]}) == 1, shown
