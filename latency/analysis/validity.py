@@ -153,9 +153,9 @@ def validity(summary: Any, config: RunConfig, status: str, timings: Any = None,
 # ---- the machine: quiet, or disturbed ------------------------------------------------------
 QUIET_MACHINE = "quiet machine"
 #: other processes' mean CPU, as a share of the cores the run may use, above which a run is
-#: DISTURBED: where the error of known stage times (synthetic 3/2/1 ms) passed ±5 % beside
-#: CPU hogs on 2 cores — within 2.5 % up to 0.36 cores of others, 5.6–11 % from 0.44
-#: (bench/bench_disturbance.py, BENCHMARKS.md "Disturbance"). A share, not cores: what delays
+#: DISTURBED: where the error of known stage times (synthetic 3/2/1 ms) first passed ±5 %
+#: beside CPU hogs on 2 cores (bench/bench_disturbance.py; the figures: BENCHMARKS.md
+#: "Disturbance"). A share, not cores: what delays
 #: a woken thread is finding every core busy, and more cores leave more of them idle.
 MAX_OTHER_SHARE = 0.2
 #: CPU steal (the hypervisor running another VM on this one's cores), in cores
@@ -245,9 +245,8 @@ def machine_finding(environment: dict[str, Any] | None) -> Finding | None:
         return None
     parts = [*reasons, _preempted(d)]
     return Finding("machine: " + "; ".join(p for p in parts if p) + "; expect times inflated "
-                   "(from 0.44 of 2 cores of other processes, known 1–3 ms stage times "
-                   "measured 5–11 % longer: BENCHMARKS.md) and not comparable with a quiet "
-                   "run's", "machine")
+                   "and not comparable with a quiet run's (by how much on this project's "
+                   "machine: BENCHMARKS.md \"Disturbance\")", "machine")
 
 
 def quiet_machine(environment: dict[str, Any] | None, required: bool = False) -> Check:
