@@ -14,6 +14,7 @@ from latency.cli.main import main
 from latency.core.config import RunConfig
 from latency.execution.engine import execute
 from latency.execution.process import RunHandle
+from tests.timing_support import machine_note
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["--model-arg", "preprocess_ms=0", "--model-arg", "forward_ms=0.5",
@@ -214,10 +215,13 @@ def test_a_target_answering_400_to_everything_is_failing_not_overloaded():
     try:
         r = execute(RunConfig(target=f"http://127.0.0.1:{httpd.server_address[1]}/p",
                               target_protocol="http", bodies=__file__, rate=100.0,
-                              requests=100, warmup=0))
+                              requests=300, warmup=0))
     finally:
         httpd.shutdown()
-    assert r.summary.errors == 100 and not r.summary.overloaded
+    # 3 s, not 1: the served rate is over the run's whole span, and one late reply on a busy
+    # machine stretched a 1 s span past the 10 % that reads as overload
+    assert r.summary.errors == 300, machine_note(r)
+    assert not r.summary.overloaded, (r.summary.warnings, machine_note(r))
     assert not r.validity.valid and "overloaded" not in str(r.summary.verdict)
 
 

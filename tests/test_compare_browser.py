@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from latency.core.config import RunConfig
+from latency.core.records import HANDOFF
 from latency.execution.engine import execute
 from latency.storage.store import RunStore
 from tests.browser import ROOT, chromium_page, streamlit_server, wait_idle
@@ -42,7 +43,8 @@ def test_compare_runs_in_a_browser(tmp_path):
         assert page.locator("[data-testid='stPlotlyChart']").count() == 2
         # every component of the stacked bars is drawn (legend entries of the second chart)
         legend = page.locator("[data-testid='stPlotlyChart']").nth(1).inner_text()
-        for comp in ("network", "queue", "preprocess", "forward", "postprocess"):
+        # both runs are in-process: their first component is the hand-off
+        for comp in (HANDOFF, "queue", "preprocess", "forward", "postprocess"):
             assert comp in legend
         page.screenshot(path=str(ARTIFACTS / "compare_runs.png"), full_page=True)
         with page.expect_download(timeout=60_000) as download:
