@@ -22,6 +22,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 _SCRATCH = tempfile.mkdtemp(prefix="latency-lab-test-history-")
 os.environ["LATENCY_LAB_DB"] = str(Path(_SCRATCH) / "runs.sqlite")
 os.environ["LATENCY_LAB_LOCK_DIR"] = str(Path(_SCRATCH) / "lock")
@@ -121,3 +123,30 @@ def loopback_server(handler: type[BaseHTTPRequestHandler], path: str = "/predict
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.fixture
+def policy_warnings(monkeypatch):
+    """Streamlit's "created with a default value but also had its value set via the Session
+    State API" warnings, as logged from now on (AppTest has no server log, runs the check only
+    with a runtime, and Streamlit warns once a process: here once a key)."""
+    import logging
+    import types
+
+    import streamlit.elements.lib.policies as policies
+
+    monkeypatch.setattr(policies, "runtime", types.SimpleNamespace(exists=lambda: True))
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+            policies._shown_default_value_warning = False
+
+    logger, handler = logging.getLogger(policies.__name__), Keep()
+    logger.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(handler)

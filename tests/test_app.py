@@ -290,33 +290,6 @@ def test_the_progress_line_says_what_is_true_in_every_phase():
     assert text.startswith("waiting for the machine: a CLI run is measuring")
 
 
-@pytest.fixture
-def policy_warnings(monkeypatch):
-    """Streamlit's "created with a default value but also had its value set via the Session
-    State API" warnings, as logged from now on (AppTest has no server log, runs the check only
-    with a runtime, and Streamlit warns once a process: here once a key)."""
-    import logging
-    import types
-
-    import streamlit.elements.lib.policies as policies
-
-    monkeypatch.setattr(policies, "runtime", types.SimpleNamespace(exists=lambda: True))
-    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
-    seen: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            seen.append(record.getMessage())
-            policies._shown_default_value_warning = False
-
-    logger, handler = logging.getLogger(policies.__name__), Keep()
-    logger.addHandler(handler)
-    try:
-        yield seen
-    finally:
-        logger.removeHandler(handler)
-
-
 def _follower(values: dict) -> None:
     """A follower's sidebar: the presenter's settings set through the Session State API
     before the controls render (ui/room.follow), as every render of a follower does."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,33 +16,6 @@ APP = str(ROOT / "app.py")
 SIMULATOR = str(ROOT / "views" / "load_simulator.py")
 KINDS = ("slider", "select_slider", "selectbox", "radio", "number_input", "multiselect",
          "toggle")
-
-
-@pytest.fixture
-def policy_warnings(monkeypatch):
-    """Streamlit's duplicate-default warnings, as logged from now on (AppTest has no server
-    log, runs the check only with a runtime, and Streamlit warns once a process: here once a
-    key)."""
-    import logging
-    import types
-
-    import streamlit.elements.lib.policies as policies
-
-    monkeypatch.setattr(policies, "runtime", types.SimpleNamespace(exists=lambda: True))
-    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
-    seen: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            seen.append(record.getMessage())
-            policies._shown_default_value_warning = False
-
-    logger, handler = logging.getLogger(policies.__name__), Keep()
-    logger.addHandler(handler)
-    try:
-        yield seen
-    finally:
-        logger.removeHandler(handler)
 
 
 def warned(seen: list[str]) -> list[str]:
