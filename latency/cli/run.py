@@ -32,6 +32,10 @@ def add_parser(sub: Any) -> None:
     run_flags.add_server_flags(r, RUN)
     r.add_argument("--require-quiet", action="store_true",
                    help=field_help("require_quiet").replace("%", "%%"))
+    r.add_argument("--stop-on-eos", action="store_true",
+                   help=field_help("stop_on_eos").replace("%", "%%"))
+    r.add_argument("--parquet", metavar="PATH",
+                   help="generation: write every token's stamps as Parquet")
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--csv", metavar="PATH", help="write one row per request as CSV")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -49,7 +53,25 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     """The RunConfig the flags describe (not yet validated)."""
     return RunConfig(**{**config_values(a, RUN), **run_flags.pipeline_kwargs(a),
                         **run_flags.config_kwargs(a),
-                        "require_quiet": bool(getattr(a, "require_quiet", False))})
+                        "require_quiet": bool(getattr(a, "require_quiet", False)),
+                        "stop_on_eos": bool(getattr(a, "stop_on_eos", False))})
+
+
+def generative_run(config: RunConfig) -> bool:
+    """Whether ``run`` measures a generation: a generation flag is given, or the pipeline is
+    a generative sample (a ``--pipeline`` of your own is known generative once imported:
+    without a generation flag the run process says so, in one line)."""
+    if config.generation_flags():
+        return True
+    if config.pipeline is not None:
+        return False
+    from latency.pipelines.generative import is_generative
+    from latency.pipelines.registry import SAMPLES, source
+
+    if config.model not in SAMPLES:
+        return False
+    cls = source(config.model).cls
+    return cls is not None and is_generative(cls)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -59,8 +81,15 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     if a.arrival is not None and a.rate is None:
         raise ConfigError("--arrival applies to open loop only: give --rate too")
+    raw = config_from_args(a)
+    if generative_run(raw):
+        from latency.cli.run_generation import cmd_run_generation
+
+        return cmd_run_generation(a, raw)
+    if getattr(a, "parquet", None):
+        raise ConfigError("--parquet writes a generation's tokens: this pipeline is one-shot")
     # ConfigError → one line, exit 2; the pipeline's own code is checked in the run process
-    config = validated(config_from_args(a), user_code=False)
+    config = validated(raw, user_code=False)
     store = None
     if not a.no_save:
         from latency.storage.store import RunStore, checked_name

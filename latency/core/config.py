@@ -15,7 +15,10 @@ from urllib.parse import urlsplit
 
 from latency.core.errors import ConfigError
 from latency.core.flags import flag, flags_of
+from latency.core.lengths import LengthSpec
 from latency.core.optimization import LEVERS
+from latency.core.slo import PRESETS as SLO_PRESETS
+from latency.core.slo import slo_of
 from latency.core.wan import MAX_BANDWIDTH_MBPS, MAX_RTT_MS, WanProfile
 
 MAX_DURATION_S = 3600.0
@@ -47,6 +50,12 @@ TARGET_PROTOCOLS = ("oip", "http")
 HTTP_METHODS = ("POST", "PUT", "GET")
 #: how an HTTP request carries its input: OIP v2 JSON, or the raw bytes as the body.
 PAYLOADS = ("json", "raw")
+#: how a generation server batches: iteration-level (continuous) or a batch at a time (static)
+BATCHING = ("continuous", "static")
+#: generation limits: slots, a step's tokens, a KV budget
+MAX_RUNNING = 4096
+MAX_STEP_TOKENS = 1_000_000
+MAX_KV_TOKENS = 100_000_000
 
 #: the sub-commands that take a field as a flag (its ``Flag.commands``)
 RUN, AB, SERVE, EXPORT = "run", "ab", "serve", "export"
@@ -55,7 +64,8 @@ SERVED, MEASURED = (RUN, AB, SERVE), (RUN, AB)
 #: the sections of a command's help, in this order
 PIPELINE, SERVER, LOAD, INPUTS = "pipeline", "server", "load", "inputs"
 TRANSPORT = "transport (network is the first component)"
-GROUPS = (PIPELINE, SERVER, LOAD, INPUTS, TRANSPORT)
+GENERATION = "generation (a generative pipeline: streamed tokens)"
+GROUPS = (PIPELINE, SERVER, LOAD, INPUTS, GENERATION, TRANSPORT)
 
 __all__ = ["ConfigError", "RunConfig", "field_help", "positive_int"]
 
@@ -260,6 +270,57 @@ class RunConfig:
         "score in Python, serialised to JSON and parsed back. With --model-file: topk, argmax "
         "or raw.", commands=MEASURED, group=PIPELINE))
 
+    # ---- generation: streamed requests to a generative pipeline (an LLM)
+    prompt_tokens: str | None = field(default=None, metadata=flag(
+        "--prompt-tokens", "Generation: prompt length in tokens — N, uniform:MIN:MAX or "
+        "lognormal:MEDIAN:SIGMA; each prompt is cut from the pipeline's sample text to that "
+        "many tokens (its length is then measured by the tokenizer).", commands=(RUN,),
+        group=GENERATION, metavar="SPEC", default_text="the sample prompts' own lengths"))
+    output_tokens: str | None = field(default=None, metadata=flag(
+        "--output-tokens", "Generation: tokens each request generates — N, uniform:MIN:MAX or "
+        "lognormal:MEDIAN:SIGMA; exactly that many, ignoring end-of-sequence (as the peers' "
+        "benchmarks do) unless --stop-on-eos.", commands=(RUN,), group=GENERATION,
+        metavar="SPEC", default_text="64"))
+    prompts: str | None = field(default=None, metadata=flag(
+        "--prompts", "Generation: your prompts, a .jsonl file (one JSON string, or an object "
+        "with \"prompt\", a line) or a text file (one prompt a line); their lengths are "
+        "measured by the tokenizer.", commands=(RUN,), group=GENERATION, metavar="FILE"))
+    max_running: int = field(default=8, metadata=flag(
+        "--max-running", "Generation: sequences the scheduler runs at once (its slots); more "
+        "waiting requests queue for a slot.", commands=(RUN,), group=GENERATION, type="int"))
+    max_step_tokens: int = field(default=2048, metadata=flag(
+        "--max-step-tokens", "Generation: tokens one scheduler step may process (prompt "
+        "tokens prefilled + one per decoding sequence); without --chunked-prefill every "
+        "prompt must fit in it.", commands=(RUN,), group=GENERATION, type="int"))
+    chunked_prefill: int | None = field(default=None, metadata=flag(
+        "--chunked-prefill", "Generation: prefill prompts in chunks of at most N tokens, "
+        "decoding the running sequences in the same steps (Sarathi-Serve's stall-free "
+        "batching); without it a step that prefills decodes nothing.", commands=(RUN,),
+        group=GENERATION, type="int", metavar="N", default_text="off: whole prompts"))
+    kv_tokens: int | None = field(default=None, metadata=flag(
+        "--kv-tokens", "Generation: the KV cache budget in tokens, shared by the running "
+        "sequences; when a step needs more, the latest admitted is preempted and later "
+        "recomputed.", commands=(RUN,), group=GENERATION, type="int", metavar="N",
+        default_text="--max-running × the model's context"))
+    batching: str = field(default="continuous", metadata=flag(
+        "--batching", "Generation: continuous (iteration-level: a sequence joins or leaves "
+        "at every step) or static (a new batch only when the last has finished: the "
+        "contrast).", commands=(RUN,), group=GENERATION, choices=BATCHING))
+    #: a switch: ``run`` adds ``--stop-on-eos`` itself, with this help
+    stop_on_eos: bool = field(default=False, metadata=flag(
+        "--stop-on-eos", "Generation: end a request at the model's end-of-sequence token "
+        "(then it may generate fewer than --output-tokens).", group=GENERATION))
+    slo: str | None = field(default=None, metadata=flag(
+        "--slo", f"Generation: service-level objectives by name (MLPerf's, checked at p99; "
+        f"goodput counts requests meeting both): {', '.join(SLO_PRESETS)}.",
+        commands=(RUN,), group=GENERATION, metavar="PRESET"))
+    slo_ttft_ms: float | None = field(default=None, metadata=flag(
+        "--slo-ttft-ms", "Generation: time-to-first-token objective (ms) a request must meet "
+        "for goodput.", commands=(RUN,), group=GENERATION, type="float", metavar="MS"))
+    slo_tpot_ms: float | None = field(default=None, metadata=flag(
+        "--slo-tpot-ms", "Generation: time-per-output-token objective (ms) a request must "
+        "meet for goodput.", commands=(RUN,), group=GENERATION, type="float", metavar="MS"))
+
     @property
     def mode(self) -> str:
         return "open" if self.rate is not None else "closed"
@@ -370,7 +431,52 @@ class RunConfig:
                               f"{MAX_DURATION_S:g} s (as --duration): fewer requests or a "
                               "higher rate")
         c._check_transport()
+        c._check_generation()
         return c
+
+    #: the generation fields and their flags: set on a one-shot pipeline, they are refused
+    GENERATION_FIELDS = ("prompt_tokens", "output_tokens", "prompts", "max_running",
+                         "max_step_tokens", "chunked_prefill", "kv_tokens", "batching",
+                         "stop_on_eos", "slo", "slo_ttft_ms", "slo_tpot_ms")
+
+    def generation_flags(self) -> list[str]:
+        """The generation flags this config sets away from their defaults."""
+        base = RunConfig()
+        meta = flags_of(RunConfig)
+        return [meta[f].name for f in self.GENERATION_FIELDS
+                if getattr(self, f) != getattr(base, f)]
+
+    def _check_generation(self) -> None:
+        """The generation values (the pipeline's context is checked in ``validate``)."""
+        for name, flag_name in (("prompt_tokens", "--prompt-tokens"),
+                                ("output_tokens", "--output-tokens")):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, str(LengthSpec.parse(value, flag_name)))
+        if self.prompts is not None and self.prompt_tokens is not None:
+            raise ConfigError("choose one: --prompts FILE (your prompts, their own lengths) "
+                              "or --prompt-tokens SPEC (prompts cut to drawn lengths)")
+        if self.prompts is not None and self.inputs is not None:
+            raise ConfigError("a generation's inputs are its prompts: give --prompts, not "
+                              "--inputs")
+        positive_int("max-running", self.max_running, MAX_RUNNING)
+        positive_int("max-step-tokens", self.max_step_tokens, MAX_STEP_TOKENS)
+        if self.chunked_prefill is not None:
+            positive_int("chunked-prefill", self.chunked_prefill, MAX_STEP_TOKENS)
+            if self.chunked_prefill > self.max_step_tokens:
+                raise ConfigError(f"--max-step-tokens {self.max_step_tokens:,} is smaller "
+                                  f"than a chunk (--chunked-prefill "
+                                  f"{self.chunked_prefill:,}): a step must hold one chunk")
+        if self.kv_tokens is not None:
+            positive_int("kv-tokens", self.kv_tokens, MAX_KV_TOKENS)
+        if self.batching not in BATCHING:
+            raise ConfigError(f"--batching must be one of: {', '.join(BATCHING)}")
+        if self.batching == "static" and self.chunked_prefill is not None:
+            raise ConfigError("--batching static prefills each batch whole: drop "
+                              "--chunked-prefill (or use --batching continuous)")
+        if not isinstance(self.stop_on_eos, bool):
+            raise ConfigError(f"stop_on_eos must be True or False (got {self.stop_on_eos!r})")
+        slo_of(self.slo, self.slo_ttft_ms, self.slo_tpot_ms)  # one line if it is wrong
 
     def _check_backend(self) -> None:
         """Ray Serve is reached over HTTP, through its proxy; it serves our pipeline, so it

@@ -16,6 +16,7 @@ from latency.execution.lock import UnsafeLockDir, lock_dir, safe_dir
 from latency.host.devices import check_device_dtype
 from latency.loadgen.bodies import load_bodies
 from latency.pipelines.contract import Pipeline
+from latency.pipelines.gen_checks import generation_checked
 from latency.pipelines.inputs import check_inputs
 from latency.pipelines.levers import check
 from latency.pipelines.registry import PipelineSource, parse_model_args, source, split_model_args
@@ -23,14 +24,19 @@ from latency.serve.ray_serve import INSTALL_HINT, ray_installed
 
 
 def validated(config: RunConfig, pipeline: Pipeline | None = None,
-              machine_lock: bool = True, user_code: bool = True) -> RunConfig:
+              machine_lock: bool = True, user_code: bool = True,
+              generation: bool = False) -> RunConfig:
     """A checked copy of ``config`` with defaults, model-args and the pipeline's spec resolved;
     ConfigError if it cannot run here. ``pipeline``: an object the caller built, served as it
     is (its model-args and device are its own). ``machine_lock``: the run will take the
     machine's run lock, so its directory must be safe to use (``serve`` takes none).
     ``user_code`` False: stop before anything imports or calls the pipeline's code (a module
-    may crash or exit at import); the run process validates the rest."""
+    may crash or exit at import); the run process validates the rest. ``generation``: the
+    caller runs a generation (``execution.gen_engine``); a generative pipeline is refused
+    otherwise, in one line that says which flag makes it one."""
     c = config.checked()
+    #: the run's length was given (a generation's default is shorter than a one-shot's)
+    length_given = config.requests is not None or config.duration_s is not None
     if machine_lock:
         try:
             safe_dir(lock_dir())
@@ -59,7 +65,9 @@ def validated(config: RunConfig, pipeline: Pipeline | None = None,
             c.model = c.pipeline.rsplit(":", 1)[-1].rsplit(".", 1)[-1] or c.model
         return c
     if pipeline is not None:
-        return _for_object(c, pipeline)
+        c = _for_object(c, pipeline)
+        generation_checked(c, type(pipeline), length_given, generation)
+        return c
     try:
         src = source(c.model, c.pipeline)
         if c.pipeline is not None:  # a user's pipeline: named after itself, found by its spec
@@ -69,10 +77,11 @@ def validated(config: RunConfig, pipeline: Pipeline | None = None,
     except (PipelineError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
     if c.inputs is None and src.cls is not None and c.bodies is None \
-            and not _can_generate_inputs(src, c.model_args):
+            and c.prompts is None and not _can_generate_inputs(src, c.model_args):
         raise ConfigError(f"{src.name} has no sample_inputs: give the run its inputs "
                           "(--inputs FILE|DIR)")
     check_device_dtype(c.device, c.dtype, src.dtypes)
+    generation_checked(c, src.cls, length_given, generation)
     return _levers_checked(c, src)
 
 

@@ -42,6 +42,7 @@ SAMPLES: dict[str, str] = {
     "text-transformer": "sample_models.text_transformer:TextTransformerPipeline",
     "tabular-mlp": "sample_models.tabular_mlp:TabularMLPPipeline",
     "synthetic": "sample_models.synthetic:SyntheticPipeline",
+    "synthetic-lm": "sample_models.synthetic_lm:SyntheticLMPipeline",
     "model-file": "latency.pipelines.model_file:ModelFilePipeline",
 }
 #: kept for callers that list the sample names

@@ -1,0 +1,216 @@
+"""GenResult: what one generation run measured — its request, token and step logs — with its
+summary, verdict, validity, text, JSON, CSV (a row a request) and Parquet (a row a token).
+
+A value like ``RunResult``: the summary is derived from the logs on demand, so it cannot
+disagree with the stamps it summarises; ``repr`` prints what the CLI prints.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from latency.analysis.findings import Finding, Verdict
+from latency.analysis.gen_summary import GenSummary, summarize_generation
+from latency.analysis.gen_verdict import gen_findings, gen_verdict
+from latency.analysis.timings import Timings
+from latency.analysis.validity import Check, Validity, quiet_machine
+from latency.core.config import RunConfig
+from latency.core.gen_records import (
+    GEN_COMPONENTS,
+    GEN_DTYPE,
+    GEN_STAMPS,
+    STATUS_OK,
+    STEP_DTYPE,
+    TOKEN_DTYPE,
+    component_ns,
+)
+from latency.core.records import in_process
+from latency.core.slo import slo_of
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: the result's kind in its JSON (a one-shot run's file has none)
+KIND = "generation"
+
+
+@dataclass(repr=False)
+class GenResult:
+    config: RunConfig
+    environment: dict[str, Any]
+    status: str
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=GEN_DTYPE))
+    tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=TOKEN_DTYPE))
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=STEP_DTYPE))
+    errors: dict[int, str] = field(default_factory=dict)
+    timings: Timings = field(default_factory=Timings)
+    warnings: list[str] = field(default_factory=list)
+    failure: str | None = None
+    traceback: str | None = field(default=None, repr=False)
+    #: a few requests' generated text (request row → text), to read what was served
+    samples: dict[int, str] = field(default_factory=dict)
+
+    kind = KIND
+
+    @cached_property
+    def summary(self) -> GenSummary:
+        c = self.config
+        t = self.timings
+        return summarize_generation(
+            self.rows, self.tokens, self.steps, self.errors, t.measure_start_ns,
+            t.measure_end_ns, slo_of(c.slo, c.slo_ttft_ms, c.slo_tpot_ms),
+            offered=t.offered_requests, offered_span_s=t.offered_span_s,
+            dropped=t.dropped_overload or 0)
+
+    @cached_property
+    def findings(self) -> list[Finding]:
+        own = [w if isinstance(w, Finding) else Finding(str(w), "run") for w in self.warnings]
+        return own + gen_findings(self.summary, self.config)
+
+    @cached_property
+    def verdict(self) -> Verdict:
+        return gen_verdict(self.summary, self.config, in_process(self.config))
+
+    @cached_property
+    def validity(self) -> Validity:
+        """VALID or INVALID: the run completed, had successful requests, failed no more than
+        ``--max-error-rate`` and accounted for every request it offered; the machine was
+        quiet (advisory unless ``--require-quiet``)."""
+        s, c = self.summary, self.config
+        checks = [
+            Check("completed", self.status == "completed",
+                  f"the run {self.status}" + (f": {self.failure}" if self.failure else "")),
+            Check("successful requests", s.successful > 0, "no successful requests"),
+            Check("error rate", s.error_rate <= c.max_error_rate,
+                  f"error rate {s.error_rate:.1%} > {c.max_error_rate:.1%}"),
+        ]
+        offered = self.timings.offered_requests
+        if offered is not None:
+            seen = s.requests + s.dropped + (self.timings.cancelled_requests or 0)
+            checks.append(Check("every request accounted for", seen >= offered,
+                                f"{offered - seen} of {offered} offered requests are "
+                                "missing from the result"))
+        checks.append(quiet_machine(self.environment, required=c.require_quiet))
+        return Validity(tuple(checks))
+
+    def __repr__(self) -> str:
+        from latency.analysis.gen_text import format_generation
+
+        return format_generation(self)
+
+    # ---- files ----------------------------------------------------------------------------
+    def to_dict(self, requests: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": KIND, "config": self.config.to_dict(),
+                             "environment": self.environment, "status": self.status,
+                             "failure": self.failure, "timings": self.timings.to_dict(),
+                             "summary": self.summary.to_dict(),
+                             "warnings": [str(w) for w in self.findings],
+                             "verdict": str(self.verdict), "validity": self.validity.to_dict(),
+                             "samples": {str(k): v for k, v in self.samples.items()}}
+        if self.traceback:
+            d["traceback"] = self.traceback
+        if requests:
+            d["requests"] = _table(self.rows, "t_intended")
+            d["requests"]["errors"] = {str(k): v for k, v in self.errors.items()}
+            d["tokens"] = _table(self.tokens, None, t0=d["requests"]["t0_ns"])
+            d["steps"] = _table(self.steps, None, t0=d["requests"]["t0_ns"])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GenResult:
+        rows = _untable(d.get("requests"), GEN_DTYPE)
+        errors = (d.get("requests") or {}).get("errors") or {}
+        result = cls(config=RunConfig.from_dict(d.get("config") or {}),
+                     environment=dict(d.get("environment") or {}),
+                     status=str(d.get("status", "completed")), rows=rows,
+                     tokens=_untable(d.get("tokens"), TOKEN_DTYPE),
+                     steps=_untable(d.get("steps"), STEP_DTYPE),
+                     errors={int(k): str(v) for k, v in errors.items()},
+                     timings=Timings.from_dict(d.get("timings")), failure=d.get("failure"),
+                     traceback=d.get("traceback"),
+                     samples={int(k): str(v) for k, v in (d.get("samples") or {}).items()})
+        if not len(rows) and isinstance(d.get("summary"), dict):
+            result.__dict__["summary"] = GenSummary.from_dict(d["summary"])
+        return result
+
+    def json_text(self, requests: bool = True) -> str:
+        return json.dumps(self.to_dict(requests), indent=1) + "\n"
+
+    def requests_frame(self) -> pd.DataFrame:
+        """One row a request (warm-up included and labelled): stamps relative to the start
+        of measuring, every component and TTFT/TPOT/E2E, in ms."""
+        import pandas as pd
+
+        rows = self.rows
+        comps = component_ns(rows)
+        t0 = self.timings.measure_start_ns
+        if t0 is None:
+            t0 = int(rows["t_intended"].min()) if len(rows) else 0
+        n = rows["output_tokens"].astype(np.int64)
+        tpot = np.where(n > 1, (comps["e2e"] - comps["ttft"]) / np.maximum(n - 1, 1) / 1e6,
+                        np.nan)
+        cols: dict[str, Any] = {
+            "request": np.arange(len(rows)), "client": rows["client"],
+            "warmup": rows["warmup"],
+            "status": np.where(rows["status"] == STATUS_OK, "ok", "error"),
+            "error": [self.errors.get(i, "") for i in range(len(rows))],
+            "prompt_tokens": rows["prompt_tokens"], "output_tokens": rows["output_tokens"],
+            "prefill_chunks": rows["chunks"], "preemptions": rows["preemptions"],
+            "replica": rows["replica"],
+            "ttft_ms": comps["ttft"] / 1e6, "tpot_ms": tpot, "e2e_ms": comps["e2e"] / 1e6,
+            "ttft_sent_ms": (rows["t_first_deliv"] - rows["t_sent"]) / 1e6,
+        }
+        for c in GEN_COMPONENTS:
+            cols[f"{c}_ms"] = comps[c] / 1e6
+        for st in GEN_STAMPS:
+            cols[f"t_{st}_ms"] = (rows[f"t_{st}"] - t0) / 1e6
+        return pd.DataFrame(cols)
+
+    def csv_bytes(self) -> bytes:
+        return self.requests_frame().to_csv(index=False, float_format="%.4f").encode()
+
+    def tokens_frame(self) -> pd.DataFrame:
+        """One row a token: its request, index, what produced it, and its stamps (integer
+        ns from the start of measuring)."""
+        import pandas as pd
+
+        t = self.tokens
+        t0 = self.timings.measure_start_ns or (int(self.rows["t_intended"].min())
+                                               if len(self.rows) else 0)
+        out = {name: t[name] for name in ("request", "index", "kind", "batch")}
+        for name in ("t_call_start", "t_produced", "t_detok", "t_delivered"):
+            out[f"{name}_ns"] = t[name] - t0
+        return pd.DataFrame(out)
+
+    def write_parquet(self, path: str | Path) -> None:
+        """Every token's stamps as Parquet (pyarrow)."""
+        self.tokens_frame().to_parquet(path, index=False)
+
+
+def _table(array: np.ndarray, anchor: str | None, t0: int | None = None) -> dict[str, Any]:
+    """A JSON-ready columnar table; stamps (``t_*``) relative to ``t0_ns``."""
+    if t0 is None:
+        t0 = int(array[anchor].min()) if anchor and len(array) else 0
+    cols: dict[str, list[Any]] = {}
+    for name in array.dtype.names or ():
+        col = array[name]
+        cols[name] = (col - t0).tolist() if name.startswith("t_") else col.tolist()
+    return {"t0_ns": t0, "count": len(array), "columns": cols}
+
+
+def _untable(table: Any, dtype: np.dtype) -> np.ndarray:
+    if not isinstance(table, dict) or "columns" not in table:
+        return np.zeros(0, dtype=dtype)
+    out = np.zeros(int(table.get("count") or 0), dtype=dtype)
+    t0 = int(table.get("t0_ns", 0))
+    for name, values in table["columns"].items():
+        if name in (dtype.names or ()):
+            out[name] = np.asarray(values)
+            if name.startswith("t_"):
+                out[name] += t0
+    return out

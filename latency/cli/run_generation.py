@@ -1,0 +1,91 @@
+"""``python -m latency run`` of a generative pipeline: streamed requests, token by token.
+
+Reached from ``run`` when the pipeline is generative (``synthetic-lm``, ``tiny-lm``, your own
+``GenerativePipeline``) or a generation flag is given. Bad input is one line and exit 2
+before anything runs; a run that fails midway exits 1 with what it measured printed and
+written; INVALID exits 1 (DISTURBED too under ``--require-quiet``); a signal stops the run
+with what it measured and exits 128 + the signal.
+
+The run executes in this process (a one-shot run has a run process of its own); the run lock
+still keeps it from overlapping any other run on this machine.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from latency.cli.args import EXIT_FAILED, EXIT_OK, stop_on_signals
+from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
+
+
+def cmd_run_generation(a: argparse.Namespace, config: RunConfig) -> int:
+    from latency.execution.gen_engine import execute_generation
+    from latency.execution.validate import validated
+    from latency.storage.outputs import check_output, write_atomic
+    from latency.storage.store import default_path
+
+    config = validated(config, generation=True)  # imports the pipeline: ConfigError → exit 2
+    outputs = [(flag, path) for flag, path in (("--json", a.json), ("--csv", a.csv),
+                                               ("--parquet", getattr(a, "parquet", None)))
+               if path]
+    history = a.db or default_path()
+    for flag, path in outputs:  # before anything runs; creates nothing
+        check_output(path, flag, force=a.force, history=history,
+                     inputs=(config.prompts, (config.model_args or {}).get("file")))
+    resolved = [Path(p).expanduser().resolve() for _, p in outputs]
+    if len(set(resolved)) != len(resolved):
+        raise ConfigError("--json, --csv and --parquet must name different files")
+    cancel = threading.Event()
+    stopped_by = stop_on_signals(cancel)
+    last = [0.0]
+    told = [False]
+
+    def report(progress: dict[str, Any]) -> None:
+        if progress.get("phase") == "waiting" and "waiting_for" in progress:
+            if not told[0]:
+                told[0] = True
+                print(f"waiting for the machine: {progress['waiting_for']} is measuring",
+                      file=sys.stderr)
+            return
+        if a.quiet or time.monotonic() - last[0] < 1.0 or progress.get("phase") not in (
+                "warmup", "measuring"):
+            return
+        last[0] = time.monotonic()
+        done = max(int(progress.get("done", 0)) - (config.warmup
+                                                  if progress["phase"] == "measuring" else 0),
+                   0)
+        of = f"/{config.requests}" if config.requests and progress["phase"] == "measuring" \
+            else ""
+        print(f"[{progress['phase']}] {done}{of} requests, "
+              f"{progress.get('elapsed_s', 0.0):.1f} s", file=sys.stderr)
+
+    result = execute_generation(config, cancel=cancel, on_progress=report, force=a.no_wait,
+                                who="CLI run")
+    print(repr(result))
+    code = EXIT_FAILED if result.status == "failed" or not result.validity.valid else EXIT_OK
+    if "signal" in stopped_by:
+        code = 128 + stopped_by["signal"]
+    if not a.no_save:
+        print("not saved to the history: generation runs are kept in their --json file "
+              "(the history stores one-shot runs)", file=sys.stderr)
+    for flag, path in outputs:
+        try:
+            if flag == "--parquet":
+                import io
+
+                buf = io.BytesIO()
+                result.tokens_frame().to_parquet(buf, index=False)
+                data: bytes | str = buf.getvalue()
+            else:
+                data = result.json_text() if flag == "--json" else result.csv_bytes()
+            write_atomic(path, data)
+        except OSError as exc:
+            print(f"latency: error: cannot write {flag} {path}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            code = code or EXIT_FAILED
+    return code

@@ -1,0 +1,236 @@
+"""Execute one generation run: wait for the machine, build, warm up, load, measure, report.
+
+    wait for the machine (run lock) ─▶ pipeline ─▶ GenServer (tokenizer, scheduler) ─▶
+    warm-up ─▶ measure (GenDriver: closed or open loop; the machine sampled) ─▶ close
+
+As ``latency.execution.engine`` does for one-shot runs, it never raises for a failure inside
+the run: that becomes status ``failed`` with the message, keeping what was measured; a
+``cancel`` event stops issuing requests and ends the run ``stopped`` with what it measured.
+Memory is bounded: at most ``MAX_TOKENS_STORED`` tokens and ``MAX_STEPS_STORED`` steps are
+kept (a run that reaches either stops measuring there and says so).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from latency.analysis.gen_result import GenResult
+from latency.analysis.timings import Timings
+from latency.analysis.validity import machine_finding
+from latency.core.config import RunConfig
+from latency.core.errors import error_text
+from latency.core.gen_records import STEP_DTYPE, GenLog, GenRequest
+from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
+from latency.execution.lock import Holder, MachineLock
+from latency.execution.validate import validated
+from latency.host import environment
+from latency.host.devices import DTYPES, resolve_device
+from latency.host.disturbance import DisturbanceSampler
+from latency.loadgen.gen_driver import GenDriver
+from latency.pipelines.gen_workload import build_work
+from latency.pipelines.generative import GenerativePipeline
+from latency.pipelines.registry import build_pipeline
+from latency.serve.gen_scheduler import SchedulerConfig
+from latency.serve.gen_server import GenServer, GenServerConfig
+
+#: the most token rows a run keeps (~45 bytes each: ≈ 180 MB)
+MAX_TOKENS_STORED = 4_000_000
+#: the most scheduler steps a run keeps (~50 bytes each)
+MAX_STEPS_STORED = 2_000_000
+#: requests whose generated text a result keeps, to read what was served
+TEXT_SAMPLES = 3
+#: closed loop: how long streams still running at the end may take to finish
+DRAIN_S = 60.0
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+class _Steps:
+    """The scheduler's steps, appended from its thread, bounded."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, ...]] = []
+        self.full = False
+
+    def add(self, row: tuple[int, ...]) -> None:
+        if len(self.rows) < MAX_STEPS_STORED:
+            self.rows.append(row)
+        else:
+            self.full = True
+
+    def array(self) -> np.ndarray:
+        return np.array(self.rows, dtype=STEP_DTYPE) if self.rows else \
+            np.zeros(0, dtype=STEP_DTYPE)
+
+
+class _Recorder:
+    def __init__(self, cancel: threading.Event) -> None:
+        self.log = GenLog(MAX_TOKENS_STORED)
+        self.lock = threading.Lock()
+        self.cancelled = 0
+        self.samples: dict[int, str] = {}
+        self.full = threading.Event()
+        self._cancel = cancel
+
+    def record(self, r: GenRequest) -> None:
+        with self.lock:
+            if r.cancelled:
+                self.cancelled += 1
+                return
+            i = self.log.append(r)
+            if not r.warmup and r.error is None and len(self.samples) < TEXT_SAMPLES:
+                self.samples[i] = "".join(r.text)
+            if self.log.full:
+                self.full.set()
+
+
+def execute_generation(config: RunConfig, *, cancel: threading.Event | None = None,
+                       on_progress: ProgressCallback | None = None, force: bool = False,
+                       who: str = "a run",
+                       pipeline: GenerativePipeline | None = None) -> GenResult:
+    """Run the generation ``config`` describes (validated here) and return its GenResult."""
+    config = validated(config, pipeline, generation=True)
+    cancel = cancel or threading.Event()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    device = resolve_device(config.device)
+    env = environment.collect(device, config.dtype, config.threads, config.replicas)
+    timings = Timings()
+    warnings: list[str] = []
+    rec = _Recorder(cancel)
+    steps = _Steps()
+    status, failure, trace = "completed", None, None
+    lock = MachineLock(f"{who}: {config.model}", force=force)
+    server: GenServer | None = None
+    disturbance = None
+    phase = {"name": "waiting", "since": time.monotonic()}
+
+    def set_phase(name: str) -> None:
+        phase["name"], phase["since"] = name, time.monotonic()
+        if on_progress is not None:
+            on_progress({"phase": name, "done": rec.log.size})
+
+    stop_progress = threading.Event()
+
+    def progress_loop() -> None:
+        while not stop_progress.wait(1.0):
+            if on_progress is not None:
+                on_progress({"phase": phase["name"], "done": rec.log.size,
+                             "elapsed_s": time.monotonic() - phase["since"]})
+
+    reporter = threading.Thread(target=progress_loop, daemon=True, name="progress")
+    reporter.start()
+    try:
+        set_phase("waiting")
+
+        def waiting(holder: Holder | None) -> None:
+            if on_progress is not None:
+                on_progress({"phase": "waiting", "waiting_for":
+                             holder.describe() if holder else "another run"})
+
+        if not lock.acquire(cancel, on_wait=waiting):
+            status = "stopped"
+            warnings.append("stopped while waiting for another run to free the machine")
+        else:
+            if lock.waited_s > 0.5:
+                timings.waited_for_machine_s = lock.waited_s
+            set_phase("loading")
+            t = time.perf_counter()
+            import torch
+
+            torch.set_num_threads(config.threads)
+            if pipeline is None:
+                pipeline = build_pipeline(config.model, device, DTYPES[config.dtype],  # type: ignore[assignment]
+                                          config.model_args, spec=config.pipeline)
+            assert pipeline is not None
+            timings.model_load_s = time.perf_counter() - t
+            total = (config.requests or 4096) + config.warmup
+            work = build_work(pipeline, config, total)
+            kv = config.kv_tokens or config.max_running * int(pipeline.max_context)
+            server = GenServer(pipeline, GenServerConfig(
+                SchedulerConfig(config.max_running, config.max_step_tokens,
+                                config.chunked_prefill, kv, config.batching),
+                replicas=config.replicas, stop_on_eos=config.stop_on_eos),
+                on_step=steps.add).start()
+            driver = GenDriver(server.submit, work, rec.record, cancel)
+            rng = np.random.default_rng(config.seed)
+            if config.warmup:
+                set_phase("warmup")
+                t = time.perf_counter()
+                _drive(driver, config, rng, config.warmup, None, True, server)
+                timings.warmup_s = time.perf_counter() - t
+            set_phase("measuring")
+            start = timings.measure_start_ns = now_ns()
+            cpu0 = time.process_time()
+            sampler = DisturbanceSampler(run_started=time.time()).start()
+            until = start + int(config.duration_s * 1e9) if config.duration_s else None
+            watcher = threading.Thread(target=_stop_when_full, daemon=True,
+                                       args=(rec.full, cancel, stop_progress), name="full")
+            watcher.start()
+            try:
+                dropped = _drive(driver, config, rng, config.requests, until, False, server)
+            finally:
+                disturbance = sampler.stop()
+            timings.measure_end_ns = now_ns()
+            timings.measure_cpu_s = time.process_time() - cpu0
+            if config.rate is not None:
+                timings.offered_requests = driver.offered
+                timings.offered_span_s = max(driver.last_due_ns - start, 0) / 1e9
+                if dropped:
+                    timings.dropped_overload = dropped
+            if rec.full.is_set():
+                warnings.append(f"stopped measuring at {MAX_TOKENS_STORED:,} stored tokens "
+                                "(the most a run keeps): a shorter run, or fewer tokens")
+                cancel.clear()
+            elif cancel.is_set():
+                status = "stopped"
+                timings.cancelled_requests = rec.cancelled
+    except Exception as exc:  # keep what was measured; say what broke, in one line
+        status, failure, trace = "failed", error_text(exc), traceback.format_exc()
+        if timings.measure_start_ns is not None and timings.measure_end_ns is None:
+            timings.measure_end_ns = now_ns()
+    finally:
+        set_phase("finishing")
+        stop_progress.set()
+        if server is not None:
+            server.close()
+        if lock.acquired:
+            warnings += lock.release()
+    if steps.full:
+        warnings.append(f"kept the first {MAX_STEPS_STORED:,} scheduler steps only")
+    if disturbance is not None:
+        env["disturbance"] = disturbance
+        finding = machine_finding(env)
+        if finding is not None:
+            warnings.append(finding)
+    with rec.lock:
+        rows, tokens = (a.copy() for a in rec.log.view())
+        errors = dict(rec.log.errors)
+    return GenResult(config=config, environment=env, status=status, rows=rows, tokens=tokens,
+                     steps=steps.array(), errors=errors, timings=timings, warnings=warnings,
+                     failure=failure, traceback=trace, samples=dict(rec.samples))
+
+
+def _drive(driver: GenDriver, c: RunConfig, rng: np.random.Generator, count: int | None,
+           until_ns: int | None, warmup: bool, server: GenServer) -> int:
+    if c.rate is not None:
+        return driver.open(c.rate, c.arrival, rng, count, until_ns, warmup,
+                           max_backlog=c.backlog_limit() or 64,
+                           grace_s=c.drain_grace() or 2.0, on_grace_expired=server.abandon)
+    driver.closed(c.concurrency or 1, count, until_ns, warmup, DRAIN_S)
+    return 0
+
+
+def _stop_when_full(full: threading.Event, cancel: threading.Event,
+                    done: threading.Event) -> None:
+    """The token log is full: stop issuing requests (the run ends as a completed, shorter
+    one; the result says why). Ends with the run (``done``)."""
+    while not cancel.is_set() and not done.is_set():
+        if full.wait(0.2):
+            cancel.set()
+            return

@@ -1,0 +1,203 @@
+"""The load of a generation run: streamed requests, closed loop or open loop, every token
+stamped when the client has it.
+
+As for one-shot requests (``latency.loadgen.generator``), the open loop is coordinated-omission
+free: each request's intended send time is fixed by the arrival process before the run, and
+its TTFT and E2E start there. Each token's ``delivered`` stamp is the client's: the
+in-process client is one receiver thread that reads every stream in turn, as an event loop
+reads many sockets, so a token waits for the client when the client is busy, and that wait is
+measured (``delivery``), not hidden.
+
+Every request sent is accounted for: finished, failed, or — still streaming when the run ends
+— recorded as failed ("no reply"), or cancelled on a stop.
+"""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from latency.core.gen_records import GenRequest
+from latency.core.timing import now_ns
+from latency.loadgen.generator import DRAIN_S, LONG_WAIT_NS, STOP_DRAIN_S, arrival_offsets_ns
+
+_STOP = object()
+
+#: one work item: the prompt (text, or token ids) and how many tokens to generate
+Work = tuple[object, int]
+
+
+class GenDriver:
+    """Sends ``GenRequest``s to ``submit`` and hands each finished one to ``record``.
+
+    ``submit(req)`` delivers a request to the server, which calls ``req.on_token(req, last)``
+    for each token and ``req.on_done(req)`` when it ends otherwise (failed, cancelled); both
+    may come from any thread: they are queued to the receiver, which stamps and records."""
+
+    def __init__(self, submit: Callable[[GenRequest], None], work: Sequence[Work],
+                 record: Callable[[GenRequest], None], cancel: threading.Event) -> None:
+        self.submit = submit
+        self.work = work
+        self.record = record
+        self.cancel = cancel
+        self._index = itertools.count()
+        self._events: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._inflight: dict[int, GenRequest] = {}
+        self._lock = threading.RLock()
+        self.offered = 0
+        self.last_due_ns = 0
+
+    # ---- sending and receiving ---------------------------------------------------------------
+    def _send(self, client: int, warmup: bool, t_intended: int) -> None:
+        prompt, max_tokens = self.work[next(self._index) % len(self.work)]
+        req = GenRequest(prompt, max_tokens, client, warmup, t_intended)
+        put = self._events.put
+        req.on_token = lambda r, last: put((r, last))
+        req.on_done = lambda r: put((r, None))
+        with self._lock:
+            self._inflight[id(req)] = req
+        req.t_sent = now_ns()
+        self.submit(req)
+
+    def _receive(self, on_finished: Callable[[GenRequest], None]) -> None:
+        """The client: stamps each token as it reads it; a request that ends is recorded."""
+        while True:
+            event = self._events.get()
+            if event is _STOP:
+                return
+            req, last = event  # type: ignore[misc]
+            if last is not None:
+                req.delivered.append(now_ns())
+                if not last:
+                    continue
+            with self._lock:  # one owner at a time: not given up on meanwhile
+                if id(req) not in self._inflight:
+                    continue  # given up on already (recorded as unanswered)
+                req.close_gaps()
+                self.record(req)
+                on_finished(req)  # a closed-loop client sends its next one first, so the
+                del self._inflight[id(req)]  # requests in flight never read zero between
+
+    def _unanswered(self) -> int:
+        """Account for the requests still streaming when the run ends: cancelled on a stop,
+        else failed with "no reply"; recorded as copies, so the server still holding the
+        original cannot change what was recorded."""
+        with self._lock:
+            left = list(self._inflight.values())
+            self._inflight.clear()
+        for r in left:
+            gone = GenRequest(r.prompt, r.max_tokens, r.client, r.warmup, r.t_intended)
+            gone.t_sent = r.t_sent or r.t_intended
+            gone.ids = list(r.ids)
+            n = len(r.delivered)
+            for name in ("call_start", "produced", "detok", "kinds", "batches", "delivered"):
+                setattr(gone, name, list(getattr(r, name))[:n])
+            for s in ("received", "tok_start", "tok_end", "admitted"):
+                setattr(gone, f"t_{s}", getattr(r, f"t_{s}"))
+            gone.prefill_ns, gone.preemptions, gone.chunks = r.prefill_ns, r.preemptions, \
+                r.chunks
+            gone.decomposed = False
+            if self.cancel.is_set():
+                gone.cancelled = True
+            else:
+                gone.error = "no reply: still streaming when the run ended"
+            gone.t_done = now_ns()
+            gone.close_gaps()
+            self.record(gone)
+        return len(left)
+
+    def _drain(self, deadline_s: float) -> bool:
+        """Wait until nothing is in flight; False when ``deadline_s`` passed first."""
+        end = time.monotonic() + deadline_s
+        stop_end: float | None = None
+        while True:
+            with self._lock:
+                if not self._inflight:
+                    return True
+            if self.cancel.is_set():
+                stop_end = stop_end or time.monotonic() + STOP_DRAIN_S
+            if time.monotonic() > min(end, stop_end or end):
+                return False
+            time.sleep(0.01)
+
+    # ---- closed loop ---------------------------------------------------------------------------
+    def closed(self, concurrency: int, count: int | None, until_ns: int | None,
+               warmup: bool, drain_s: float) -> None:
+        """``concurrency`` clients, each sending its next request when its stream ends."""
+        issued = itertools.count()
+
+        def again(req: GenRequest) -> None:
+            if self.cancel.is_set():
+                return
+            if count is not None and next(issued) >= count:
+                return
+            t = now_ns()
+            if until_ns is not None and t >= until_ns:
+                return
+            self._send(req.client, warmup, t)
+
+        rx = threading.Thread(target=self._receive, args=(again,), name="gen-client",
+                              daemon=True)
+        rx.start()
+        for ci in range(concurrency):
+            if count is not None and next(issued) >= count:
+                break
+            self._send(ci, warmup, now_ns())
+        while not self.cancel.is_set():  # the clients keep going from the receiver thread
+            with self._lock:
+                if not self._inflight:
+                    break  # every request issued has ended
+            if until_ns is not None and now_ns() >= until_ns:
+                break
+            time.sleep(0.01)
+        if not self._drain(STOP_DRAIN_S if self.cancel.is_set() else drain_s):
+            self._unanswered()
+        self._events.put(_STOP)
+        rx.join(timeout=2)
+
+    # ---- open loop -----------------------------------------------------------------------------
+    def open(self, rate: float, arrival: str, rng: np.random.Generator, count: int | None,
+             until_ns: int | None, warmup: bool, max_backlog: int, grace_s: float,
+             on_grace_expired: Callable[[], None] | None = None) -> int:
+        """Send at intended times; a request due while ``max_backlog`` stream is dropped by
+        overload (counted, returned). After the last send, the backlog is served for at most
+        ``grace_s``; then ``on_grace_expired`` (the engine drops what still waits)."""
+        rx = threading.Thread(target=self._receive, args=(lambda r: None,),
+                              name="gen-client", daemon=True)
+        rx.start()
+        t_start = now_ns() + 1_000_000
+        sent = dropped = 0
+        self.offered, self.last_due_ns = 0, t_start
+        for offset in arrival_offsets_ns(rate, arrival, rng):
+            if self.cancel.is_set() or (count is not None and sent + dropped >= count):
+                break
+            t_intended = t_start + offset
+            if until_ns is not None and t_intended >= until_ns:
+                break
+            wait = t_intended - now_ns()
+            if wait > LONG_WAIT_NS:
+                if self.cancel.wait((wait - LONG_WAIT_NS) / 1e9):
+                    break
+                wait = t_intended - now_ns()
+            if wait > 0:
+                time.sleep(wait / 1e9)
+            self.offered, self.last_due_ns = self.offered + 1, t_intended
+            with self._lock:
+                backlog = len(self._inflight)
+            if backlog >= max_backlog:
+                dropped += 1
+                continue
+            self._send(0, warmup, t_intended)
+            sent += 1
+        if not self._drain(grace_s):
+            if on_grace_expired is not None:
+                on_grace_expired()
+            if not self._drain(DRAIN_S):
+                self._unanswered()
+        self._events.put(_STOP)
+        rx.join(timeout=2)
+        return dropped

@@ -1,0 +1,85 @@
+"""What a generation run is checked for once its pipeline is known, before anything runs.
+
+A generative pipeline takes the generation flags and refuses the one-shot ones (its batching
+is the scheduler's); a one-shot pipeline refuses the generation flags. Fixed and drawn lengths
+are checked against the model's context, the KV budget and the step's token budget here, so a
+run that could never serve its prompts fails in one line instead of mid-run; prompts from a
+file are measured by the tokenizer and a too-long one fails its own request.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
+from latency.core.lengths import LengthSpec
+from latency.pipelines.generative import is_generative
+
+#: a generation run's length when none is given (a one-shot run's is 1,000 requests)
+DEFAULT_GEN_REQUESTS = 100
+
+
+def context_of(cls: Any, args: dict[str, Any]) -> int:
+    """The most tokens one sequence of ``cls`` built with ``args`` may hold."""
+    hook = getattr(cls, "context_for", None)
+    return int(hook(args)) if callable(hook) else int(getattr(cls, "max_context", 2048))
+
+
+def generation_checked(c: RunConfig, cls: Any, length_given: bool,
+                       generation: bool = True) -> None:
+    """ConfigError (one line) when the config and the pipeline do not go together;
+    ``generation`` False: the caller serves one-shot requests, which a generative pipeline
+    does not take."""
+    if cls is None:
+        return  # a factory: known once built
+    if not is_generative(cls):
+        flags = c.generation_flags()
+        if flags:
+            raise ConfigError(f"{', '.join(flags)}: generation settings, but {c.model} is not "
+                              "a generative pipeline (python -m latency models lists which "
+                              "are)")
+        return
+    if not generation:
+        raise ConfigError(f"{c.model} is generative: run it as a generation (give "
+                          "--output-tokens N, or any generation flag)")
+    one_shot = [flag for flag, on in (
+        ("--batch-size", (c.batch_size or 1) != 1),
+        ("--max-batch-delay-ms", bool(c.max_batch_delay_ms)),
+        ("--preprocess-workers", c.preprocess_workers != 4),
+        ("--inputs", c.inputs is not None), ("--optimize", bool(c.optimize)),
+        ("--pre", c.pre != "fast"), ("--post", c.post != "fast"),
+        ("--bodies", c.bodies is not None), ("--target", c.target is not None),
+        ("--backend ray", c.backend == "ray"), ("--net-*", c.wan.active)) if on]
+    if one_shot:
+        raise ConfigError(f"{', '.join(one_shot)}: one-shot settings, but {c.model} is "
+                          "generative (its batching is --max-running, --max-step-tokens and "
+                          "--chunked-prefill; its inputs are --prompts)")
+    if c.transport == "http":
+        raise ConfigError(f"{c.model} is generative: a generation runs in process for now "
+                          "(--transport http, the OpenAI-compatible stream, is not built yet)")
+    if not length_given:
+        c.requests = DEFAULT_GEN_REQUESTS
+    context = context_of(cls, c.model_args or {})
+    out = LengthSpec.parse(c.output_tokens or "64", "--output-tokens")
+    if out.high >= context:
+        raise ConfigError(f"--output-tokens {out} can reach {out.high:,} tokens: more than "
+                          f"{c.model}'s context of {context:,}")
+    kv = c.kv_tokens or c.max_running * context
+    if c.prompt_tokens is None:
+        if c.kv_tokens is not None and out.high + 1 > kv:
+            raise ConfigError(f"--kv-tokens {kv:,} cannot hold one sequence of "
+                              f"{out.high:,} output tokens")
+        return
+    prompt = LengthSpec.parse(c.prompt_tokens, "--prompt-tokens")
+    need = prompt.high + out.high
+    if need > context:
+        raise ConfigError(f"--prompt-tokens {prompt} + --output-tokens {out} can reach "
+                          f"{need:,} tokens: more than {c.model}'s context of {context:,}")
+    if need > kv:
+        raise ConfigError(f"--kv-tokens {kv:,} is smaller than one sequence (prompt up to "
+                          f"{prompt.high:,} + output up to {out.high:,} tokens): the KV "
+                          "budget must hold at least one whole sequence")
+    if c.chunked_prefill is None and prompt.high > c.max_step_tokens:
+        raise ConfigError(f"a prompt of up to {prompt.high:,} tokens does not fit a step of "
+                          f"--max-step-tokens {c.max_step_tokens:,}: raise it, or prefill in "
+                          "chunks (--chunked-prefill N)")

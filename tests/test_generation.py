@@ -1,0 +1,289 @@
+"""Streamed generation on the synthetic-lm pipeline, whose costs are known: the stamps add up
+exactly, the components have the sizes the costs say, the scheduler behaves as it claims
+(continuous batching, prefill-first stalls, chunked prefill, preemption), bad input is one
+line, and one failing step fails only its own sequences."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from latency.core.config import RunConfig
+from latency.core.gen_records import (
+    GAP_COMPONENTS,
+    GEN_COMPONENTS,
+    TTFT_COMPONENTS,
+    component_ns,
+    gap_parts,
+    ttft_parts,
+)
+from latency.execution.gen_engine import execute_generation
+from sample_models.synthetic_lm import SyntheticLMPipeline
+from tests.timing_support import machine_note
+
+FAST = {"prefill_ms": 1.0, "prefill_ms_per_token": 0.02, "step_ms": 2.0,
+        "step_ms_per_seq": 0.5}
+
+
+def run(**kw: object):
+    args = {**FAST, **kw.pop("model_args", {})}  # type: ignore[dict-item]
+    cfg = RunConfig(model="synthetic-lm", model_args=args, warmup=kw.pop("warmup", 2),
+                    **kw)  # type: ignore[arg-type]
+    result = execute_generation(cfg, force=True)
+    assert result.status == "completed", result.failure
+    return result
+
+
+def ok_rows(result):
+    rows = result.rows
+    return rows[(rows["status"] == 0) & ~rows["warmup"]]
+
+
+def gaps(result, mask=None):
+    t = result.tokens
+    same = t["request"][1:] == t["request"][:-1]
+    prev, cur = t[:-1][same], t[1:][same]
+    if mask is not None:
+        keep = mask[cur["request"]]
+        prev, cur = prev[keep], cur[keep]
+    parts = gap_parts(prev["t_delivered"], cur["t_call_start"], cur["t_produced"],
+                      cur["t_detok"], cur["t_delivered"], cur["kind"])
+    return cur["t_delivered"] - prev["t_delivered"], parts
+
+
+def test_every_figure_adds_up_exactly():
+    result = run(concurrency=3, requests=30, prompt_tokens="uniform:8:64",
+                 output_tokens="uniform:1:12", max_running=2)
+    rows = ok_rows(result)
+    assert len(rows) == 30
+    comps = component_ns(rows)
+    assert np.array_equal(sum(comps[c] for c in GEN_COMPONENTS), comps["e2e"])
+    first = ttft_parts(rows)
+    assert np.array_equal(sum(first[c] for c in TTFT_COMPONENTS), comps["ttft"])
+    total, parts = gaps(result)
+    assert np.array_equal(sum(parts[c] for c in GAP_COMPONENTS), total)
+    for c in GEN_COMPONENTS:
+        assert (comps[c] >= 0).all(), c
+    # each request's tokens: exactly as many as asked, delivered in order
+    assert (rows["output_tokens"] >= 1).all()
+    t = result.tokens
+    for i in np.flatnonzero(~result.rows["warmup"])[:10]:
+        mine = t[t["request"] == i]
+        assert len(mine) == result.rows["output_tokens"][i]
+        assert (np.diff(mine["t_delivered"]) >= 0).all()
+    # E2E = TTFT + every gap of the request
+    e2e = comps["e2e"]
+    assert np.array_equal(e2e - comps["ttft"],
+                          rows["decode_ns"] + rows["stall_ns"] + rows["detok_ns"]
+                          + rows["delivery_ns"])
+
+
+@pytest.mark.timing
+def test_alone_ttft_is_tokenize_plus_prefill_and_itl_is_one_step():
+    p = SyntheticLMPipeline(**FAST)
+    result = run(concurrency=1, requests=20, prompt_tokens="200", output_tokens="12")
+    s = result.summary
+    note = machine_note(result)
+    prefill = p.prefill_time_ms(200)
+    assert s.components_ms["prefill"].p50 == pytest.approx(prefill, rel=0.05, abs=0.3), note
+    # TTFT is its prefill, its tokenize and small hand-offs
+    assert s.ttft_ms.p50 == pytest.approx(prefill + s.components_ms["tokenize"].p50,
+                                          rel=0.1, abs=0.6), note
+    assert s.itl_ms.p50 == pytest.approx(p.step_time_ms(1), rel=0.05, abs=0.3), note
+    assert s.tpot_ms.p50 == pytest.approx(p.step_time_ms(1), rel=0.08, abs=0.4), note
+
+
+@pytest.mark.timing
+def test_n_clients_share_each_decode_step():
+    p = SyntheticLMPipeline(**FAST)
+    result = run(concurrency=4, max_running=4, requests=24, prompt_tokens="16",
+                 output_tokens="40", model_args={"prefill_ms": 0.2,
+                                                 "prefill_ms_per_token": 0.0})
+    s = result.summary
+    running = s.scheduler["mean_running"]
+    # the typical gap is one step of about as many sequences as run on average
+    assert s.itl_ms.p50 == pytest.approx(p.step_time_ms(4), rel=0.08, abs=0.4), \
+        (running, machine_note(result))
+    assert s.itl_mean_parts_ms["decode"] > 0.8 * s.itl_ms.mean
+
+
+@pytest.mark.timing
+def test_one_slot_queues_like_a_single_server():
+    """Closed loop, N clients, one slot: each request waits for the N-1 ahead of it, so its
+    queue is the others' service time (measured in the same run)."""
+    result = run(concurrency=3, max_running=1, requests=30, prompt_tokens="32",
+                 output_tokens="8")
+    rows = ok_rows(result)
+    comps = component_ns(rows)
+    service = comps["e2e"] - comps["queue"] - comps["overhead"]
+    queue = comps["queue"]
+    expected = 2 * float(np.mean(service))
+    assert float(np.mean(queue)) == pytest.approx(expected, rel=0.15), machine_note(result)
+    assert result.summary.scheduler["max_waiting"] >= 2
+
+
+def _prompts(tmp_path: Path, lengths: list[int]) -> str:
+    words = " ".join(["the"] * 2)
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps(" ".join(["water"] * n)) + "\n" for n in lengths))
+    del words
+    return str(path)
+
+
+@pytest.mark.timing
+def test_long_prefill_stalls_decodes_and_chunking_bounds_the_stall(tmp_path):
+    """One long prompt among short ones: prefill-first, a step that prefills it decodes
+    nothing, so the others' gap there holds the whole prefill; with --chunked-prefill C the
+    decodes ride along, and no stall is longer than about one chunk's prefill."""
+    p = SyntheticLMPipeline(**FAST)
+    prompts = _prompts(tmp_path, [8, 8, 8, 1500])
+    common = dict(concurrency=4, max_running=4, requests=12, prompts=prompts,
+                  output_tokens="30", max_step_tokens=2048, warmup=0,
+                  model_args={"prefill_ms_per_token": 0.02})
+    whole = run(**common)
+    _, parts = gaps(whole)
+    long_prefill = p.prefill_time_ms(1500)
+    note = machine_note(whole)
+    assert parts["stall"].max() / 1e6 == pytest.approx(long_prefill, rel=0.15, abs=0.5), note
+    chunked = run(chunked_prefill=128, **common)
+    _, parts = gaps(chunked)
+    chunk_cost = p.prefill_time_ms(128)
+    assert parts["stall"].max() / 1e6 <= 1.5 * chunk_cost + 0.5, machine_note(chunked)
+    assert chunked.summary.itl_ms.max < whole.summary.itl_ms.max
+
+
+def test_too_small_a_kv_budget_preempts_and_recomputes_as_stall():
+    result = run(concurrency=4, max_running=4, requests=12, prompt_tokens="100",
+                 output_tokens="40", kv_tokens=300, warmup=0)
+    s = result.summary
+    assert s.preemptions > 0 and s.requests_preempted > 0
+    assert s.errors == 0 and s.successful == 12
+    t = result.tokens
+    recomputed = t[t["kind"] == 2]
+    assert len(recomputed) >= s.preemptions - 4  # the last few may never come back
+    _, parts = gaps(result)
+    assert parts["stall"].sum() > 0
+    rows = ok_rows(result)
+    comps = component_ns(rows)
+    assert np.array_equal(sum(comps[c] for c in GEN_COMPONENTS), comps["e2e"])
+    assert any("preempt" in str(w) for w in result.findings)
+
+
+def test_a_failing_decode_step_fails_only_its_sequences():
+    result = run(concurrency=2, max_running=2, requests=10, prompt_tokens="8",
+                 output_tokens="6", warmup=0, model_args={"fail_decode_at": 7})
+    s = result.summary
+    assert 1 <= s.errors <= 2
+    assert s.successful == 10 - s.errors
+    assert all("decode call 7 failed" in m for m in s.error_messages)
+
+
+def test_open_loop_accounts_for_every_request():
+    result = run(rate=40.0, requests=40, prompt_tokens="16", output_tokens="4", warmup=0)
+    assert result.timings.offered_requests == 40
+    assert result.summary.requests + result.summary.dropped == 40
+    assert result.validity.valid, result.validity.line()
+    assert result.summary.ttft_ms.p50 is not None
+
+
+def test_goodput_counts_requests_meeting_both_objectives():
+    result = run(concurrency=2, requests=20, prompt_tokens="16", output_tokens="8",
+                 slo_ttft_ms=10_000.0, slo_tpot_ms=10_000.0)
+    s = result.summary
+    assert s.slo_met_share == 1.0
+    assert s.goodput_rps == pytest.approx(s.throughput_rps)
+    tight = run(concurrency=2, requests=20, prompt_tokens="16", output_tokens="8",
+                slo_ttft_ms=0.001)
+    assert tight.summary.slo_met_share == 0.0
+    assert any("objective missed" in str(w) for w in tight.findings)
+
+
+def test_json_round_trip_keeps_every_stamp_and_the_summary(tmp_path):
+    from latency.analysis.gen_result import GenResult
+
+    result = run(concurrency=2, requests=8, prompt_tokens="16", output_tokens="5")
+    back = GenResult.from_dict(json.loads(result.json_text()))
+    assert np.array_equal(back.rows, result.rows)
+    assert np.array_equal(back.tokens, result.tokens)
+    assert back.summary.ttft_ms == result.summary.ttft_ms
+    assert back.summary.itl_ms == result.summary.itl_ms
+    frame = result.requests_frame()
+    assert len(frame) == len(result.rows)
+    assert {"ttft_ms", "tpot_ms", "e2e_ms", "prefill_ms", "stall_ms"} <= set(frame.columns)
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "latency", *args], capture_output=True,
+                          text=True, timeout=300, cwd=cwd)
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--output-tokens", "0"], "--output-tokens"),
+    (["--output-tokens", "lognormal:x:1"], "--output-tokens"),
+    (["--prompt-tokens", "uniform:9:3"], "MIN must not exceed MAX"),
+    (["--chunked-prefill", "512", "--max-step-tokens", "256"], "smaller than a chunk"),
+    (["--prompt-tokens", "100", "--output-tokens", "50", "--kv-tokens", "120"],
+     "KV budget"),
+    (["--prompt-tokens", "5000"], "context"),
+    (["--prompt-tokens", "3000", "--max-step-tokens", "1024"], "--chunked-prefill"),
+    (["--batch-size", "4"], "one-shot"),
+    (["--slo", "nope"], "--slo must be one of"),
+])
+def test_bad_generation_input_is_one_line_exit_2(flags, says, tmp_path):
+    out = cli("run", "--model", "synthetic-lm", "--requests", "2", "--no-save", *flags)
+    assert out.returncode == 2, out.stderr
+    assert says in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_generation_flags_on_a_one_shot_pipeline_are_refused():
+    out = cli("run", "--model", "synthetic", "--output-tokens", "8", "--requests", "2",
+              "--no-save")
+    assert out.returncode == 2
+    assert "not a generative pipeline" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_your_generative_pipeline_from_a_file_is_measured(tmp_path):
+    source = tmp_path / "my_lm.py"
+    source.write_text(textwrap.dedent('''
+        import torch
+        from latency.pipelines.generative import GenerativePipeline
+
+        class EchoLM(GenerativePipeline):
+            """Repeats the prompt's last token: a tiny generative pipeline of a user's."""
+            name = "echo-lm"
+            max_context = 512
+
+            def sample_inputs(self, n, seed):
+                return [f"{i} {i + 1} {i + 2}" for i in range(n)]
+
+            def tokenize(self, prompt):
+                return [int(w) % 50 for w in prompt.split()]
+
+            def detokenize(self, ids):
+                return " ".join(str(i) for i in ids)
+
+            def prefill(self, chunks):
+                return torch.nn.functional.one_hot(
+                    torch.tensor([c.tokens[-1] for c in chunks]), 50).float()
+
+            def decode(self, inputs):
+                return torch.nn.functional.one_hot(
+                    torch.tensor([i.token for i in inputs]), 50).float()
+    '''))
+    out_json = tmp_path / "gen.json"
+    out = cli("run", "--pipeline", f"{source}:EchoLM", "--output-tokens", "5",
+              "--requests", "6", "--concurrency", "2", "--no-save", "--json", str(out_json),
+              "--quiet")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "TTFT" in out.stdout and "ITL" in out.stdout and "verdict:" in out.stdout
+    data = json.loads(out_json.read_text())
+    assert data["kind"] == "generation"
+    assert data["summary"]["successful"] == 6
+    assert data["requests"]["columns"]["output_tokens"] == [5] * len(
+        data["requests"]["columns"]["output_tokens"])
