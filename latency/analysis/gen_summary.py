@@ -206,5 +206,8 @@ def _scheduler(steps: np.ndarray, start: int, end: int) -> dict[str, Any]:
             "mean_waiting": float(s["waiting"].mean()), "max_waiting": int(s["waiting"].max()),
             "peak_kv_tokens": int(s["kv_used"].max()),
             "mean_step_ms": float((s["t_end"] - s["t_start"]).mean()) / 1e6,
+            # a step's time outside the pipeline's calls: planning, bookkeeping, detokenizing
+            # and handing tokens over — the scheduler's own cost
+            "own_us_per_step": float((s["t_end"] - s["t_start"] - s["call_ns"]).mean()) / 1e3,
             "prefill_steps": int((s["prefill_seqs"] > 0).sum()),
             "busy_share": min(busy, 1.0)}

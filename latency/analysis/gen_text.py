@@ -87,7 +87,8 @@ def format_generation_block(s: GenSummary, config: RunConfig) -> str:
                      f"{sch['mean_running']:.1f} running and {sch['mean_waiting']:.1f} waiting "
                      f"on average (at most {sch['max_waiting']:,}), KV peak "
                      f"{sch['peak_kv_tokens']:,} tokens, {s.preemptions:,} preemptions, busy "
-                     f"{fmt.share(sch['busy_share'])} of the time")
+                     f"{fmt.share(sch['busy_share'])} of the time; its own work "
+                     f"{sch.get('own_us_per_step', 0.0):,.0f} µs a step")
     for msg, n in s.error_messages.items():
         lines.append(f"error ×{n}: {msg}")
     return "\n".join(lines)

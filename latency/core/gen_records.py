@@ -66,9 +66,11 @@ TOKEN_DTYPE = np.dtype([
     ("kind", "<i1"), ("batch", "<i2"),
 ])
 
-#: one row a scheduler step: when it began, its prefill call ended, it ended; what it held.
+#: one row a scheduler step: when it began, its prefill call ended, it ended; the time inside
+#: the pipeline's calls (prefill, decode, sampling: the rest of a step is the scheduler's own
+#: work and detokenizing); what it held.
 STEP_DTYPE = np.dtype([
-    ("t_start", "<i8"), ("t_prefill_end", "<i8"), ("t_end", "<i8"),
+    ("t_start", "<i8"), ("t_prefill_end", "<i8"), ("t_end", "<i8"), ("call_ns", "<i8"),
     ("prefill_tokens", "<i4"), ("prefill_seqs", "<i2"), ("decode_seqs", "<i2"),
     ("waiting", "<i4"), ("running", "<i2"), ("kv_used", "<i4"), ("preempted", "<i2"),
     ("replica", "<i2"),

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from latency.core.errors import error_text
@@ -223,6 +222,7 @@ class _Replica:
                 seq.detok = p.detokenizer()
         chunks = [(q, start, n) for q, start, n in plan.chunks if q in s.running]
         t_prefill_end = t_start
+        call_ns = 0
         if chunks:
             t0 = now_ns()
             try:
@@ -238,6 +238,7 @@ class _Replica:
                     self._fail(q, exc)
                 chunks, ids, finishing, t1 = [], [], [], now_ns()
             t_prefill_end = t1
+            call_ns += t1 - t0
             for q, start, n in chunks:
                 q.computed = start + n
                 q.req.chunks += 1
@@ -264,11 +265,12 @@ class _Replica:
                 for q in decodes:
                     self._fail(q, exc)
                 decodes, ids, t1 = [], [], now_ns()
+            call_ns += t1 - t0
             for q, token in zip(decodes, ids, strict=True):
                 q.computed += 1
                 self._emit(q, int(token), t0, t1, KIND_DECODE, len(decodes))
         if self.server.on_step is not None:
-            self.server.on_step((t_start, t_prefill_end, now_ns(), plan.prefill_tokens,
+            self.server.on_step((t_start, t_prefill_end, now_ns(), call_ns, plan.prefill_tokens,
                                  len(chunks), len(decodes), len(s.waiting), len(s.running),
                                  s.kv_used, len(plan.preempted), self.index))
 
@@ -316,9 +318,3 @@ class _Replica:
             except BaseException:  # noqa: BLE001, S110 - a failing free must not stop serving
                 pass
 
-
-def step_rows(rows: list[tuple[int, ...]]) -> np.ndarray:
-    """Collected ``on_step`` tuples as a ``STEP_DTYPE`` array."""
-    from latency.core.gen_records import STEP_DTYPE
-
-    return np.array(rows, dtype=STEP_DTYPE) if rows else np.zeros(0, dtype=STEP_DTYPE)
