@@ -29,14 +29,18 @@ _EXPORTS = {
     "execute": "latency.execution.engine",
     "Pipeline": "latency.pipelines.contract",
     "ModelArg": "latency.pipelines.contract",
+    "GenerativePipeline": "latency.pipelines.generative",
+    "GenResult": "latency.analysis.gen_result",
     "profile": "latency.api",
     "simulate": "latency.api",
 }
 
-__all__ = ["ConfigError", "LatencyStats", "ModelArg", "Pipeline", "RunConfig", "RunHandle",
-           "RunResult", "Summary", "execute", "profile", "run", "simulate", "start_run"]
+__all__ = ["ConfigError", "GenResult", "GenerativePipeline", "LatencyStats", "ModelArg",
+           "Pipeline", "RunConfig", "RunHandle", "RunResult", "Summary", "execute", "profile",
+           "run", "simulate", "start_run"]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
+    from latency.analysis.gen_result import GenResult
     from latency.analysis.result import RunResult
     from latency.analysis.stats import LatencyStats
     from latency.analysis.summary import Summary
@@ -46,6 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from latency.execution.engine import execute
     from latency.execution.process import RunHandle, run, start_run
     from latency.pipelines.contract import ModelArg, Pipeline
+    from latency.pipelines.generative import GenerativePipeline
 
 
 def __getattr__(name: str) -> Any:

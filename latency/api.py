@@ -25,6 +25,7 @@ from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
 
 if TYPE_CHECKING:
+    from latency.analysis.gen_result import GenResult
     from latency.analysis.result import RunResult
     from latency.simulation.simulator import SimSummary
 
@@ -45,8 +46,10 @@ def _spec_of(target: Any) -> str | None:
 
 
 def profile(pipeline: Any = "synthetic", inputs: Sequence[Any] | str | Path | None = None, *,
-            in_process: bool | None = None, **settings: Any) -> RunResult:
-    """Profile a pipeline under load and return its RunResult (``repr``: the summary).
+            in_process: bool | None = None, prompts: Sequence[str] | str | Path | None = None,
+            **settings: Any) -> RunResult | GenResult:
+    """Profile a pipeline under load and return its RunResult (``repr``: the summary); a
+    generative pipeline's streamed requests return a GenResult (TTFT, ITL, …).
 
     ``pipeline``: a name (``"image-cnn"``), a spec (``"mypkg.serving:Sentiment"``,
     ``"my_pipeline.py:Sentiment"``), a Pipeline subclass or factory, or a Pipeline object.
@@ -54,6 +57,10 @@ def profile(pipeline: Any = "synthetic", inputs: Sequence[Any] | str | Path | No
     ``settings``: any RunConfig field — ``concurrency``, ``rate``, ``requests``,
     ``duration_s``, ``batch_size``, ``max_batch_delay_ms``, ``replicas``, ``model_args``,
     ``optimize``, ``transport``… (see ``latency.RunConfig``).
+    ``prompts``: a generative pipeline's prompts (a list of texts, or a .jsonl/text file);
+    with a generative pipeline (``GenerativePipeline``), the generation settings apply
+    (``output_tokens``, ``prompt_tokens``, ``max_running``, ``chunked_prefill``, …) and the run
+    is a generation, measured in this process.
     """
     unknown = sorted(set(settings) - _CONFIG_FIELDS)
     if unknown:
@@ -92,6 +99,8 @@ def profile(pipeline: Any = "synthetic", inputs: Sequence[Any] | str | Path | No
     else:
         raise ConfigError(f"profile() takes a pipeline name, spec, class, factory or object, "
                           f"not {type(pipeline).__name__}")
+    if prompts is not None or _generative(pipeline, obj, config_kw):
+        return _profile_generation(pipeline, obj, config_kw, prompts)
     values: list[Any] | None = None
     if isinstance(inputs, (str, Path)):
         config_kw["inputs"] = str(inputs)
@@ -107,6 +116,45 @@ def profile(pipeline: Any = "synthetic", inputs: Sequence[Any] | str | Path | No
     from latency.execution.process import run
 
     return run(config, inputs=values)
+
+
+def _generative(pipeline: Any, obj: Any, config_kw: dict[str, Any]) -> bool:
+    """Whether this profile is a generation: a generative pipeline, or generation settings."""
+    from latency.pipelines.generative import is_generative
+    from latency.pipelines.registry import source
+
+    if obj is not None:
+        return is_generative(obj)
+    if isinstance(pipeline, type):
+        return is_generative(pipeline)
+    if any(k in RunConfig.GENERATION_FIELDS for k in config_kw):
+        return True
+    try:
+        cls = source(config_kw.get("model", "synthetic"), config_kw.get("pipeline")).cls
+    except Exception:  # noqa: BLE001 - validation says what is wrong, in one line
+        return False
+    return cls is not None and is_generative(cls)
+
+
+def _profile_generation(pipeline: Any, obj: Any, config_kw: dict[str, Any],
+                        prompts: Sequence[str] | str | Path | None) -> GenResult:
+    from latency.execution.gen_engine import execute_generation
+
+    texts: list[str] | None = None
+    if isinstance(prompts, (str, Path)):
+        config_kw["prompts"] = str(prompts)
+    elif prompts is not None:
+        texts = [str(p) for p in prompts]
+        if not texts:
+            raise ConfigError("prompts=[] holds no prompts")
+    if obj is None and isinstance(pipeline, type):
+        from latency.pipelines.registry import PipelineSource
+
+        src = PipelineSource(getattr(pipeline, "name", None) or pipeline.__name__, pipeline,
+                             f"{pipeline.__module__}:{pipeline.__qualname__}", "object")
+        obj = _build_here(src, config_kw)
+    return execute_generation(RunConfig(**config_kw), pipeline=obj, prompts=texts,
+                              who="latency.profile")
 
 
 def _build_here(src: Any, config_kw: dict[str, Any]) -> Any:

@@ -287,3 +287,15 @@ def test_your_generative_pipeline_from_a_file_is_measured(tmp_path):
     assert data["summary"]["successful"] == 6
     assert data["requests"]["columns"]["output_tokens"] == [5] * len(
         data["requests"]["columns"]["output_tokens"])
+
+
+def test_python_api_profiles_a_generative_pipeline_object_with_its_prompts():
+    import latency
+
+    p = SyntheticLMPipeline(**FAST)
+    result = latency.profile(p, prompts=["the water is hot today", "a long day of rain"],
+                             output_tokens="6", concurrency=2, requests=8)
+    assert isinstance(result, latency.GenResult)
+    assert result.summary.successful == 8
+    assert set(result.rows["prompt_tokens"][~result.rows["warmup"]].tolist()) == {5}
+    assert "TTFT" in repr(result)

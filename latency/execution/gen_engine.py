@@ -93,8 +93,11 @@ class _Recorder:
 def execute_generation(config: RunConfig, *, cancel: threading.Event | None = None,
                        on_progress: ProgressCallback | None = None, force: bool = False,
                        who: str = "a run",
-                       pipeline: GenerativePipeline | None = None) -> GenResult:
-    """Run the generation ``config`` describes (validated here) and return its GenResult."""
+                       pipeline: GenerativePipeline | None = None,
+                       prompts: list[str] | None = None) -> GenResult:
+    """Run the generation ``config`` describes (validated here) and return its GenResult.
+    ``pipeline``: one built already, served as it is; ``prompts``: the prompt texts to send
+    (instead of ``--prompts`` or the pipeline's samples)."""
     config = validated(config, pipeline, generation=True)
     cancel = cancel or threading.Event()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
@@ -150,7 +153,7 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             assert pipeline is not None
             timings.model_load_s = time.perf_counter() - t
             total = (config.requests or 4096) + config.warmup
-            work = build_work(pipeline, config, total)
+            work = build_work(pipeline, config, total, prompts)
             kv = config.kv_tokens or config.max_running * int(pipeline.max_context)
             server = GenServer(pipeline, GenServerConfig(
                 SchedulerConfig(config.max_running, config.max_step_tokens,

@@ -39,13 +39,16 @@ def prompt_texts(value: Any) -> str:
                       f"with a \"prompt\" string (got {type(value).__name__})")
 
 
-def build_work(pipeline: GenerativePipeline, config: RunConfig,
-               count: int) -> list[tuple[object, int]]:
-    """``min(count, MAX_WORK)`` (prompt text, tokens to generate) pairs (see the docstring)."""
+def build_work(pipeline: GenerativePipeline, config: RunConfig, count: int,
+               prompts: list[str] | None = None) -> list[tuple[object, int]]:
+    """``min(count, MAX_WORK)`` (prompt text, tokens to generate) pairs (see the docstring);
+    ``prompts``: texts given directly (the Python API's ``prompts=[...]``)."""
     n = max(1, min(count, MAX_WORK))
     rng = np.random.default_rng(config.seed)
     outputs = output_spec(config).draw(rng, n)
-    if config.prompts:
+    if prompts:
+        prompts = list(prompts)
+    elif config.prompts:
         prompts = [prompt_texts(v) for v in read_inputs(config.prompts, config.input_order,
                                                         config.seed)]
     else:
