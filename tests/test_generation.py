@@ -299,3 +299,20 @@ def test_python_api_profiles_a_generative_pipeline_object_with_its_prompts():
     assert result.summary.successful == 8
     assert set(result.rows["prompt_tokens"][~result.rows["warmup"]].tolist()) == {5}
     assert "TTFT" in repr(result)
+
+
+def test_the_trace_draws_each_request_with_parts_that_sum_to_it():
+    from latency.storage.gen_trace import gen_trace
+
+    result = run(concurrency=2, requests=6, prompt_tokens="32", output_tokens="5", warmup=0)
+    trace = gen_trace(result.rows, result.tokens, result.steps, result.errors)
+    spans = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    for i in range(len(result.rows)):
+        mine = [e for e in spans if e["pid"] == 1 and e["args"].get("request") == i]
+        whole = [e for e in mine if e["name"] == "request"]
+        assert len(whole) == 1
+        parts = sum(e["dur"] for e in mine if e["name"] != "request")
+        assert parts == pytest.approx(whole[0]["dur"], abs=0.01)  # µs, 3 decimals each
+    steps = [e for e in spans if e["pid"] == 2 and e["name"] == "step"]
+    assert len(steps) == len(result.steps)
+    assert any(e.get("ph") == "C" for e in trace["traceEvents"])

@@ -36,6 +36,9 @@ def add_parser(sub: Any) -> None:
                    help=field_help("stop_on_eos").replace("%", "%%"))
     r.add_argument("--parquet", metavar="PATH",
                    help="generation: write every token's stamps as Parquet")
+    r.add_argument("--trace", metavar="PATH",
+                   help="generation: write a Perfetto/Chrome trace (a track per request with "
+                        "its queue, prefill, decode and stall spans; the scheduler's steps)")
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--csv", metavar="PATH", help="write one row per request as CSV")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -86,8 +89,10 @@ def cmd_run(a: argparse.Namespace) -> int:
         from latency.cli.run_generation import cmd_run_generation
 
         return cmd_run_generation(a, raw)
-    if getattr(a, "parquet", None):
-        raise ConfigError("--parquet writes a generation's tokens: this pipeline is one-shot")
+    if getattr(a, "parquet", None) or getattr(a, "trace", None):
+        raise ConfigError("--parquet and --trace write a generation's tokens and steps: this "
+                          "pipeline is one-shot (its trace: python -m latency history export "
+                          "ID --format trace)")
     # ConfigError → one line, exit 2; the pipeline's own code is checked in the run process
     config = validated(raw, user_code=False)
     store = None

@@ -31,7 +31,8 @@ def cmd_run_generation(a: argparse.Namespace, config: RunConfig) -> int:
 
     config = validated(config, generation=True)  # imports the pipeline: ConfigError → exit 2
     outputs = [(flag, path) for flag, path in (("--json", a.json), ("--csv", a.csv),
-                                               ("--parquet", getattr(a, "parquet", None)))
+                                               ("--parquet", getattr(a, "parquet", None)),
+                                               ("--trace", getattr(a, "trace", None)))
                if path]
     history = a.db or default_path()
     for flag, path in outputs:  # before anything runs; creates nothing
@@ -39,7 +40,7 @@ def cmd_run_generation(a: argparse.Namespace, config: RunConfig) -> int:
                      inputs=(config.prompts, (config.model_args or {}).get("file")))
     resolved = [Path(p).expanduser().resolve() for _, p in outputs]
     if len(set(resolved)) != len(resolved):
-        raise ConfigError("--json, --csv and --parquet must name different files")
+        raise ConfigError("--json, --csv, --parquet and --trace must name different files")
     cancel = threading.Event()
     stopped_by = stop_on_signals(cancel)
     last = [0.0]
@@ -81,6 +82,13 @@ def cmd_run_generation(a: argparse.Namespace, config: RunConfig) -> int:
                 buf = io.BytesIO()
                 result.tokens_frame().to_parquet(buf, index=False)
                 data: bytes | str = buf.getvalue()
+            elif flag == "--trace":
+                from latency.core.records import in_process
+                from latency.storage.gen_trace import gen_trace_bytes
+
+                data = gen_trace_bytes(result.rows, result.tokens, result.steps,
+                                       result.errors, {"model": config.model},
+                                       in_process(config))
             else:
                 data = result.json_text() if flag == "--json" else result.csv_bytes()
             write_atomic(path, data)
