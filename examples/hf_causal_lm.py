@@ -32,6 +32,7 @@ How the contract maps onto ``transformers``:
 """
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -103,6 +104,20 @@ class HFCausalLMPipeline(GenerativePipeline):
                              "(--model-arg path=/your/model)")
         if not Path(path).expanduser().is_dir():
             raise ValueError(f"model-arg path={path!r} is not a directory")
+
+    @classmethod
+    def context_for(cls, args: dict[str, Any]) -> int:
+        """The model's positions read from its ``config.json`` (before anything loads, so a
+        run that cannot fit is refused first); the contract's default when it says none."""
+        try:
+            config = json.loads((Path(str(args.get("path") or "")).expanduser()
+                                 / "config.json").read_text())
+        except (OSError, ValueError):
+            return int(cls.max_context)
+        text = config.get("text_config") if isinstance(config.get("text_config"), dict) \
+            else config
+        n = text.get("max_position_embeddings")
+        return n if isinstance(n, int) and n > 0 else int(cls.max_context)
 
     def __init__(self, device: torch.device | str = "cpu",
                  dtype: torch.dtype | str = torch.float32, **args: Any) -> None:
