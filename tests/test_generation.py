@@ -316,3 +316,19 @@ def test_the_trace_draws_each_request_with_parts_that_sum_to_it():
     steps = [e for e in spans if e["pid"] == 2 and e["name"] == "step"]
     assert len(steps) == len(result.steps)
     assert any(e.get("ph") == "C" for e in trace["traceEvents"])
+
+
+def test_compare_two_generation_runs_names_the_setting_and_gates(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    common = ["--model", "synthetic-lm", "--prompt-tokens", "64", "--output-tokens", "6",
+              "--requests", "8", "--concurrency", "2", "--no-save", "--quiet"]
+    assert cli("run", *common, "--json", str(a)).returncode == 0
+    assert cli("run", *common, "--model-arg", "step_ms=8", "--json", str(b)).returncode == 0
+    out = cli("compare", str(a), str(b), "--fail-if-p99-worse", "10")
+    assert out.returncode == 1, out.stdout + out.stderr  # B's steps are 4× as long
+    assert "model_args" in out.stdout and "ITL p99" in out.stdout
+    assert "gate FAILED" in out.stdout
+    mixed = cli("compare", str(a), str(tmp_path / "nope.json"))
+    assert mixed.returncode == 2 and "Traceback" not in mixed.stderr
+    sim = cli("simulate", "--from-run", str(a))
+    assert sim.returncode == 2 and "generation run" in sim.stderr

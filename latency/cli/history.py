@@ -200,6 +200,15 @@ def cmd_compare(a: argparse.Namespace) -> int:
     pct = a.fail_if_p99_worse
     if pct is not None and not (math.isfinite(pct) and pct >= 0):
         raise ConfigError("--fail-if-p99-worse must be a percentage >= 0")
+    from latency.cli.compare_generation import cmd_compare_generations, is_generation_file
+
+    generation = [is_generation_file(ref) for ref in a.ids]
+    if any(generation):
+        if not all(generation):
+            one_shot = next(ref for ref, g in zip(a.ids, generation) if not g)
+            raise ConfigError(f"{one_shot} is not a generation run: compare generation runs "
+                              "(their --json files) with each other")
+        return cmd_compare_generations(a)
     store = _store(a)
     runs = [_load_for_compare(store, ref) for ref in a.ids]
     letters = [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(runs))]

@@ -70,6 +70,9 @@ def load_run(source: str, db: str | None = None) -> tuple[np.ndarray, RunConfig 
             data = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise ConfigError(f"{source}: not valid JSON ({_why(exc)})") from None
+        if isinstance(data, dict) and data.get("kind") == "generation":
+            raise ConfigError(f"{source} is a generation run: simulating generation is not "
+                              "built yet (this reads one-shot runs)")
         table = data.get("requests") if isinstance(data, dict) else None
         if not isinstance(table, dict) or "columns" not in table:
             raise ValueError(f"{source} has no per-request records: write the run with "
@@ -97,6 +100,9 @@ def load_result(path: str | Path) -> RunResult:
                          "`python -m latency run ... --json FILE`")
     if not isinstance(data["config"], dict):
         raise ConfigError(f"{path}: damaged run JSON (its config is not an object)")
+    if data.get("kind") == "generation":
+        raise ConfigError(f"{path} is a generation run: read it with "
+                          "latency.GenResult.from_dict (this reads one-shot runs)")
     try:
         return RunResult.from_dict(data)
     except DAMAGE as exc:

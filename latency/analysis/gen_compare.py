@@ -1,0 +1,79 @@
+"""Generation runs side by side: TTFT, TPOT, ITL, E2E, throughput and goodput, each run's
+change against the first, and the parts of E2E.
+
+What ``python -m latency compare`` prints for generation runs (their ``--json`` files). The
+setup differences are ``analysis.compare.setup_differences``, as for one-shot runs, so every
+setting that differs is named. The gate (``--fail-if-p99-worse``) holds when none of TTFT,
+TPOT and ITL p99 got worse by more than the percentage.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from latency.analysis.gen_summary import GenSummary
+from latency.core import fmt
+from latency.core.gen_records import GEN_COMPONENTS
+
+#: (label, how to read it from a summary); times in ms, rates as their unit says
+ROWS: tuple[tuple[str, str], ...] = (
+    ("TTFT p50", "ttft_ms.p50"), ("TTFT p99", "ttft_ms.p99"),
+    ("TPOT p50", "tpot_ms.p50"), ("TPOT p99", "tpot_ms.p99"),
+    ("ITL p50", "itl_ms.p50"), ("ITL p99", "itl_ms.p99"),
+    ("E2E p50", "e2e_ms.p50"), ("E2E p99", "e2e_ms.p99"),
+    ("output tokens/s", "output_tokens_per_s"), ("requests/s", "throughput_rps"),
+    ("goodput req/s", "goodput_rps"),
+    *((f"{c.replace('_', ' ')} (mean)", f"components_ms.{c}.mean") for c in GEN_COMPONENTS),
+)
+GATED = ("TTFT p99", "TPOT p99", "ITL p99")
+
+
+def value(s: GenSummary, path: str) -> float | None:
+    obj: object = s
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
+        if obj is None:
+            return None
+    return float(obj) if isinstance(obj, (int, float)) else None
+
+
+@dataclass(frozen=True)
+class GenGate:
+    passed: bool
+    message: str
+
+
+def gen_gate(base: GenSummary, other: GenSummary, pct: float, a: str, b: str) -> GenGate:
+    """Whether ``other``'s TTFT, TPOT and ITL p99 are each within ``pct`` % of ``base``'s."""
+    worse = []
+    for label, path in ROWS:
+        if label not in GATED:
+            continue
+        x, y = value(base, path), value(other, path)
+        if x is None or y is None or x <= 0:
+            continue
+        change = (y - x) / x * 100
+        if change > pct:
+            worse.append(f"{label} {fmt.ms(x)} → {fmt.ms(y)} ms (+{change:.1f}%)")
+    if worse:
+        return GenGate(False, f"gate FAILED: {b} against {a}: " + "; ".join(worse)
+                       + f" (more than {pct:g}% worse)")
+    return GenGate(True, f"gate passed: {b} against {a}: TTFT, TPOT and ITL p99 within "
+                         f"{pct:g}%")
+
+
+def format_gen_diff(letters: list[str], summaries: list[GenSummary]) -> str:
+    """The table: a row a figure, a column a run, then each run's change against the first."""
+    head = f"{'':<22}" + "".join(f"{x:>10}" for x in letters) + "".join(
+        f"{'Δ% ' + x:>10}" for x in letters[1:])
+    lines = [head, "-" * len(head)]
+    for label, path in ROWS:
+        values = [value(s, path) for s in summaries]
+        if all(v is None for v in values):
+            continue
+        cells = "".join(f"{fmt.ms(v):>10}" for v in values)
+        base = values[0]
+        deltas = "".join(
+            f"{(fmt.change((v - base) / base) if base and v is not None else '—'):>10}"
+            for v in values[1:])
+        lines.append(f"{label:<22}{cells}{deltas}")
+    return "\n".join(lines)

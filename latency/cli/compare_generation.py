@@ -1,0 +1,91 @@
+"""``python -m latency compare`` of generation runs (their ``run --json`` files).
+
+Generation runs are kept in their JSON files (the history stores one-shot runs), so these are
+compared file by file: the runs, every setting that differs, an unequal machine, the table of
+TTFT, TPOT, ITL, E2E, throughput, goodput and the parts of E2E, and the gate
+(``--fail-if-p99-worse``: TTFT, TPOT and ITL p99). A generation and a one-shot run are not
+compared: their figures measure different things.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from latency.core.errors import ConfigError
+
+EXIT_OK, EXIT_REGRESSION = 0, 1
+
+
+def is_generation_file(ref: str) -> bool:
+    """Whether ``ref`` is a generation run's JSON file (``"kind": "generation"``)."""
+    if not ref.lower().endswith(".json") or not Path(ref).is_file():
+        return False
+    try:
+        with open(ref, "rb") as f:
+            head = f.read(64)
+        return b'"kind": "generation"' in head or b'"kind":"generation"' in head
+    except OSError:
+        return False
+
+
+def load_generation(ref: str) -> Any:
+    from latency.analysis.gen_result import GenResult
+
+    try:
+        data = json.loads(Path(ref).read_text())
+        return GenResult.from_dict(data)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{ref}: not a readable generation run JSON "
+                          f"({type(exc).__name__})") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{ref}: damaged generation run JSON ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+
+
+def cmd_compare_generations(a: argparse.Namespace) -> int:
+    from latency.analysis.compare import setup_differences
+    from latency.analysis.gen_compare import format_gen_diff, gen_gate
+    from latency.analysis.gen_text import describe_generation
+    from latency.analysis.machine import disturbed_mark, unequal_disturbance
+
+    results = [load_generation(ref) for ref in a.ids]
+    letters = [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(results))]
+    summaries = [r.summary for r in results]
+    pct = a.fail_if_p99_worse
+    gates = [gen_gate(summaries[0], s, pct, letters[0], x)
+             for x, s in zip(letters[1:], summaries[1:])] if pct is not None else []
+    diffs = {x: setup_differences(results[0].config, r.config, results[0].environment,
+                                  r.environment) for x, r in zip(letters[1:], results[1:])}
+    machine = unequal_disturbance({x: [r.environment] for x, r in zip(letters, results)})
+    if a.json:
+        print(json.dumps({
+            "runs": [{"letter": x, "file": ref, "status": r.status,
+                      "summary": r.summary.to_dict()} for x, ref, r in
+                     zip(letters, a.ids, results)],
+            "setup_differences": diffs, "machine_warning": machine,
+            "gate": None if pct is None else {
+                "max_worse_pct": pct, "passed": all(g.passed for g in gates),
+                "results": [{"run": x, "passed": g.passed, "message": g.message}
+                            for x, g in zip(letters[1:], gates)]},
+        }, indent=2))
+    else:
+        for x, ref, r in zip(letters, a.ids, results):
+            print(f"{x}  {ref} · {r.status} · {r.summary.requests:,} requests · "
+                  f"{describe_generation(r.config)}")
+        for x, d in diffs.items():
+            if d:
+                print(f"setup A → {x}: " + "; ".join(d))
+        for x, r in zip(letters, results):
+            mark = disturbed_mark(r.environment)
+            if mark:
+                print(f"{x} {mark}")
+        if machine:
+            print(f"warning: {machine}")
+        print()
+        print(format_gen_diff(letters, summaries))
+        print("(ms, or the unit the row says; Δ% against A)")
+        for g in gates:
+            print(g.message)
+    return EXIT_OK if all(g.passed for g in gates) else EXIT_REGRESSION
