@@ -6,8 +6,10 @@ before anything runs; a run that fails midway exits 1 with what it measured prin
 written; INVALID exits 1 (DISTURBED too under ``--require-quiet``); a signal stops the run
 with what it measured and exits 128 + the signal.
 
-The run executes in this process (a one-shot run has a run process of its own); the run lock
-still keeps it from overlapping any other run on this machine.
+The run executes in a run process of its own (``latency.execution.gen_process``), as a
+one-shot run does: a pipeline that crashes takes that process, and the CLI reports a failed
+run. A ``--pipeline`` of yours is imported only there; a config it refuses is still one line
+and exit 2.
 """
 from __future__ import annotations
 
@@ -24,12 +26,13 @@ from latency.core.errors import ConfigError
 
 
 def cmd_run_generation(a: argparse.Namespace, config: RunConfig) -> int:
-    from latency.execution.gen_engine import execute_generation
+    from latency.execution.gen_process import run_generation_process
     from latency.execution.validate import validated
     from latency.storage.outputs import check_output, write_atomic
     from latency.storage.store import default_path
 
-    config = validated(config, generation=True)  # imports the pipeline: ConfigError → exit 2
+    # ConfigError → one line, exit 2; a pipeline of yours is imported in the run process only
+    config = validated(config, generation=True, user_code=config.pipeline is None)
     outputs = [(flag, path) for flag, path in (("--json", a.json), ("--csv", a.csv),
                                                ("--parquet", getattr(a, "parquet", None)),
                                                ("--trace", getattr(a, "trace", None)))
@@ -65,8 +68,8 @@ def cmd_run_generation(a: argparse.Namespace, config: RunConfig) -> int:
         print(f"[{progress['phase']}] {done}{of} requests, "
               f"{progress.get('elapsed_s', 0.0):.1f} s", file=sys.stderr)
 
-    result = execute_generation(config, cancel=cancel, on_progress=report, force=a.no_wait,
-                                who="CLI run")
+    result = run_generation_process(config, cancel=cancel, on_progress=report,
+                                    force=a.no_wait, who="CLI run")
     print(repr(result))
     code = EXIT_FAILED if result.status == "failed" or not result.validity.valid else EXIT_OK
     if "signal" in stopped_by:
