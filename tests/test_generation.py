@@ -383,3 +383,33 @@ def test_a_pipeline_that_kills_its_process_is_a_failed_run_not_a_crash(tmp_path)
                   "--requests", "3", "--no-save")
     assert refused.returncode == 2 and "context" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_the_series_counts_every_measured_token_once():
+    result = run(concurrency=2, requests=16, prompt_tokens="16", output_tokens="10",
+                 warmup=2)
+    series = result.series
+    ok = ok_rows(result)
+    assert sum(series["output_tokens_per_s"]) == int(ok["output_tokens"].sum())
+    assert sum(series["requests_finished"]) == len(ok)
+    assert len(series["t_s"]) == len(series["running"])
+
+
+@pytest.mark.timing
+def test_one_slot_open_loop_queues_as_pollaczek_khinchine_says():
+    """Poisson arrivals into one slot: the mean wait for the slot is λ·E[S²]/(2(1−ρ)), with
+    the service times S measured in the same run."""
+    result = run(rate=60.0, requests=360, max_running=1, prompt_tokens="32",
+                 output_tokens="4", warmup=10, seed=3,
+                 model_args={"prefill_ms": 2.0, "step_ms": 1.5})
+    rows = ok_rows(result)
+    comps = component_ns(rows)
+    service = (comps["e2e"] - comps["queue"] - comps["overhead"]) / 1e9
+    lam = 60.0
+    rho = lam * service.mean()
+    theory = lam * float(np.mean(service ** 2)) / (2 * (1 - rho))
+    waited = comps["queue"] / 1e9
+    batches = np.array_split(waited, 10)
+    se = float(np.std([b.mean() for b in batches], ddof=1) / np.sqrt(10))
+    assert abs(waited.mean() - theory) <= 4.5 * se + 0.1 * theory, (
+        waited.mean(), theory, rho, se, machine_note(result))

@@ -98,6 +98,39 @@ class GenResult:
         checks.append(quiet_machine(self.environment, required=c.require_quiet))
         return Validity(tuple(checks))
 
+    @cached_property
+    def series(self) -> dict[str, list[float]]:
+        """Per second of the measurement: output tokens delivered (tokens/s), requests
+        finished, their TTFT p99, and the scheduler's mean running and waiting sequences and
+        KV tokens in use — the run over time."""
+        start = self.timings.measure_start_ns
+        if start is None:
+            return {}
+        end = self.timings.measure_end_ns or start
+        n = max(int(np.ceil((end - start) / 1e9)), 1)
+        edges = start + np.arange(n + 1, dtype=np.int64) * 1_000_000_000
+        measured = ~self.rows["warmup"] & (self.rows["status"] == STATUS_OK)
+        ok_rows = np.flatnonzero(measured)
+        tok = self.tokens[np.isin(self.tokens["request"], ok_rows)]
+        tokens = np.histogram(tok["t_delivered"], edges)[0]
+        done = self.rows[measured]
+        finished = np.histogram(done["t_done"], edges)[0]
+        slot = np.clip((done["t_done"] - start) // 1_000_000_000, 0, n - 1)
+        ttft = (done["t_first_deliv"] - done["t_intended"]) / 1e6
+        p99 = [float(np.percentile(ttft[slot == i], 99)) if (slot == i).any() else None
+               for i in range(n)]
+        st = self.steps[(self.steps["t_start"] >= start) & (self.steps["t_start"] < end)]
+        which = np.clip((st["t_start"] - start) // 1_000_000_000, 0, n - 1)
+
+        def mean_of(col: str) -> list[float | None]:
+            return [float(st[col][which == i].mean()) if (which == i).any() else None
+                    for i in range(n)]
+
+        return {"t_s": list(range(1, n + 1)), "output_tokens_per_s": tokens.tolist(),
+                "requests_finished": finished.tolist(), "ttft_p99_ms": p99,
+                "running": mean_of("running"), "waiting": mean_of("waiting"),
+                "kv_used": mean_of("kv_used")}
+
     def __repr__(self) -> str:
         from latency.analysis.gen_text import format_generation
 
@@ -108,7 +141,7 @@ class GenResult:
         d: dict[str, Any] = {"kind": KIND, "config": self.config.to_dict(),
                              "environment": self.environment, "status": self.status,
                              "failure": self.failure, "timings": self.timings.to_dict(),
-                             "summary": self.summary.to_dict(),
+                             "summary": self.summary.to_dict(), "series": self.series,
                              "warnings": [str(w) for w in self.findings],
                              "verdict": str(self.verdict), "validity": self.validity.to_dict(),
                              "samples": {str(k): v for k, v in self.samples.items()}}
