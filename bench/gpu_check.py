@@ -1,7 +1,8 @@
 """The checks that need a GPU, in one command: does the engine time CUDA work right?
 
-    python bench/gpu_check.py              # on a CUDA machine: every check, ~3 minutes
+    python bench/gpu_check.py              # on a CUDA machine: every check, ~4 minutes
     python bench/gpu_check.py --quick      # fewer requests (CI runs this on CPU as a dry run)
+    python bench/gpu_check.py --device cpu # the dry run on purpose
 
 On a machine without CUDA it runs the same checks on the CPU (a dry run: the script itself
 cannot rot) and says so in its first line.
@@ -12,7 +13,13 @@ sample model is timed twice — directly, a batch's forward between two synchron
 (``torch.cuda.synchronize`` and ``perf_counter_ns``, median of many), and by the engine under a
 one-client closed loop — and the engine's forward p50 must agree with the direct one. The
 run's components must also sum to its total exactly, and the run must be VALID, for each
-dtype the device runs.
+dtype the device runs. A host→device copy of a batch is timed with CUDA events and with the
+synchronised clock, which must agree.
+
+Generation (``--gen-model``, default tiny-lm): the decode step at batch 1 and 8 and the prefill
+of 256 tokens, timed directly (CUDA events on a GPU) and by the engine's scheduler (its calls'
+own stamps, ``STEP_DTYPE.call_ns``), must agree; a generation run's parts must add up to each
+request's E2E exactly, and the run must be VALID.
 """
 from __future__ import annotations
 
@@ -101,10 +108,127 @@ def engine_check(model: str, device: str, dtype: str, requests: int, repeats: in
                  result.validity.valid)
 
 
+def _timer(device: torch.device):  # type: ignore[no-untyped-def]
+    """A ``(start, stop→ms)`` pair: CUDA events on a GPU, the synchronised clock elsewhere."""
+    if device.type == "cuda":
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        return (lambda: begin.record(), lambda: (end.record(), end.synchronize(),
+                                                 begin.elapsed_time(end))[2])
+    box: list[int] = []
+    return (lambda: box.append(time.perf_counter_ns()),
+            lambda: (time.perf_counter_ns() - box.pop()) / 1e6)
+
+
+def copy_check(device: torch.device, repeats: int) -> tuple[float, float]:
+    """A 3×224×224 float32 batch of 8 copied host→device: (events ms, clock ms), medians."""
+    x = torch.randn(8, 3, 224, 224).pin_memory() if device.type == "cuda" else \
+        torch.randn(8, 3, 224, 224)
+    start, stop = _timer(device)
+    ev, clock = [], []
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter_ns()
+        start()
+        x.to(device, non_blocking=True)
+        ev.append(stop())
+        _sync(device)
+        clock.append((time.perf_counter_ns() - t0) / 1e6)
+    return statistics.median(ev), statistics.median(clock)
+
+
+@dataclass(frozen=True)
+class GenCheck:
+    what: str
+    dtype: str
+    direct_ms: float
+    engine_ms: float
+
+    @property
+    def agrees(self) -> bool:
+        lo = self.direct_ms * (1 - TOLERANCE)
+        return lo <= self.engine_ms <= self.direct_ms * (1 + TOLERANCE) + SLACK_MS
+
+
+def gen_checks(model: str, device: str, dtype: str, quick: bool) -> tuple[list[GenCheck], bool]:
+    """The decode step (batch 1, 8) and a 256-token prefill, direct and in the engine; and
+    whether a generation run's parts added up exactly and it was VALID."""
+    from latency.core.gen_records import GEN_COMPONENTS, component_ns
+    from latency.pipelines.generative import DecodeInput, PrefillChunk
+
+    dev = torch.device(device)
+    p = build_pipeline(model, dev, DTYPES[dtype], parse_model_args(model, {}))
+    repeats = 10 if quick else 50
+    ids = []
+    for text in p.sample_inputs(16, 0):
+        ids += p.tokenize(text)
+    while len(ids) < 300:
+        ids += ids
+    start, stop = _timer(dev)
+
+    def direct(fn) -> float:  # type: ignore[no-untyped-def]
+        times = []
+        with torch.inference_mode():
+            for i in range(repeats + 3):
+                start()
+                fn()
+                ms = stop()
+                if i >= 3:
+                    times.append(ms)
+        return statistics.median(times)
+
+    def prefill_256() -> None:
+        kv = p.allocate(300)
+        p.sample(p.prefill([PrefillChunk(kv, ids[:256], 0)]))
+        p.free(kv)
+
+    def decoder(batch: int):  # type: ignore[no-untyped-def]
+        kvs = []
+        with torch.inference_mode():
+            for _ in range(batch):
+                kv = p.allocate(200)
+                p.prefill([PrefillChunk(kv, ids[:64], 0)])
+                kvs.append(kv)
+        pos = [64]
+
+        def step() -> None:
+            p.sample(p.decode([DecodeInput(kv, ids[pos[0] % 100], pos[0]) for kv in kvs]))
+            pos[0] += 1
+        return step
+
+    out = [GenCheck("prefill 256", dtype, direct(prefill_256), 0.0)]
+    out.append(GenCheck("decode b=1", dtype, direct(decoder(1)), 0.0))
+    out.append(GenCheck("decode b=8", dtype, direct(decoder(8)), 0.0))
+    n = 4 if quick else 16
+    engine = []
+    for batch in (1, 8):
+        r = latency.profile(model, device=device, dtype=dtype, concurrency=batch,
+                            max_running=batch, requests=n * batch, warmup=batch,
+                            prompt_tokens="256" if batch == 1 else "64",
+                            output_tokens="48")
+        engine.append(r)
+    steps1, steps8 = engine[0].steps, engine[1].steps
+    pre = steps1[(steps1["prefill_tokens"] >= 250) & (steps1["decode_seqs"] == 0)]
+    d1 = steps1[(steps1["decode_seqs"] == 1) & (steps1["prefill_seqs"] == 0)]
+    d8 = steps8[(steps8["decode_seqs"] == 8) & (steps8["prefill_seqs"] == 0)]
+    med = lambda a: statistics.median(a["call_ns"].tolist()) / 1e6 if len(a) else float("nan")  # noqa: E731
+    out = [GenCheck(c.what, c.dtype, c.direct_ms, m)
+           for c, m in zip(out, (med(pre), med(d1), med(d8)), strict=True)]
+    exact = valid = True
+    for r in engine:
+        rows = r.rows[(r.rows["status"] == 0) & ~r.rows["warmup"]]
+        comps = component_ns(rows)
+        exact &= bool(len(rows)) and bool(
+            (sum(comps[c] for c in GEN_COMPONENTS) == comps["e2e"]).all())
+        valid &= r.validity.valid
+    return out, exact and valid
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer requests: a dry run")
     ap.add_argument("--device", default=None, help="default: cuda if available, else cpu")
+    ap.add_argument("--gen-model", default="tiny-lm",
+                    help="the generative pipeline checked (default tiny-lm)")
     a = ap.parse_args(argv)
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     requests, repeats = (60, 30) if a.quick else (400, 200)
@@ -127,8 +251,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{c.model:<18}{c.dtype:<10}{c.direct_ms:>9.3f}ms{c.engine_ms:>9.3f}ms"
                   f"{c.total_p50_ms:>8.3f}ms  {'yes' if c.sums_exactly else 'NO':<5} "
                   f"{'yes' if c.valid else 'NO':<6} {'yes' if c.agrees else 'NO'}")
-    failed = [c for c in checks if not c.passed]
-    print(f"{len(checks) - len(failed)} passed, {len(failed)} failed")
+    ev, clock = copy_check(torch.device(device), 20 if a.quick else 100)
+    copy_ok = abs(ev - clock) <= TOLERANCE * clock + SLACK_MS
+    print(f"host→device copy of 8×3×224×224 float32: {ev:.3f} ms (events) vs {clock:.3f} ms "
+          f"(clock) {'agrees' if copy_ok else 'DISAGREES'}")
+    failed: list[object] = [c for c in checks if not c.passed] + ([] if copy_ok else ["copy"])
+    total = [len(checks) + 1]
+    print(f"\ngeneration ({a.gen_model}): direct vs the engine's own call stamps")
+    print(f"{'what':<14}{'dtype':<10}{'direct':>10}{'engine':>10}  agrees")
+    try:
+        for dtype in dtypes:
+            gchecks, sums_valid = gen_checks(a.gen_model, device, dtype, a.quick)
+            for g in gchecks:
+                print(f"{g.what:<14}{g.dtype:<10}{g.direct_ms:>8.3f}ms{g.engine_ms:>8.3f}ms  "
+                      f"{'yes' if g.agrees else 'NO'}")
+            print(f"{'':<14}{dtype:<10} parts add up to E2E and VALID: "
+                  f"{'yes' if sums_valid else 'NO'}")
+            failed += [g for g in gchecks if not g.agrees] + ([] if sums_valid else ["sums"])
+            total[0] += len(gchecks) + 1
+    except (ValueError, latency.ConfigError) as exc:  # no such pipeline here (no weights)
+        print(f"  not checked: {exc}")
+    print(f"{total[0] - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
 
 
