@@ -413,3 +413,32 @@ def test_one_slot_open_loop_queues_as_pollaczek_khinchine_says():
     se = float(np.std([b.mean() for b in batches], ddof=1) / np.sqrt(10))
     assert abs(waited.mean() - theory) <= 4.5 * se + 0.1 * theory, (
         waited.mean(), theory, rho, se, machine_note(result))
+
+
+def test_a_generation_is_saved_listed_shown_exported_compared_and_deleted(tmp_path):
+    db = str(tmp_path / "runs.sqlite")
+    common = ["--model", "synthetic-lm", "--prompt-tokens", "32", "--output-tokens", "5",
+              "--requests", "6", "--concurrency", "2", "--quiet", "--db", db]
+    first = cli("run", *common, "--name", "baseline")
+    assert first.returncode == 0, first.stderr
+    gid = first.stdout.strip().splitlines()[-1].split()[3]
+    assert gid.startswith("g")
+    second = cli("run", *common, "--model-arg", "step_ms=9")
+    gid2 = second.stdout.strip().splitlines()[-1].split()[3]
+    listing = cli("history", "--db", db)
+    assert gid in listing.stdout and "baseline" in listing.stdout and "TTFT p99" in listing.stdout
+    shown = cli("history", "show", gid, "--db", db)
+    assert "TTFT" in shown.stdout and "verdict:" in shown.stdout
+    out = tmp_path / "g.json"
+    assert cli("history", "export", gid, "--format", "json", "--out", str(out),
+               "--db", db).returncode == 0
+    from latency.analysis.gen_result import GenResult
+
+    back = GenResult.from_dict(json.loads(out.read_text()))
+    assert back.summary.successful == 6
+    compared = cli("compare", gid, gid2, "--db", db, "--fail-if-p99-worse", "20")
+    assert compared.returncode == 1 and "gate FAILED" in compared.stdout, compared.stdout
+    assert cli("history", "delete", gid, "--db", db).returncode == 0
+    assert gid not in cli("history", "--db", db).stdout
+    gone = cli("history", "show", gid, "--db", db)
+    assert gone.returncode == 2 and "no generation" in gone.stderr

@@ -1,7 +1,7 @@
-"""``python -m latency compare`` of generation runs (their ``run --json`` files).
+"""``python -m latency compare`` of generation runs (history ids ``g…`` or ``run --json``
+files).
 
-Generation runs are kept in their JSON files (the history stores one-shot runs), so these are
-compared file by file: the runs, every setting that differs, an unequal machine, the table of
+The runs, every setting that differs, an unequal machine, the table of
 TTFT, TPOT, ITL, E2E, throughput, goodput and the parts of E2E, and the gate
 (``--fail-if-p99-worse``: TTFT, TPOT and ITL p99). A generation and a one-shot run are not
 compared: their figures measure different things.
@@ -19,7 +19,12 @@ EXIT_OK, EXIT_REGRESSION = 0, 1
 
 
 def is_generation_file(ref: str) -> bool:
-    """Whether ``ref`` is a generation run's JSON file (``"kind": "generation"``)."""
+    """Whether ``ref`` is a generation: an id of one in the history (``g…``) or a generation
+    run's JSON file (``"kind": "generation"``)."""
+    from latency.storage.gen_store import is_generation_id
+
+    if is_generation_id(ref) and not Path(ref).exists():
+        return True
     if not ref.lower().endswith(".json") or not Path(ref).is_file():
         return False
     try:
@@ -30,8 +35,12 @@ def is_generation_file(ref: str) -> bool:
         return False
 
 
-def load_generation(ref: str) -> Any:
+def load_generation(ref: str, db: str | None = None) -> Any:
     from latency.analysis.gen_result import GenResult
+    from latency.storage.gen_store import GenerationStore, is_generation_id
+
+    if is_generation_id(ref) and not Path(ref).exists():
+        return GenerationStore(db).load(ref)[1]
 
     try:
         data = json.loads(Path(ref).read_text())
@@ -50,7 +59,7 @@ def cmd_compare_generations(a: argparse.Namespace) -> int:
     from latency.analysis.gen_text import describe_generation
     from latency.analysis.machine import disturbed_mark, unequal_disturbance
 
-    results = [load_generation(ref) for ref in a.ids]
+    results = [load_generation(ref, getattr(a, "db", None)) for ref in a.ids]
     letters = [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(results))]
     summaries = [r.summary for r in results]
     pct = a.fail_if_p99_worse

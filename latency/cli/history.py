@@ -105,8 +105,13 @@ def _store(a: argparse.Namespace) -> Any:
 def cmd_history(a: argparse.Namespace) -> int:
     from latency.analysis.summary_text import format_summary
     from latency.storage.export import export_bytes, run_json_text
+    from latency.storage.gen_store import is_generation_id
     from latency.storage.outputs import check_output, write_atomic
 
+    if a.action in ("rename", "delete", "show", "export") and is_generation_id(a.id):
+        from latency.cli.history_generation import cmd_generation_action
+
+        return cmd_generation_action(a)
     store = _store(a)
     if a.action == "rename":
         info = store.rename(a.id, a.name)
@@ -143,9 +148,19 @@ def cmd_history(a: argparse.Namespace) -> int:
     if not 0 <= a.limit <= MAX_LIMIT:
         raise ConfigError(f"--limit must be from 0 (all) to {MAX_LIMIT:,}")
     runs = store.list(limit=a.limit or None, model=a.model, status=a.status, text=a.search)
+    from latency.cli.history_generation import format_generations
+    from latency.storage.gen_store import GenerationStore
+
+    gens = GenerationStore(getattr(a, "db", None)).list(
+        limit=a.limit or None, model=a.model, status=a.status, text=a.search)
     if a.json:
-        print(json.dumps([r.to_dict() for r in runs], indent=2))
+        print(json.dumps([r.to_dict() for r in runs] + [g.to_dict() for g in gens], indent=2))
         return EXIT_OK
+    if gens:
+        print(format_generations(gens))
+        if not runs:
+            return EXIT_OK
+        print()
     if not runs:
         print(f"no saved runs{' matching' if a.model or a.status or a.search else ''} in "
               f"{store.path}")

@@ -33,6 +33,15 @@ def cmd_run_generation(a: argparse.Namespace, config: RunConfig) -> int:
 
     # ConfigError → one line, exit 2; a pipeline of yours is imported in the run process only
     config = validated(config, generation=True, user_code=config.pipeline is None)
+    store = None
+    if not a.no_save:
+        from latency.storage.gen_store import GenerationStore
+        from latency.storage.store import checked_name
+
+        store = GenerationStore(a.db)
+        store.check_writable()  # a bad --db fails here, before anything runs
+        if a.name is not None:
+            checked_name(a.name)
     outputs = [(flag, path) for flag, path in (("--json", a.json), ("--csv", a.csv),
                                                ("--parquet", getattr(a, "parquet", None)),
                                                ("--trace", getattr(a, "trace", None)))
@@ -74,9 +83,15 @@ def cmd_run_generation(a: argparse.Namespace, config: RunConfig) -> int:
     code = EXIT_FAILED if result.status == "failed" or not result.validity.valid else EXIT_OK
     if "signal" in stopped_by:
         code = 128 + stopped_by["signal"]
-    if not a.no_save:
-        print("not saved to the history: generation runs are kept in their --json file "
-              "(the history stores one-shot runs)", file=sys.stderr)
+    if store is not None:  # saved first: a failing file write below loses nothing
+        try:
+            run_id = store.save(result, name=a.name, source="cli")
+        except Exception as exc:  # noqa: BLE001 - the result is printed; say so
+            print(f"latency: warning: the run was not saved to the history {store.path}: "
+                  f"{exc}", file=sys.stderr)
+            code = code or EXIT_FAILED
+        else:
+            print(f"saved as generation {run_id} (python -m latency history show {run_id})")
     for flag, path in outputs:
         try:
             if flag == "--parquet":
