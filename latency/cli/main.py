@@ -59,6 +59,9 @@ def cmd_models(a: argparse.Namespace) -> int:
             print(f"{name:<{width}}  cannot load: {why}")
             continue
         line = f"{name:<{width}}  {' '.join(src.description.split())}"
+        cls = src.cls
+        if cls is not None and getattr(cls, "generative", False):
+            line += "  [generative: --output-tokens, docs/generation.md]"
         if src.origin not in ("sample", "model file"):
             line += f"  [{src.origin}]"
         if src.model_args:
