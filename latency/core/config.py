@@ -39,7 +39,9 @@ MAX_BACKLOG = 1_000_000
 MAX_GRACE_S = 600.0
 #: our HTTP server's default request body limit (413 above it)
 DEFAULT_MAX_BODY_MB = 32.0
-ARRIVALS = ("poisson", "constant")
+ARRIVALS = ("poisson", "constant", "gamma")
+#: gamma arrivals: the most and least burstiness (the gaps' shape; 1 is Poisson)
+MIN_BURSTINESS, MAX_BURSTINESS = 0.01, 100.0
 TRANSPORTS = ("in-process", "http")
 #: who serves the pipeline: our server (in this process or its own), or Ray Serve
 BACKENDS = ("builtin", "ray")
@@ -131,9 +133,15 @@ class RunConfig:
         "users), so queues can grow; queueing explodes as it nears the server's capacity.",
         commands=MEASURED, group=LOAD, type="float", exclusive="load"))
     arrival: str = field(default="poisson", metadata=flag(
-        "--arrival", "Open-loop arrivals: poisson (random gaps, bursty like real traffic) or "
-        "constant (evenly spaced).", commands=(RUN,), group=LOAD, choices=ARRIVALS,
+        "--arrival", "Open-loop arrivals: poisson (random gaps, bursty like real traffic), "
+        "constant (evenly spaced) or gamma (gaps of a gamma distribution whose shape is "
+        "--burstiness: below 1 burstier than Poisson, above 1 steadier; as vLLM's benchmark "
+        "draws them).", commands=(RUN,), group=LOAD, choices=ARRIVALS,
         unset=True, default_text="poisson"))
+    burstiness: float = field(default=1.0, metadata=flag(
+        "--burstiness", "--arrival gamma: the gaps' shape (1: Poisson; 0.5: bursts and lulls; "
+        "4: nearly even); the mean rate stays --rate.", commands=(RUN,), group=LOAD,
+        type="float", metavar="SHAPE"))
     requests: int | None = field(default=None, metadata=flag(
         "--requests", "Measured requests.", commands=(RUN,), group=LOAD, type="int",
         exclusive="length", default_text="1000, without --duration"))
@@ -413,6 +421,13 @@ class RunConfig:
                                   f"requests/s (got {c.rate!r})")
             if c.arrival not in ARRIVALS:
                 raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
+        if not (isinstance(c.burstiness, (int, float)) and not isinstance(c.burstiness, bool)
+                and MIN_BURSTINESS <= c.burstiness <= MAX_BURSTINESS):
+            raise ConfigError(f"--burstiness must be from {MIN_BURSTINESS:g} to "
+                              f"{MAX_BURSTINESS:g} (got {c.burstiness!r})")
+        if c.burstiness != 1.0 and (c.rate is None or c.arrival != "gamma"):
+            raise ConfigError("--burstiness shapes gamma arrivals: give --rate and --arrival "
+                              "gamma too")
         else:
             c.concurrency = 1 if c.concurrency is None else c.concurrency
             positive_int("concurrency", c.concurrency, MAX_CONCURRENCY)

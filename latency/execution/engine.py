@@ -172,7 +172,8 @@ class _Run:
 
             dropped = driver.open(c.rate, c.arrival, rng, count, until_ns, warmup,
                                   on_issued=self._draining, max_backlog=c.backlog_limit(),
-                                  grace_s=c.drain_grace(), on_grace_expired=grace_expired)
+                                  grace_s=c.drain_grace(), on_grace_expired=grace_expired,
+                                  burstiness=c.burstiness)
             if not warmup:
                 self.dropped += dropped
                 start = self.timings.measure_start_ns or driver.last_due_ns

@@ -224,7 +224,8 @@ def _drive(driver: GenDriver, c: RunConfig, rng: np.random.Generator, count: int
     if c.rate is not None:
         return driver.open(c.rate, c.arrival, rng, count, until_ns, warmup,
                            max_backlog=c.backlog_limit() or 64,
-                           grace_s=c.drain_grace() or 2.0, on_grace_expired=server.abandon)
+                           grace_s=c.drain_grace() or 2.0, on_grace_expired=server.abandon,
+                           burstiness=c.burstiness)
     driver.closed(c.concurrency or 1, count, until_ns, warmup, DRAIN_S)
     return 0
 

@@ -162,7 +162,8 @@ class GenDriver:
     # ---- open loop -----------------------------------------------------------------------------
     def open(self, rate: float, arrival: str, rng: np.random.Generator, count: int | None,
              until_ns: int | None, warmup: bool, max_backlog: int, grace_s: float,
-             on_grace_expired: Callable[[], None] | None = None) -> int:
+             on_grace_expired: Callable[[], None] | None = None,
+             burstiness: float = 1.0) -> int:
         """Send at intended times; a request due while ``max_backlog`` stream is dropped by
         overload (counted, returned). After the last send, the backlog is served for at most
         ``grace_s``; then ``on_grace_expired`` (the engine drops what still waits)."""
@@ -172,7 +173,7 @@ class GenDriver:
         t_start = now_ns() + 1_000_000
         sent = dropped = 0
         self.offered, self.last_due_ns = 0, t_start
-        for offset in arrival_offsets_ns(rate, arrival, rng):
+        for offset in arrival_offsets_ns(rate, arrival, rng, burstiness=burstiness):
             if self.cancel.is_set() or (count is not None and sent + dropped >= count):
                 break
             t_intended = t_start + offset

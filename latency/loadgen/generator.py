@@ -36,14 +36,16 @@ _STOP = object()
 
 
 def arrival_offsets_ns(rate: float, arrival: str, rng: np.random.Generator,
-                       chunk: int = 4096) -> Iterator[int]:
-    """Endless intended send offsets (ns from the phase start) of an arrival process."""
+                       chunk: int = 4096, burstiness: float = 1.0) -> Iterator[int]:
+    """Endless intended send offsets (ns from the phase start) of an arrival process: Poisson,
+    constant, or gamma gaps of shape ``burstiness`` and the same mean (1: Poisson)."""
     gap_ns = 1e9 / rate
     base = 0.0
     count = 0
     while True:
-        if arrival == "poisson":
-            gaps = rng.exponential(gap_ns, size=chunk)
+        if arrival in ("poisson", "gamma"):
+            gaps = (rng.exponential(gap_ns, size=chunk) if arrival == "poisson" else
+                    rng.gamma(burstiness, gap_ns / burstiness, size=chunk))
             offs = base + np.cumsum(gaps)
             base = float(offs[-1])
         else:  # constant: exactly one request every 1/rate s
@@ -144,7 +146,8 @@ class LoadDriver:
              until_ns: int | None, warmup: bool,
              on_issued: Callable[[], None] | None = None, max_backlog: int | None = None,
              grace_s: float | None = None,
-             on_grace_expired: Callable[[], None] | None = None) -> int:
+             on_grace_expired: Callable[[], None] | None = None,
+             burstiness: float = 1.0) -> int:
         """Send at intended times from the arrival process, without waiting for replies.
         ``on_issued`` is called once everything is sent (the backlog may still be served).
 
@@ -181,7 +184,7 @@ class LoadDriver:
         sent = dropped = 0
         #: what was offered: requests due (sent or dropped) and the last one's intended time
         self.offered, self.last_due_ns = 0, t_start
-        for offset in arrival_offsets_ns(rate, arrival, rng):
+        for offset in arrival_offsets_ns(rate, arrival, rng, burstiness=burstiness):
             if self.cancel.is_set() or (count is not None and sent + dropped >= count):
                 break
             t_intended = t_start + offset
