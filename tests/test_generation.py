@@ -442,3 +442,26 @@ def test_a_generation_is_saved_listed_shown_exported_compared_and_deleted(tmp_pa
     assert gid not in cli("history", "--db", db).stdout
     gone = cli("history", "show", gid, "--db", db)
     assert gone.returncode == 2 and "no generation" in gone.stderr
+
+
+def test_a_stopped_generation_keeps_what_it_measured(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "stopped.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "latency", "run", "--model", "synthetic-lm", "--prompt-tokens",
+         "32", "--output-tokens", "20", "--concurrency", "2", "--duration", "60",
+         "--warmup", "2", "--no-save", "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    line = ""
+    while time.monotonic() < deadline and "[measuring]" not in line:
+        line = proc.stderr.readline()
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "run stopped" in stdout
+    data = json.loads(out.read_text())
+    assert data["status"] == "stopped" and data["summary"]["successful"] > 0
