@@ -45,9 +45,12 @@ def default(key: str, value: Any, neutral: Any = None) -> Any:
 
 @st.cache_resource(ttl=60, show_spinner=False)
 def pipeline_infos() -> dict[str, Any]:
-    """The pipelines this server can run — samples, installed entry points and the ones named
-    when the server started (never code from a browser) — looked up once a minute."""
-    return {i.name: i for i in list_pipelines() if i.name != "model-file"}
+    """The pipelines this server can run one request at a time — samples, installed entry
+    points and the ones named when the server started (never code from a browser) — looked
+    up once a minute. Generative pipelines are profiled from the command line
+    (docs/generation.md), so they are not offered here."""
+    return {i.name: i for i in list_pipelines()
+            if i.name != "model-file" and not i.generative}
 
 
 def profiler_controls() -> tuple[RunConfig, float]:

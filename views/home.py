@@ -41,7 +41,10 @@ st.caption("Every request records integer-nanosecond timestamps; components are 
 
 st.subheader("Sample pipelines")
 for info in list_pipelines():
-    st.markdown(f"- **{plain(info.name)}** — {plain(info.description)}")
+    where = (" *(generative: profiled from the command line, `python -m latency run --model "
+             f"{plain(info.name)} --output-tokens 64`; docs/generation.md)*"
+             if info.generative else "")
+    st.markdown(f"- **{plain(info.name)}** — {plain(info.description)}{where}")
 
 st.subheader("Two classic mistakes")
 st.markdown(MISTAKES)

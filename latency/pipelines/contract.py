@@ -296,3 +296,6 @@ class PipelineInfo:
     #: where it comes from: ``sample``, ``model file``, ``entry point <dist>``, ``startup``,
     #: or the ``--pipeline`` spec
     origin: str = "sample"
+    #: a generative pipeline (streamed tokens: ``latency.pipelines.generative``), run as a
+    #: generation rather than one request at a time
+    generative: bool = False

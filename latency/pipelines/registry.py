@@ -91,8 +91,9 @@ class PipelineSource:
         return tuple(cls.dtypes) if cls is not None else ("float32", "bfloat16", "float16")
 
     def info(self) -> PipelineInfo:
+        cls = self.cls
         return PipelineInfo(self.name, self.description, self.model_args, self.dtypes,
-                            self.origin)
+                            self.origin, bool(getattr(cls, "generative", False)))
 
     def check_args(self, args: dict[str, Any]) -> None:
         """The class's ``check_args``: a ValueError or PipelineError is its one line; anything
