@@ -1,12 +1,13 @@
-"""Train the three real sample models and write ``sample_models/weights/<name>.{safetensors,json}``.
+"""Train the real sample models and write ``sample_models/weights/<name>.{safetensors,json}``.
 
-    python -m sample_models.train [--only image-cnn|text-transformer|tabular-mlp]
+    python -m sample_models.train [--only image-cnn|text-transformer|tabular-mlp|tiny-lm]
 
 Why a script in the repo: the weights are small build products of ``data.py``'s fixed seeds,
 so anyone can rebuild them (a few minutes on two CPU cores) and see they are not a black box.
 Each model trains on the ``train`` split and reports accuracy on the ``test`` split; the
 pipelines' ``sample_inputs`` use a third, ``heldout`` split. Results are reproducible up to
-thread-scheduling noise in float sums.
+thread-scheduling noise in float sums. ``tiny-lm`` (a language model, ``train_tiny_lm.py``)
+reports next-token accuracy, with its perplexity.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from sample_models.image_cnn import ShapeResNet, load_crop
 from sample_models.tabular_mlp import LoanMLP, featurize
 from sample_models.text_transformer import SPECIALS, TopicTransformer, encode, tokenize
 
-MODELS = ("image-cnn", "text-transformer", "tabular-mlp")
+MODELS = ("image-cnn", "text-transformer", "tabular-mlp", "tiny-lm")
 
 
 def _fit(model: nn.Module, batches: Callable[[int], Iterator[tuple]], epochs: int,
@@ -209,6 +210,13 @@ def train_tabular_mlp() -> float:
     return acc
 
 
+def _train_tiny_lm() -> float:
+    """Imported when used: the other models train without ``tokenizers`` installed."""
+    from sample_models.train_tiny_lm import train_tiny_lm
+
+    return train_tiny_lm()
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=MODELS, help="train just this model")
@@ -216,7 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     trainers = {"image-cnn": lambda: train_image_cnn(args.threads),
-                "text-transformer": train_text_transformer, "tabular-mlp": train_tabular_mlp}
+                "text-transformer": train_text_transformer, "tabular-mlp": train_tabular_mlp,
+                "tiny-lm": _train_tiny_lm}
     start = time.perf_counter()
     for name in [args.only] if args.only else MODELS:
         print(f"{name}:", flush=True)
