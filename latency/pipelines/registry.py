@@ -43,6 +43,7 @@ SAMPLES: dict[str, str] = {
     "tabular-mlp": "sample_models.tabular_mlp:TabularMLPPipeline",
     "synthetic": "sample_models.synthetic:SyntheticPipeline",
     "synthetic-lm": "sample_models.synthetic_lm:SyntheticLMPipeline",
+    "tiny-lm": "sample_models.tiny_lm:TinyLMPipeline",
     "model-file": "latency.pipelines.model_file:ModelFilePipeline",
 }
 #: kept for callers that list the sample names
