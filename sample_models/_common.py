@@ -30,10 +30,13 @@ def load_weights(name: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     return load_file(tensors), json.loads(meta.read_text())
 
 
-def save_weights(name: str, model: torch.nn.Module, meta: dict[str, Any]) -> Path:
-    """Write ``model``'s float32 state dict and ``meta``; returns the safetensors path."""
+def save_weights(name: str, model: torch.nn.Module, meta: dict[str, Any],
+                 dtype: torch.dtype = torch.float32) -> Path:
+    """Write ``model``'s state dict (floating tensors stored as ``dtype``: float16 halves a
+    shipped file, and ``load_weights`` turns them into whatever dtype a run asks for) and
+    ``meta``; returns the safetensors path."""
     WEIGHTS_DIR.mkdir(exist_ok=True)
-    state = {k: v.detach().float().contiguous() if v.is_floating_point() else v.contiguous()
+    state = {k: v.detach().to(dtype).contiguous() if v.is_floating_point() else v.contiguous()
              for k, v in model.state_dict().items()}
     path = WEIGHTS_DIR / f"{name}.safetensors"
     save_file(state, path)

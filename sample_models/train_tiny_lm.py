@@ -11,18 +11,16 @@ the dtype it runs in) and the reported test figures are those of the stored weig
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
 from tokenizers import Tokenizer, pre_tokenizers, trainers
 
 from sample_models import lm_corpus
-from sample_models._common import WEIGHTS_DIR
+from sample_models._common import WEIGHTS_DIR, save_weights
 from sample_models.tiny_lm import EOS, NAME, TOKENIZER_FILE, TinyLM, new_tokenizer
 
 
@@ -167,12 +165,9 @@ def train(s: Settings) -> TinyLM:
 
 
 def save(model: TinyLM, tok: Tokenizer, meta: dict) -> None:
-    """``weights/tiny-lm.safetensors`` (float16), ``.json`` (meta) and ``.tokenizer.json``:
-    the layout ``_common.load_weights`` reads (its ``save_weights`` writes float32 only)."""
-    WEIGHTS_DIR.mkdir(exist_ok=True)
-    state = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
-    save_file(state, WEIGHTS_DIR / f"{NAME}.safetensors")
-    (WEIGHTS_DIR / f"{NAME}.json").write_text(json.dumps(meta, indent=1) + "\n")
+    """``weights/tiny-lm.safetensors`` (float16: half the file), ``.json`` (meta) and
+    ``.tokenizer.json``: the layout ``_common.load_weights`` reads."""
+    save_weights(NAME, model, meta, dtype=torch.float16)
     tok.save(str(WEIGHTS_DIR / TOKENIZER_FILE))
 
 
