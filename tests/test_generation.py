@@ -465,3 +465,13 @@ def test_a_stopped_generation_keeps_what_it_measured(tmp_path):
     assert "run stopped" in stdout
     data = json.loads(out.read_text())
     assert data["status"] == "stopped" and data["summary"]["successful"] > 0
+
+
+def test_replicas_each_run_their_own_scheduler():
+    result = run(concurrency=4, max_running=2, replicas=2, requests=16, prompt_tokens="16",
+                 output_tokens="6", warmup=0)
+    rows = ok_rows(result)
+    assert set(rows["replica"].tolist()) == {0, 1}
+    assert set(result.steps["replica"].tolist()) == {0, 1}
+    # no replica runs more than its slots
+    assert result.steps["running"].max() <= 2
