@@ -40,9 +40,11 @@ class SchedulerConfig:
     batching: str = "continuous"
 
 
-@dataclass
+@dataclass(eq=False)
 class Seq:
-    """One sequence as the scheduler sees it: its tokens and how many are in its cache."""
+    """One sequence as the scheduler sees it: its tokens and how many are in its cache.
+    Compared by identity (``eq=False``): the scheduler asks "is this sequence running?" many
+    times a step, and comparing two sequences field by field would compare their tokens."""
 
     req: Any
     #: every token of the sequence so far: the prompt's, then the generated ones
