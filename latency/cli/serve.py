@@ -1,7 +1,9 @@
-"""``python -m latency serve``: our server for a pipeline over HTTP (Open Inference Protocol),
-until Ctrl-C.
+"""``python -m latency serve``: our server for a pipeline over HTTP, until Ctrl-C — the Open
+Inference Protocol for a one-shot pipeline, the OpenAI-compatible streaming API for a
+generative one (``POST /v1/completions``, ``/v1/chat/completions``; docs/generation.md).
 
     python -m latency serve --model tabular-mlp --port 8000 --batch-size 8 --replicas 2
+    python -m latency serve --model synthetic-lm --port 8000 --max-running 8
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from latency.core.errors import ConfigError
 
 
 def add_parser(sub: Any, fmt: Any) -> None:
-    s = sub.add_parser("serve", help="serve a pipeline over HTTP (Open Inference Protocol)",
+    s = sub.add_parser("serve", help="serve a pipeline over HTTP (Open Inference Protocol; a "
+                       "generative one: the OpenAI-compatible streaming API)",
                        formatter_class=fmt)
     add_server_flags(s, SERVE)
     s.add_argument("--host", default="127.0.0.1",
@@ -33,15 +36,19 @@ def cmd_serve(a: argparse.Namespace) -> int:
 
     if not 0 <= a.port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535 (got {a.port})")
-    config = validated(RunConfig(**{**config_values(a, SERVE), **pipeline_kwargs(a)},
-                                 requests=1), machine_lock=False)  # serving measures nothing
+    config = RunConfig(**{**config_values(a, SERVE), **pipeline_kwargs(a)}, requests=1)
+    generative = _names_generative(config)
+    config = validated(config, machine_lock=False, generation=generative)  # measures nothing
     host = a.host
 
     def ready(port: int, built: Any) -> None:
         shown = f"[{host}]" if ":" in host else host
-        print(f"serving {config.model} on http://{shown}:{port} (Open Inference Protocol: "
-              f"POST /v2/models/{config.model}/infer, GET /v2/health/ready, /metrics); "
-              "Ctrl-C stops", flush=True)
+        api = ("OpenAI-compatible: POST /v1/completions, /v1/chat/completions (stream: true "
+               "for server-sent events), GET /v1/models, /health, /metrics" if generative else
+               f"Open Inference Protocol: POST /v2/models/{config.model}/infer, GET "
+               "/v2/health/ready, /metrics")
+        print(f"serving {config.model} on http://{shown}:{port} ({api}); Ctrl-C stops",
+              flush=True)
         if host not in ("127.0.0.1", "localhost", "::1"):
             print(f"warning: listening on {host}: other machines can reach this server",
                   file=sys.stderr, flush=True)
@@ -55,3 +62,15 @@ def cmd_serve(a: argparse.Namespace) -> int:
     print("stopped", flush=True)
     exit_now(0)  # no interpreter shutdown: torch's threads made it print "terminate called"
     return 0
+
+
+def _names_generative(config: RunConfig) -> bool:
+    """Whether ``config`` names a generative pipeline (a bad name: False, and validation
+    says what is wrong in one line)."""
+    from latency.pipelines.generative import is_generative
+    from latency.pipelines.registry import pipeline_class
+
+    try:
+        return is_generative(pipeline_class(config.model, config.pipeline))
+    except Exception:  # noqa: BLE001 - validated() reports it
+        return False

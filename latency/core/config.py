@@ -216,7 +216,9 @@ class RunConfig:
         "--transport", "in-process: the client hands requests to the server thread (no "
         "network: the first component is the thread hand-off, shown as hand-off); http: a "
         "real server (our own, in its own process on 127.0.0.1) speaking the Open Inference "
-        "Protocol, and a pooled keep-alive client (network = sockets, HTTP and JSON).",
+        "Protocol (a generative pipeline: the OpenAI-compatible streaming API, each token "
+        "stamped as its event is parsed), and a pooled keep-alive client (network = sockets, "
+        "HTTP and JSON).",
         commands=(RUN,), group=TRANSPORT, choices=TRANSPORTS, unset=True,
         default_text="in-process, or http with --target or --backend ray"))
     payload: str = field(default="json", metadata=flag(
@@ -295,25 +297,25 @@ class RunConfig:
         "measured by the tokenizer.", commands=(RUN,), group=GENERATION, metavar="FILE"))
     max_running: int = field(default=8, metadata=flag(
         "--max-running", "Generation: sequences the scheduler runs at once (its slots); more "
-        "waiting requests queue for a slot.", commands=(RUN,), group=GENERATION, type="int"))
+        "waiting requests queue for a slot.", commands=(RUN, SERVE), group=GENERATION, type="int"))
     max_step_tokens: int = field(default=2048, metadata=flag(
         "--max-step-tokens", "Generation: tokens one scheduler step may process (prompt "
         "tokens prefilled + one per decoding sequence); without --chunked-prefill every "
-        "prompt must fit in it.", commands=(RUN,), group=GENERATION, type="int"))
+        "prompt must fit in it.", commands=(RUN, SERVE), group=GENERATION, type="int"))
     chunked_prefill: int | None = field(default=None, metadata=flag(
         "--chunked-prefill", "Generation: prefill prompts in chunks of at most N tokens, "
         "decoding the running sequences in the same steps (Sarathi-Serve's stall-free "
-        "batching); without it a step that prefills decodes nothing.", commands=(RUN,),
+        "batching); without it a step that prefills decodes nothing.", commands=(RUN, SERVE),
         group=GENERATION, type="int", metavar="N", default_text="off: whole prompts"))
     kv_tokens: int | None = field(default=None, metadata=flag(
         "--kv-tokens", "Generation: the KV cache budget in tokens, shared by the running "
         "sequences; when a step needs more, the latest admitted is preempted and later "
-        "recomputed.", commands=(RUN,), group=GENERATION, type="int", metavar="N",
+        "recomputed.", commands=(RUN, SERVE), group=GENERATION, type="int", metavar="N",
         default_text="--max-running × the model's context"))
     batching: str = field(default="continuous", metadata=flag(
         "--batching", "Generation: continuous (iteration-level: a sequence joins or leaves "
         "at every step) or static (a new batch only when the last has finished: the "
-        "contrast).", commands=(RUN,), group=GENERATION, choices=BATCHING))
+        "contrast).", commands=(RUN, SERVE), group=GENERATION, choices=BATCHING))
     #: a switch: ``run`` adds ``--stop-on-eos`` itself, with this help
     stop_on_eos: bool = field(default=False, metadata=flag(
         "--stop-on-eos", "Generation: end a request at the model's end-of-sequence token "

@@ -55,6 +55,9 @@ GEN_DTYPE = np.dtype([(f"t_{s}", "<i8") for s in GEN_STAMPS] + [
     ("prompt_tokens", "<i4"), ("output_tokens", "<i4"), ("chunks", "<i4"),
     ("preemptions", "<i2"), ("client", "<i2"), ("replica", "<i2"),
     ("status", "<i1"), ("warmup", "?"), ("decomposed", "?"),
+    # over HTTP: the stream's events that carried tokens (several tokens may share one);
+    # 0 in process, where each token is handed over alone
+    ("stream_chunks", "<i4"),
 ])
 
 #: one row a token: which request (its row in the request log), its index in the output,
@@ -144,8 +147,8 @@ class GenRequest:
     __slots__ = ("prompt", "ids", "max_tokens", "client", "warmup", "on_token", "on_done",
                  "error", "cancelled", "output", "text", "preemptions", "chunks",
                  "prefill_ns", "replica", "seq_id", "call_start", "produced", "detok",
-                 "delivered", "kinds", "batches", "decomposed",
-                 *(f"t_{s}" for s in GEN_STAMPS))
+                 "delivered", "kinds", "batches", "decomposed", "stop_on_eos", "on_accepted",
+                 "stream_chunks", *(f"t_{s}" for s in GEN_STAMPS))
 
     def __init__(self, prompt: Any, max_tokens: int, client: int, warmup: bool,
                  t_intended: int) -> None:
@@ -166,6 +169,13 @@ class GenRequest:
         self.replica = 0
         self.seq_id = -1
         self.decomposed = True
+        #: stop at the model's end-of-sequence token: None follows the server's setting
+        #: (an HTTP request's ``ignore_eos`` sets it per request)
+        self.stop_on_eos: bool | None = None
+        #: called once the tokenizer has accepted the prompt (its lengths fit), before it
+        #: queues for a slot: the HTTP server starts its stream there
+        self.on_accepted: Any = None
+        self.stream_chunks = 0
         self.call_start: list[int] = []
         self.produced: list[int] = []
         self.detok: list[int] = []
@@ -246,7 +256,7 @@ class GenLog:
         status = STATUS_ERROR if r.error is not None else STATUS_OK
         self.rows[i] = (*(getattr(r, f"t_{s}") for s in GEN_STAMPS), r.prefill_ns, *sums,
                         len(r.ids), len(delivered), r.chunks, min(r.preemptions, 32767), r.client,
-                        r.replica, status, r.warmup, r.decomposed)
+                        r.replica, status, r.warmup, r.decomposed, r.stream_chunks)
         if r.error is not None:
             self.errors[i] = r.error
         self.size = i + 1

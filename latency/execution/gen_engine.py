@@ -27,6 +27,7 @@ from latency.core.config import RunConfig
 from latency.core.errors import error_text
 from latency.core.gen_records import STEP_DTYPE, GenLog, GenRequest
 from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
+from latency.execution.gen_backends import GenBackend, gen_backend
 from latency.execution.lock import Holder, MachineLock
 from latency.execution.validate import validated
 from latency.host import environment
@@ -36,8 +37,6 @@ from latency.loadgen.gen_driver import GenDriver
 from latency.pipelines.gen_workload import build_work
 from latency.pipelines.generative import GenerativePipeline
 from latency.pipelines.registry import build_pipeline
-from latency.serve.gen_scheduler import SchedulerConfig
-from latency.serve.gen_server import GenServer, GenServerConfig
 
 #: the most token rows a run keeps (~45 bytes each: ≈ 180 MB)
 MAX_TOKENS_STORED = 4_000_000
@@ -109,7 +108,8 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
     steps = _Steps()
     status, failure, trace = "completed", None, None
     lock = MachineLock(f"{who}: {config.model}", force=force)
-    server: GenServer | None = None
+    server: GenBackend | None = None  # in process, or our server over HTTP
+    given = pipeline is not None
     disturbance = None
     phase = {"name": "waiting", "since": time.monotonic()}
 
@@ -154,13 +154,8 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             timings.model_load_s = time.perf_counter() - t
             total = (config.requests or 4096) + config.warmup
             work = build_work(pipeline, config, total, prompts)
-            kv = config.kv_tokens or config.max_running * int(pipeline.max_context)
-            server = GenServer(pipeline, GenServerConfig(
-                SchedulerConfig(config.max_running, config.max_step_tokens,
-                                config.chunked_prefill, kv, config.batching),
-                replicas=config.replicas, stop_on_eos=config.stop_on_eos),
-                on_step=steps.add).start()
-            driver = GenDriver(server.submit, work, rec.record, cancel)
+            server = gen_backend(config, pipeline, given, steps.add)
+            driver = GenDriver(server.start(timings, env), work, rec.record, cancel)
             rng = np.random.default_rng(config.seed)
             if config.warmup:
                 set_phase("warmup")
@@ -201,7 +196,7 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
         set_phase("finishing")
         stop_progress.set()
         if server is not None:
-            server.close()
+            warnings += server.close()
         if lock.acquired:
             warnings += lock.release()
     if steps.full:
@@ -220,7 +215,7 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
 
 
 def _drive(driver: GenDriver, c: RunConfig, rng: np.random.Generator, count: int | None,
-           until_ns: int | None, warmup: bool, server: GenServer) -> int:
+           until_ns: int | None, warmup: bool, server: GenBackend) -> int:
     if c.rate is not None:
         return driver.open(c.rate, c.arrival, rng, count, until_ns, warmup,
                            max_backlog=c.backlog_limit() or 64,

@@ -36,7 +36,9 @@ class GenDriver:
 
     ``submit(req)`` delivers a request to the server, which calls ``req.on_token(req, last)``
     for each token and ``req.on_done(req)`` when it ends otherwise (failed, cancelled); both
-    may come from any thread: they are queued to the receiver, which stamps and records."""
+    may come from any thread: they are queued to the receiver, which stamps and records. A
+    transport that stamps delivery itself (the HTTP client, ``sse_client``: each token as its
+    event is parsed) calls only ``on_done``, once, with every stamp filled in."""
 
     def __init__(self, submit: Callable[[GenRequest], None], work: Sequence[Work],
                  record: Callable[[GenRequest], None], cancel: threading.Event) -> None:

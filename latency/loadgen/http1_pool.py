@@ -123,6 +123,9 @@ class _Connection(asyncio.Protocol):
 class Pool:
     """Up to ``size`` keep-alive connections to one origin; callers beyond wait for one."""
 
+    #: the connection protocol (a streaming client's reads its body as it comes)
+    protocol: type[_Connection] = _Connection
+
     def __init__(self, url: str, size: int, timeout_s: float, method: str = "POST",
                  max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         parts = urlsplit(url)
@@ -158,7 +161,7 @@ class Pool:
                 try:
                     loop = asyncio.get_running_loop()
                     _, conn = await asyncio.wait_for(loop.create_connection(
-                        _Connection, self.host, self.port, ssl=self._ssl,
+                        self.protocol, self.host, self.port, ssl=self._ssl,
                         server_hostname=self.host if self.tls else None), self.timeout_s)
                 except asyncio.TimeoutError:
                     self._open -= 1

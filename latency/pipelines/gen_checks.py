@@ -54,9 +54,6 @@ def generation_checked(c: RunConfig, cls: Any, length_given: bool,
         raise ConfigError(f"{', '.join(one_shot)}: one-shot settings, but {c.model} is "
                           "generative (its batching is --max-running, --max-step-tokens and "
                           "--chunked-prefill; its inputs are --prompts)")
-    if c.transport == "http":
-        raise ConfigError(f"{c.model} is generative: a generation runs in process for now "
-                          "(--transport http, the OpenAI-compatible stream, is not built yet)")
     if not length_given:
         c.requests = DEFAULT_GEN_REQUESTS
     context = context_of(cls, c.model_args or {})

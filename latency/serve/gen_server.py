@@ -45,7 +45,9 @@ class GenServerConfig:
 
 class GenServer:
     """Serves ``GenRequest``s: ``submit`` one; each token reaches ``req.on_token(req, last)``
-    and a failure ``req.on_done(req)`` with ``req.error`` set."""
+    and a failure ``req.on_done(req)`` with ``req.error`` set. ``req.on_accepted(req)``, if
+    set, is called once its prompt is tokenized and fits; ``cancel(req)`` drops a request
+    wherever it is (an HTTP client that went away), freeing its slot and KV."""
 
     def __init__(self, pipeline: GenerativePipeline, config: GenServerConfig,
                  on_step: StepCallback | None = None) -> None:
@@ -57,6 +59,9 @@ class GenServer:
         self._replicas = [_Replica(self, i) for i in range(config.replicas)]
         self._threads: list[threading.Thread] = []
         self._closed = threading.Event()
+        #: how many cancels were asked for: a replica looks for cancelled sequences only
+        #: when it changed since its last look
+        self.cancels = 0
 
     # ---- life ----------------------------------------------------------------------------
     def start(self) -> GenServer:
@@ -72,6 +77,23 @@ class GenServer:
     def submit(self, req: GenRequest) -> None:
         req.t_received = now_ns()
         self._inbox.put(req)
+
+    def cancel(self, req: GenRequest) -> None:
+        """Drop ``req`` (from any thread): before its next step each replica removes it from
+        its queue or its running set and frees its KV cache; ``req.on_done(req)`` follows,
+        with ``req.cancelled`` set. A request still being tokenized is dropped after."""
+        req.cancelled = True
+        self.cancels += 1
+        for rep in self._replicas:
+            rep.wake()
+
+    def counts(self) -> dict[str, int]:
+        """Sequences running and waiting (for the tokenizer or a slot) at this moment; read
+        from any thread, so a moment's view."""
+        reps = self._replicas
+        return {"running": sum(len(r.scheduler.running) for r in reps),
+                "waiting": self._inbox.qsize() + sum(len(r.scheduler.waiting)
+                                                     + len(r._incoming) for r in reps)}
 
     def abandon(self) -> None:
         """Drop every request that has not started: they end cancelled (not results)."""
@@ -102,6 +124,9 @@ class GenServer:
             req = self._inbox.get()
             if req is _STOP:
                 return
+            if req.cancelled:
+                _done(req)
+                continue
             req.t_tok_start = now_ns()
             try:
                 ids = list(p.tokenize(req.prompt)) if isinstance(req.prompt, str) \
@@ -124,6 +149,11 @@ class GenServer:
             except BaseException as exc:  # noqa: BLE001 - the user's tokenizer fails alone
                 req.t_tok_end = req.t_tok_end or now_ns()
                 req.error = error_text(exc)
+                _done(req)
+                continue
+            if req.on_accepted is not None:
+                req.on_accepted(req)
+            if req.cancelled:
                 _done(req)
                 continue
             rep = min(self._replicas, key=lambda r: r.load)
@@ -174,15 +204,23 @@ class _Replica:
     def loop(self) -> None:
         s = self.scheduler
         self._abandon = False
+        seen_cancels = 0
         while not self.server._closed.is_set():
             with self._cv:
                 while not self._incoming and s.idle and not self.server._closed.is_set() \
                         and not self._abandon:
                     self._cv.wait(0.5)
+                gone = [seq for seq in self._incoming if seq.req.cancelled]
                 for seq in self._incoming:
-                    s.add(seq)
+                    if not seq.req.cancelled:
+                        s.add(seq)
                 self._incoming = []
                 abandon, self._abandon = self._abandon, False
+            if self.server.cancels != seen_cancels:  # someone cancelled: drop theirs
+                seen_cancels = self.server.cancels
+                gone += self._drop_cancelled()
+            for seq in gone:
+                _done(seq.req)
             if abandon:  # Stop: what has not started ends cancelled
                 while s.waiting:
                     seq = s.waiting.popleft()
@@ -199,6 +237,18 @@ class _Replica:
         for seq in [*s.running, *s.waiting]:  # closed with work left: it ends unanswered
             seq.req.error = seq.req.error or "no reply: the server closed"
             _done(seq.req)
+
+    def _drop_cancelled(self) -> list[Seq]:
+        """Take every cancelled sequence out of the queue and the running set, its KV freed."""
+        s = self.scheduler
+        gone = [seq for seq in [*s.running, *s.waiting] if seq.req.cancelled]
+        for seq in gone:
+            if seq in s.running:
+                s.finish(seq)
+            else:
+                s.waiting.remove(seq)
+            self._free(seq)
+        return gone
 
     # ---- one step ----------------------------------------------------------------------------
     def step(self, plan: Plan) -> None:
@@ -294,8 +344,8 @@ class _Replica:
         req.kinds.append(kind)
         req.batches.append(batch)
         eos = self.server.pipeline.eos_token_id
-        last = seq.generated >= seq.max_tokens or (
-            self.server.config.stop_on_eos and eos is not None and token == eos)
+        stop = self.server.config.stop_on_eos if req.stop_on_eos is None else req.stop_on_eos
+        last = seq.generated >= seq.max_tokens or (stop and eos is not None and token == eos)
         if last:
             self.scheduler.finish(seq)
             self._free(seq)

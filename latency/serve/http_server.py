@@ -1,5 +1,7 @@
 """The HTTP server as a process: uvicorn serving the OIP app (``http_app``) of a server made by
-the one builder (``builder``), for ``python -m latency serve`` and for an HTTP run.
+the one builder (``builder``), for ``python -m latency serve`` and for an HTTP run — or, for a
+generative pipeline, the OpenAI-compatible app (``openai_app``) of its generation server
+(``gen_builder``), which also keeps its recent scheduler steps for the run (``gen_steps``).
 
 Why a process of its own for a run: see ``ServerProcess``. The process reads its config as
 JSON on the command line and answers with one line on a pipe of its own, ``ready {...}``: the
@@ -23,8 +25,13 @@ from latency.core.config import DEFAULT_MAX_BODY_MB, RunConfig
 from latency.core.errors import error_text
 from latency.core.timing import GIL_SWITCH_INTERVAL_S
 from latency.host.processes import exit_now
+from latency.pipelines.generative import is_generative
+from latency.pipelines.registry import pipeline_class
 from latency.serve.builder import BuiltServer, build_server
+from latency.serve.gen_builder import BuiltGenServer, build_gen_server
+from latency.serve.gen_steps import StepRing
 from latency.serve.http_app import create_app
+from latency.serve.openai_app import create_openai_app
 
 #: the longest status line read from the server process (a ready line is a few kB)
 MAX_STATUS = 1 << 20
@@ -68,8 +75,15 @@ def serve(config: RunConfig, host: str, port: int, max_body_mb: float = DEFAULT_
     is called once uvicorn serves (and handles Ctrl-C itself)."""
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     sock = bind(host, port)
-    built = build_server(config)
-    app = create_app(built.server, config.model, int(max_body_mb * 1024 * 1024))
+    built: BuiltServer | BuiltGenServer
+    if serves_generation(config):
+        ring = StepRing()
+        built = build_gen_server(config, on_step=ring.add)
+        app = create_openai_app(built.server, config.model, int(built.pipeline.max_context),
+                                int(max_body_mb * 1024 * 1024), steps=ring)
+    else:
+        built = build_server(config)
+        app = create_app(built.server, config.model, int(max_body_mb * 1024 * 1024))
     uv = uvicorn_server(app)
     if stop is not None:
         def watch() -> None:
@@ -90,8 +104,16 @@ def serve(config: RunConfig, host: str, port: int, max_body_mb: float = DEFAULT_
     try:
         uv.run(sockets=[sock])
     finally:
-        built.server.stop()
+        if isinstance(built, BuiltGenServer):
+            built.server.close()
+        else:
+            built.server.stop()
         sock.close()
+
+
+def serves_generation(config: RunConfig) -> bool:
+    """Whether ``config`` names a generative pipeline (served by the OpenAI-compatible app)."""
+    return is_generative(pipeline_class(config.model, config.pipeline))
 
 
 # ---- the server as a child process of a run ---------------------------------------------------
@@ -186,7 +208,7 @@ class ServerProcess:
             self._proc.wait(timeout=5)
 
 
-def ready_line(port: int, built: BuiltServer) -> str:
+def ready_line(port: int, built: BuiltServer | BuiltGenServer) -> str:
     """The one line a server process answers with once it serves."""
     report = built.optimization.to_dict() if built.optimization is not None else None
     return "ready " + json.dumps({"port": port, "timings": built.timings,

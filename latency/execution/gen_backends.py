@@ -1,0 +1,140 @@
+"""Who serves a generation run, and how its requests reach it: the generation server in this
+process (``--transport in-process``), or our OpenAI-compatible server in a process of its own
+reached by the streaming client (``--transport http``).
+
+Both have one face (``GenBackend``), so the engine and the GenDriver do not know which they
+drive: ``start`` gives the driver its ``submit``; each request comes back through its
+``on_token``/``on_done`` (in process: the driver's receiver thread stamps ``delivered``; over
+HTTP: the client stamps each token as it parses its event, then calls ``on_done`` with every
+stamp filled in); ``abandon`` drops what has not started once an open loop's grace is over;
+``close`` ends it and hands over the scheduler's steps (over HTTP: fetched from the server
+process, placed on this clock, ``serve.gen_steps``).
+
+Why a process of its own for the HTTP server: as for one-shot runs (``ServerProcess``), the
+client's threads would otherwise share the server's GIL, and each side's work would be
+charged to the other's time.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from latency.analysis.timings import Timings
+from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
+from latency.core.gen_records import GenRequest
+from latency.core.timing import now_ns
+from latency.execution.http_backend import http_get
+from latency.loadgen.sse_client import SseTransport
+from latency.pipelines.generative import GenerativePipeline
+from latency.serve.gen_builder import build_gen_server
+from latency.serve.gen_server import GenServer, StepCallback
+from latency.serve.gen_steps import STEPS_KEPT, placed
+from latency.serve.http_server import ServerProcess
+
+Submit = Callable[[GenRequest], None]
+#: the most connections the streaming client opens (our server holds up to 2,048)
+MAX_CONNECTIONS = 2048
+
+
+class GenBackend(Protocol):
+    def start(self, timings: Timings, env: dict[str, Any]) -> Submit: ...
+
+    def abandon(self) -> None: ...
+
+    def close(self) -> list[str]: ...
+
+
+class InProcessGen:
+    """The generation server in this process (the pipeline built here is the one served)."""
+
+    def __init__(self, config: RunConfig, pipeline: GenerativePipeline,
+                 on_step: StepCallback) -> None:
+        self.config, self.pipeline, self.on_step = config, pipeline, on_step
+        self.server: GenServer | None = None
+
+    def start(self, timings: Timings, env: dict[str, Any]) -> Submit:
+        self.server = build_gen_server(self.config, self.on_step, self.pipeline).server
+        return self.server.submit
+
+    def abandon(self) -> None:
+        if self.server is not None:
+            self.server.abandon()
+
+    def close(self) -> list[str]:
+        if self.server is not None:
+            self.server.close()
+        return []
+
+
+class HttpGen:
+    """Our OpenAI-compatible server in its own process on 127.0.0.1, and the streaming
+    client (``loadgen.sse_client``)."""
+
+    def __init__(self, config: RunConfig, on_step: StepCallback) -> None:
+        self.config, self.on_step = config, on_step
+        self.server: ServerProcess | None = None
+        self.transport: SseTransport | None = None
+
+    def start(self, timings: Timings, env: dict[str, Any]) -> Submit:
+        c = self.config
+        t = time.perf_counter()
+        self.server = ServerProcess(c, c.max_body_mb).start()
+        timings.server_start_s = time.perf_counter() - t
+        timings.update(self.server.ready.get("timings") or {})  # measured in the server
+        connections = min(MAX_CONNECTIONS, max(c.concurrency or 1, c.backlog_limit() or 1))
+        self.transport = SseTransport(self.server.url, c.model, connections=connections,
+                                      ignore_eos=not c.stop_on_eos)
+        return self.transport.submit
+
+    def abandon(self) -> None:
+        if self.transport is not None:
+            self.transport.abandon()
+
+    def close(self) -> list[str]:
+        warnings: list[str] = []
+        if self.transport is not None:
+            self.transport.close()
+            unusable = self.transport.unusable
+            if unusable:
+                why = ", ".join(f"{n} {reason}" for reason, n in sorted(unusable.items()))
+                warnings.append(f"{sum(unusable.values())} streamed request(s) came without a "
+                                f"usable server account ({why}): each kept whole, its time "
+                                "to first token as network and its gaps as delivery")
+        if self.server is not None:
+            warnings += self._steps()
+            self.server.stop()
+        return warnings
+
+    def _steps(self) -> list[str]:
+        """The server's scheduler steps, onto this process's clock (``gen_steps.placed``)."""
+        assert self.server is not None
+        asked = now_ns()
+        status, body = http_get(f"{self.server.url}/latency_lab/steps", timeout_s=30)
+        got = now_ns()
+        if status != 200:
+            return [f"the server's scheduler steps could not be read (HTTP {status}): the "
+                    "summary has no scheduler figures"]
+        try:
+            rows = placed(body, asked, got)
+        except ValueError as exc:
+            return [f"the server's scheduler steps could not be read: {exc}"]
+        for row in rows.tolist():
+            self.on_step(row)
+        if len(rows) >= STEPS_KEPT:
+            return [f"the server kept its last {STEPS_KEPT:,} scheduler steps only"]
+        return []
+
+
+def gen_backend(config: RunConfig, pipeline: GenerativePipeline, given: bool,
+                on_step: StepCallback) -> GenBackend:
+    """The backend ``config.transport`` asks for. ``given``: the caller passed a pipeline
+    object, which only this process has (a server process builds its own from the config)."""
+    if config.transport == "http":
+        if given:
+            raise ConfigError("a pipeline object is served in this process only: over "
+                              "--transport http, name it (--pipeline module:Name or "
+                              "file.py:Name), so the server process can build it")
+        return HttpGen(config, on_step)
+    return InProcessGen(config, pipeline, on_step)
