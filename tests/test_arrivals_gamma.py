@@ -44,3 +44,14 @@ def test_a_gamma_run_is_measured_and_accounted_for():
                                            "postprocess_ms": 0.1}), force=True)
     assert result.status == "completed"
     assert result.summary.requests + result.summary.dropped == 100
+
+
+@pytest.mark.parametrize("arrival", [[], ["--arrival", "gamma", "--burstiness", "0.5"]])
+def test_an_open_loop_run_through_the_run_process_is_checked_twice_alike(arrival):
+    """The CLI's config is checked, sent to the run process and checked again: an open loop
+    must pass both (a closed loop's default of one client must not be set on it)."""
+    out = subprocess.run([sys.executable, "-m", "latency", "run", "--model", "synthetic",
+                          "--rate", "100", "--requests", "20", "--warmup", "2", "--no-save",
+                          "--quiet", *arrival], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "open 100 req/s" in out.stdout

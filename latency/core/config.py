@@ -423,6 +423,9 @@ class RunConfig:
                                   f"requests/s (got {c.rate!r})")
             if c.arrival not in ARRIVALS:
                 raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
+        else:
+            c.concurrency = 1 if c.concurrency is None else c.concurrency
+            positive_int("concurrency", c.concurrency, MAX_CONCURRENCY)
         if not (isinstance(c.burstiness, (int, float)) and not isinstance(c.burstiness, bool)
                 and MIN_BURSTINESS <= c.burstiness <= MAX_BURSTINESS):
             raise ConfigError(f"--burstiness must be from {MIN_BURSTINESS:g} to "
@@ -430,9 +433,6 @@ class RunConfig:
         if c.burstiness != 1.0 and (c.rate is None or c.arrival != "gamma"):
             raise ConfigError("--burstiness shapes gamma arrivals: give --rate and --arrival "
                               "gamma too")
-        else:
-            c.concurrency = 1 if c.concurrency is None else c.concurrency
-            positive_int("concurrency", c.concurrency, MAX_CONCURRENCY)
         if c.requests is not None and c.duration_s is not None:
             raise ConfigError("choose one length: --requests or --duration")
         if c.requests is None and c.duration_s is None:
