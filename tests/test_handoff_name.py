@@ -5,10 +5,6 @@ history, old run files), and an HTTP run's network stays "network"."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from latency.analysis.summary import Summary
 from latency.analysis.verdict import verdict
@@ -17,33 +13,34 @@ from latency.core.records import COMPONENTS, HANDOFF, component_labels, in_proce
 from latency.figures import course_plots, plots
 from latency.figures.lab_plots import ab_bars_figure
 
-ROOT = Path(__file__).resolve().parent.parent
 MEANS = {"network": 6.0, "queue": 1.0, "preprocess": 2.0, "forward": 1.0, "postprocess": 0.5,
          "overhead": 0.0}
 MAKEUP = {p: dict(MEANS) for p in ("mean", "p50", "p90", "p99")}
 
 
-def test_a_cli_runs_table_says_hand_off_and_its_json_keeps_network(tmp_path):
+def test_a_cli_runs_table_says_hand_off_and_its_json_keeps_network(tmp_path, monkeypatch,
+                                                                    capsys):
+    """The CLI in this process (``latency.cli.main``): the same commands and output as
+    ``python -m latency``, without three fresh interpreters' imports."""
+    from latency.cli.main import main
+
     out_json = tmp_path / "run.json"
-    env = {**os.environ, "LATENCY_LAB_DB": str(tmp_path / "runs.sqlite")}
-    out = subprocess.run([sys.executable, "-m", "latency", "run", "--requests", "60",
-                          "--warmup", "3", "--json", str(out_json)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr
-    rows = [line.split()[0] for line in out.stdout.splitlines() if line[:1].isalpha()]
+    monkeypatch.setenv("LATENCY_LAB_DB", str(tmp_path / "runs.sqlite"))
+    code = main(["run", "--requests", "60", "--warmup", "3", "--json", str(out_json)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    rows = [line.split()[0] for line in out.out.splitlines() if line[:1].isalpha()]
     assert HANDOFF in rows and "network" not in rows
     d = json.loads(out_json.read_text())
     assert set(d["summary"]["components_ms"]) == set(COMPONENTS)  # the data: "network"
     # the file reads back the same, as old ones do: its summary shows the hand-off
-    shown = subprocess.run([sys.executable, "-m", "latency", "history", "show", "latest"],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert shown.returncode == 0 and f"\n{HANDOFF} " in shown.stdout
+    code = main(["history", "show", "latest"])
+    shown = capsys.readouterr()
+    assert code == 0 and f"\n{HANDOFF} " in shown.out, shown.err
     # the Chrome trace names its spans as the table does
     trace_file = tmp_path / "run.trace.json"
-    exported = subprocess.run([sys.executable, "-m", "latency", "history", "export", "latest",
-                               "--format", "trace", "--out", str(trace_file)],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert exported.returncode == 0, exported.stderr
+    code = main(["history", "export", "latest", "--format", "trace", "--out", str(trace_file)])
+    assert code == 0, capsys.readouterr().err
     spans = {e["name"] for e in json.loads(trace_file.read_text())["traceEvents"]
              if e.get("cat") == "component"}
     assert HANDOFF in spans and "network" not in spans and "forward" in spans
