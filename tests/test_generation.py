@@ -90,9 +90,14 @@ def test_alone_ttft_is_tokenize_plus_prefill_and_itl_is_one_step():
     s = result.summary
     note = machine_note(result)
     prefill = p.prefill_time_ms(200)
-    assert s.components_ms["prefill"].p50 == pytest.approx(prefill, rel=0.05, abs=0.3), note
+    # the prefill part is the prefill call's own time, as the scheduler stamped it ...
+    calls = float(np.median(prefill_calls_ms(result)))
+    assert s.components_ms["prefill"].p50 == pytest.approx(calls, rel=0.02, abs=0.05), note
+    # ... and that is the cost set, plus what sharing one GIL with the in-process client
+    # costs it (the client records the last request while the next one prefills)
+    assert calls == pytest.approx(prefill, rel=0.1, abs=0.5), note
     # TTFT is its prefill, its tokenize and small hand-offs
-    assert s.ttft_ms.p50 == pytest.approx(prefill + s.components_ms["tokenize"].p50,
+    assert s.ttft_ms.p50 == pytest.approx(calls + s.components_ms["tokenize"].p50,
                                           rel=0.1, abs=0.6), note
     assert s.itl_ms.p50 == pytest.approx(p.step_time_ms(1), rel=0.05, abs=0.3), note
     assert s.tpot_ms.p50 == pytest.approx(p.step_time_ms(1), rel=0.08, abs=0.4), note
