@@ -480,3 +480,17 @@ def test_replicas_each_run_their_own_scheduler():
     assert set(result.steps["replica"].tolist()) == {0, 1}
     # no replica runs more than its slots
     assert result.steps["running"].max() <= 2
+
+
+def test_an_overloaded_open_loop_counts_what_its_grace_dropped():
+    """Far more arrivals than one slot serves, and a short grace: what still waited when the
+    grace ran out is dropped by overload — counted, so every offered request is accounted
+    for and the run says it was overloaded."""
+    result = run(rate=200.0, requests=120, max_running=1, prompt_tokens="16",
+                 output_tokens="10", warmup=0, drain_grace_s=0.5,
+                 model_args={"step_ms": 5.0})
+    s = result.summary
+    assert s.dropped > 0
+    assert s.requests + s.dropped == 120, (s.requests, s.dropped)
+    assert result.validity.valid, result.validity.line()
+    assert any(w.kind == "overloaded" for w in result.findings)

@@ -170,6 +170,7 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             watcher = threading.Thread(target=_stop_when_full, daemon=True,
                                        args=(rec.full, cancel, stop_progress), name="full")
             watcher.start()
+            cancelled_before = rec.cancelled
             try:
                 dropped = _drive(driver, config, rng, config.requests, until, False, server)
             finally:
@@ -177,6 +178,8 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             timings.measure_end_ns = now_ns()
             timings.measure_cpu_s = time.process_time() - cpu0
             if config.rate is not None:
+                if not cancel.is_set():  # abandoned in the server when the grace ran out
+                    dropped += rec.cancelled - cancelled_before
                 timings.offered_requests = driver.offered
                 timings.offered_span_s = max(driver.last_due_ns - start, 0) / 1e9
                 if dropped:
