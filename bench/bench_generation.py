@@ -134,7 +134,7 @@ def served_vs_loop(quick: bool) -> None:
         return out_n
 
     texts = [p.detokenize(p.tokenize(t)[:64]) for t in prompts]
-    rates: dict[str, list[float]] = {"bare": [], "text": [], "served": []}
+    rates: dict[str, list[float]] = {"bare": [], "text": [], "served": [], "http": []}
     for _ in range(1 if quick else 3):
         for kind, words in (("bare", False), ("text", True)):
             t = time.perf_counter()
@@ -145,12 +145,20 @@ def served_vs_loop(quick: bool) -> None:
         rows = r.rows[~r.rows["warmup"]]
         busy = float((rows["t_done"] - rows["t_sent"]).sum()) / 1e9
         rates["served"].append(float(rows["output_tokens"].sum()) / busy)
-    bare, text, served = (statistics.median(rates[k]) for k in ("bare", "text", "served"))
+        r = gen(model="tiny-lm", concurrency=1, requests=len(texts), warmup=1,
+                prompt_tokens="64", output_tokens=str(out_n), threads=1, transport="http")
+        rows = r.rows[~r.rows["warmup"]]
+        busy = float((rows["t_done"] - rows["t_sent"]).sum()) / 1e9
+        rates["http"].append(float(rows["output_tokens"].sum()) / busy)
+    bare, text, served, http = (statistics.median(rates[k])
+                                for k in ("bare", "text", "served", "http"))
     print(f"  plain loop: {bare:,.1f} tokens/s (prefill + decode only), {text:,.1f} tokens/s "
           f"(with tokenize and detokenize, as a server must) · served {served:,.1f} tokens/s "
           f"(send to last token)")
     print(f"  served / loop with text {served / text:.2f} (aim ≥ 0.9) · served / bare loop "
           f"{served / bare:.2f}")
+    print(f"  over HTTP (our server in its own process, our streaming client in this one): "
+          f"{http:,.1f} tokens/s, {http / text:.2f} of the loop with text")
 
 
 def main() -> None:
