@@ -18,8 +18,10 @@ def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 
 
 def cli_here(*args: str) -> subprocess.CompletedProcess:
-    """The same command line in this process (``latency.cli.main``), for commands that run no
-    model: the same code without paying a fresh interpreter's imports per call."""
+    """The same command line in this process (``latency.cli.main``): the same code without
+    paying a fresh interpreter's imports per call (a ``run`` still runs in its own run
+    process). ``cli`` (a real ``python -m latency``) is kept for the shared ``run_files``
+    run, the command as a user types it."""
     import contextlib
     import io
 
@@ -35,7 +37,7 @@ def cli_here(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_models_lists_every_pipeline_with_a_description():
-    out = cli("models")
+    out = cli_here("models")
     assert out.returncode == 0
     for name in ("image-cnn", "text-transformer", "tabular-mlp", "synthetic"):
         line = next(line for line in out.stdout.splitlines() if line.startswith(name))
@@ -121,9 +123,9 @@ def test_bad_input_is_one_line_exit_2_nothing_run(args, needle):
 
 def test_oversubscription_warns_in_summary_and_json(tmp_path):
     j = tmp_path / "r.json"
-    out = cli("run", "--model-arg", "forward_ms=1", "--model-arg", "preprocess_ms=0",
-              "--model-arg", "postprocess_ms=0", "--replicas", "2", "--threads", "64",
-              "--requests", "50", "--warmup", "0", "--json", str(j), "--quiet")
+    out = cli_here("run", "--model-arg", "forward_ms=1", "--model-arg", "preprocess_ms=0",
+                   "--model-arg", "postprocess_ms=0", "--replicas", "2", "--threads", "64",
+                   "--requests", "50", "--warmup", "0", "--json", str(j), "--quiet")
     assert out.returncode == 0
     assert "oversubscribed" in out.stdout
     assert any("oversubscribed" in w for w in json.loads(j.read_text())["summary"]["warnings"])
@@ -131,8 +133,8 @@ def test_oversubscription_warns_in_summary_and_json(tmp_path):
 
 def test_simulate_prints_the_summary_and_the_closed_form(tmp_path):
     j = tmp_path / "sim.json"
-    out = cli("simulate", "--rate", "150", "--service-ms", "5", "--requests", "50000",
-              "--json", str(j))
+    out = cli_here("simulate", "--rate", "150", "--service-ms", "5", "--requests", "50000",
+                   "--json", str(j))
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("SIMULATED") and "closed form M/M/1" in out.stdout
     d = json.loads(j.read_text())
@@ -143,18 +145,18 @@ def test_simulate_prints_the_summary_and_the_closed_form(tmp_path):
 
 
 def test_simulate_unstable_and_bad_input():
-    out = cli("simulate", "--rate", "300", "--service-ms", "5", "--requests", "20000")
+    out = cli_here("simulate", "--rate", "300", "--service-ms", "5", "--requests", "20000")
     assert out.returncode == 0 and "unstable" in out.stdout and "nan" not in out.stdout.lower()
-    bad = cli("simulate", "--rate", "10", "--service-dist", "weibull")
+    bad = cli_here("simulate", "--rate", "10", "--service-dist", "weibull")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
 
 def test_simulate_from_a_recorded_run_json_and_csv(tmp_path):
     j, c = tmp_path / "run.json", tmp_path / "run.csv"
-    out = cli("run", "--model", "synthetic", "--model-arg", "forward_ms=3",
-              "--model-arg", "preprocess_ms=0", "--model-arg", "postprocess_ms=0",
-              "--rate", "100", "--requests", "300", "--json", str(j), "--csv", str(c),
-              "--no-save")
+    out = cli_here("run", "--model", "synthetic", "--model-arg", "forward_ms=3",
+                   "--model-arg", "preprocess_ms=0", "--model-arg", "postprocess_ms=0",
+                   "--rate", "100", "--requests", "300", "--json", str(j), "--csv", str(c),
+                   "--no-save")
     assert out.returncode == 0, out.stderr
     assert json.loads(j.read_text())["requests"]["count"] == 320  # 20 warm-up + 300
     # the utilisation is 200 req/s × the service this run measured (3 ms as set, or longer
@@ -182,7 +184,7 @@ def test_simulate_from_a_recorded_run_json_and_csv(tmp_path):
 
 
 def test_simulate_unstable_shows_the_queue_growing():
-    out = cli("simulate", "--rate", "300", "--service-ms", "5", "--requests", "20000")
+    out = cli_here("simulate", "--rate", "300", "--service-ms", "5", "--requests", "20000")
     assert "queue length over the simulated horizon" in out.stdout
     line = out.stdout.split("queue length over the simulated horizon")[1].splitlines()[1]
     lengths = [int(x.split(":")[1]) for x in line.split()]
@@ -192,10 +194,10 @@ def test_simulate_unstable_shows_the_queue_growing():
 def test_simulate_from_a_run_takes_its_batching_and_replicas(tmp_path):
     """A batch-8 run replays as batch 8 (not batch 1, and not "unstable"); a flag overrides."""
     j = tmp_path / "batched.json"
-    out = cli("run", "--model", "synthetic", "--model-arg", "forward_ms=4",
-              "--model-arg", "preprocess_ms=0", "--model-arg", "postprocess_ms=0",
-              "--batch-size", "8", "--max-batch-delay-ms", "5", "--replicas", "2",
-              "--concurrency", "16", "--requests", "800", "--json", str(j), "--no-save")
+    out = cli_here("run", "--model", "synthetic", "--model-arg", "forward_ms=4",
+                   "--model-arg", "preprocess_ms=0", "--model-arg", "postprocess_ms=0",
+                   "--batch-size", "8", "--max-batch-delay-ms", "5", "--replicas", "2",
+                   "--concurrency", "16", "--requests", "800", "--json", str(j), "--no-save")
     assert out.returncode == 0, out.stderr
     sim = cli_here("simulate", "--from-run", str(j), "--requests", "20000")
     assert sim.returncode == 0, sim.stderr
