@@ -125,13 +125,13 @@ def component_ns(rows: np.ndarray) -> dict[str, np.ndarray]:
     ``schedule_lag``. The components sum exactly to ``e2e``: TTFT's parts plus the sums of
     the gaps' parts (kept per request in the log)."""
     first = ttft_parts(rows)
-    out = {c: first.get(c, 0) for c in GEN_COMPONENTS}
+    out: dict[str, Any] = {c: first.get(c, 0) for c in GEN_COMPONENTS}
     out["decode"] = rows["decode_ns"].astype(np.int64)
     out["stall"] = rows["stall_ns"].astype(np.int64)
     out["detokenize"] = first["detokenize"] + rows["detok_ns"]
     out["delivery"] = first["delivery"] + rows["delivery_ns"]
-    out = {c: np.asarray(v, dtype=np.int64) + np.zeros(len(rows), dtype=np.int64)
-           for c, v in out.items()}
+    zeros = np.zeros(len(rows), dtype=np.int64)
+    out = {c: np.asarray(v, dtype=np.int64) + zeros for c, v in out.items()}
     out["ttft"] = rows["t_first_deliv"] - rows["t_intended"]
     out["total"] = out["e2e"] = rows["t_done"] - rows["t_intended"]
     out["schedule_lag"] = rows["t_sent"] - rows["t_intended"]

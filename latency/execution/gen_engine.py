@@ -111,7 +111,7 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
     server: GenBackend | None = None  # in process, or our server over HTTP
     given = pipeline is not None
     disturbance = None
-    phase = {"name": "waiting", "since": time.monotonic()}
+    phase: dict[str, Any] = {"name": "waiting", "since": time.monotonic()}
 
     def set_phase(name: str) -> None:
         phase["name"], phase["since"] = name, time.monotonic()

@@ -18,6 +18,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class GenDriver:
             event = self._events.get()
             if event is _STOP:
                 return
-            req, last = event  # type: ignore[misc]
+            req, last = cast("tuple[GenRequest, bool | None]", event)
             if last is not None:
                 req.delivered.append(now_ns())
                 if not last:

@@ -90,17 +90,18 @@ class StreamPool(Pool):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
 
+        timers: list[asyncio.TimerHandle] = []
+
         def check() -> None:
-            nonlocal timer
             now = loop.time()
             if now >= deadline:
                 conn._fail(TimeoutError(f"the stream did not end within {self.timeout_s:g} s"))
             elif now - conn.last_data >= self.idle_s:
                 conn._fail(TimeoutError(f"no byte of the stream for {self.idle_s:g} s"))
             else:
-                timer = loop.call_later(min(self.idle_s / 4, deadline - now), check)
+                timers[0] = loop.call_later(min(self.idle_s / 4, deadline - now), check)
 
-        timer = loop.call_later(min(self.idle_s / 4, self.timeout_s), check)
+        timers.append(loop.call_later(min(self.idle_s / 4, self.timeout_s), check))
         try:
             status, _, error = await conn.stream(self.head(content_type, len(body)) + body,
                                                  sink)
@@ -109,6 +110,6 @@ class StreamPool(Pool):
             conn._fail(HttpError("the client gave up on the stream"))
             raise
         finally:
-            timer.cancel()
+            timers[0].cancel()
             conn.sink = None
             self._release(conn)

@@ -98,9 +98,10 @@ def _parts_ms(req: GenRequest, n: int, picked: list[int]) -> dict[str, float]:
     delivery = picked[0] - req.detok[0]
     if n > 1:
         pick = np.asarray(picked[:n], dtype=np.int64)
-        parts = gap_parts(pick[:-1], *(np.asarray(getattr(req, a)[1:n], dtype=np.int64)
-                                       for a in ("call_start", "produced", "detok")),
-                          pick[1:], np.asarray(req.kinds[1:n], dtype=np.int8))
+        start, produced, done = (np.asarray(getattr(req, a)[1:n], dtype=np.int64)
+                                 for a in ("call_start", "produced", "detok"))
+        parts = gap_parts(pick[:-1], start, produced, done, pick[1:],
+                          np.asarray(req.kinds[1:n], dtype=np.int8))
         sums = {c: int(parts[c].sum()) for c in GAP_COMPONENTS}
         out["decode_ms"], out["stall_ms"] = sums["decode"] / 1e6, sums["stall"] / 1e6
         detok += sums["detokenize"]

@@ -186,8 +186,8 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
             stats.count(200)
             if ask.stream:
                 handed_over = True
-                return _SseResponse(req, stream, ask, Encoder(model, chat), watcher, live,
-                                    server, counts)
+                return _SseResponse(req, stream, ask, Encoder(model, chat),  # type: ignore[return-value]
+                                    watcher, live, server, counts)
             while not (stream.last or stream.ended or stream.gone):
                 await stream.wait()
             if stream.gone:

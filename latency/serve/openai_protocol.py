@@ -159,7 +159,7 @@ def _messages(data: dict[str, Any]) -> str:
                               param="messages")
         content = m.get("content")
         if isinstance(content, list):  # content parts: only text is understood
-            texts = [part.get("text") for part in content if isinstance(part, dict)
+            texts = [str(part["text"]) for part in content if isinstance(part, dict)
                      and part.get("type") == "text" and isinstance(part.get("text"), str)]
             if len(texts) != len(content):
                 raise OpenAIError(400, f"messages[{i}].content: only text parts are served",
