@@ -24,12 +24,10 @@ from typing import Any
 from latency.analysis.gen_result import GenResult
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError, error_text
+from latency.execution.process import KILL_AFTER_STOP_S
 from latency.host.processes import exit_now
 
 _ctx = mp.get_context("spawn")
-#: a stopped run process still running after this long is killed (in-flight streams get 4 s,
-#: the server's threads 3 s more: within a container's 10 s stop grace)
-KILL_AFTER_STOP_S = 8.0
 
 
 def _child(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who: str) -> None:
