@@ -24,7 +24,7 @@ import numpy as np
 
 from latency.core.gen_records import GenRequest
 from latency.core.timing import now_ns
-from latency.loadgen.generator import DRAIN_S, LONG_WAIT_NS, STOP_DRAIN_S, arrival_offsets_ns
+from latency.loadgen.generator import DRAIN_S, STOP_DRAIN_S, due_times
 
 _STOP = object()
 
@@ -176,19 +176,8 @@ class GenDriver:
         t_start = now_ns() + 1_000_000
         sent = dropped = 0
         self.offered, self.last_due_ns = 0, t_start
-        for offset in arrival_offsets_ns(rate, arrival, rng, burstiness=burstiness):
-            if self.cancel.is_set() or (count is not None and sent + dropped >= count):
-                break
-            t_intended = t_start + offset
-            if until_ns is not None and t_intended >= until_ns:
-                break
-            wait = t_intended - now_ns()
-            if wait > LONG_WAIT_NS:
-                if self.cancel.wait((wait - LONG_WAIT_NS) / 1e9):
-                    break
-                wait = t_intended - now_ns()
-            if wait > 0:
-                time.sleep(wait / 1e9)
+        for t_intended in due_times(rate, arrival, rng, t_start, count, until_ns, self.cancel,
+                                    burstiness):
             self.offered, self.last_due_ns = self.offered + 1, t_intended
             with self._lock:
                 backlog = len(self._inflight)

@@ -54,6 +54,29 @@ def arrival_offsets_ns(rate: float, arrival: str, rng: np.random.Generator,
         yield from offs.astype(np.int64).tolist()
 
 
+def due_times(rate: float, arrival: str, rng: np.random.Generator, t_start: int,
+              count: int | None, until_ns: int | None, cancel: threading.Event,
+              burstiness: float = 1.0) -> Iterator[int]:
+    """The open loop's clock: each request's intended send time (ns), yielded once it is due —
+    at most ``count`` of them, none at or after ``until_ns``, none after a stop. A long gap is
+    spent waiting on ``cancel`` (so a stop ends it at once), the last stretch in
+    ``time.sleep``, the finer timer."""
+    for i, offset in enumerate(arrival_offsets_ns(rate, arrival, rng, burstiness=burstiness)):
+        if cancel.is_set() or (count is not None and i >= count):
+            return
+        t_intended = t_start + offset
+        if until_ns is not None and t_intended >= until_ns:
+            return
+        wait = t_intended - now_ns()
+        if wait > LONG_WAIT_NS:
+            if cancel.wait((wait - LONG_WAIT_NS) / 1e9):
+                return
+            wait = t_intended - now_ns()
+        if wait > 0:
+            time.sleep(wait / 1e9)
+        yield t_intended
+
+
 class LoadDriver:
     """Sends requests through a transport and hands every finished one to ``record``."""
 
@@ -184,19 +207,8 @@ class LoadDriver:
         sent = dropped = 0
         #: what was offered: requests due (sent or dropped) and the last one's intended time
         self.offered, self.last_due_ns = 0, t_start
-        for offset in arrival_offsets_ns(rate, arrival, rng, burstiness=burstiness):
-            if self.cancel.is_set() or (count is not None and sent + dropped >= count):
-                break
-            t_intended = t_start + offset
-            if until_ns is not None and t_intended >= until_ns:
-                break
-            wait = t_intended - now_ns()
-            if wait > LONG_WAIT_NS:  # a long gap: wake on a stop (Ctrl-C, SIGTERM) too
-                if self.cancel.wait((wait - LONG_WAIT_NS) / 1e9):
-                    break
-                wait = t_intended - now_ns()
-            if wait > 0:
-                time.sleep(wait / 1e9)  # the last stretch: sleep is the finer timer
+        for t_intended in due_times(rate, arrival, rng, t_start, count, until_ns, self.cancel,
+                                    burstiness):
             self.offered, self.last_due_ns = self.offered + 1, t_intended
             if max_backlog is not None and sent - state["received"] >= max_backlog:
                 dropped += 1  # the server is this far behind: sending more only queues
