@@ -31,7 +31,7 @@ from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
 from latency.core.describe import load_description, setup_description
 from latency.core.gen_records import GEN_DTYPE, STEP_DTYPE, TOKEN_DTYPE
-from latency.storage.store import DAMAGE, RunStore, StoreError, checked_name
+from latency.storage.store import DAMAGE, RunStore, StoreError, checked_name, listing_sql
 
 PREFIX = "g"
 ZLIB_LEVEL = 1
@@ -162,23 +162,7 @@ class GenerationStore:
 
     def list(self, limit: int | None = None, model: str | None = None,
              status: str | None = None, text: str | None = None) -> list[GenInfo]:
-        where, args = [], []
-        if model:
-            where.append("model = ?")
-            args.append(model)
-        if status:
-            where.append("status = ?")
-            args.append(status)
-        if text:
-            where.append("instr(lower(id || ' ' || coalesce(name, '') || ' ' || model || ' ' "
-                         "|| load || ' ' || setup), ?) > 0")
-            args.append(text.lower())
-        sql = f"SELECT {_INFO} FROM generations"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at DESC, rowid DESC"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
+        sql, args = listing_sql(f"SELECT {_INFO} FROM generations", limit, model, status, text)
         with self._connect() as conn:
             self._table(conn)
             return [_info(r) for r in conn.execute(sql, args)]

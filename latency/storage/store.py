@@ -390,23 +390,8 @@ class RunStore:
              status: str | None = None, text: str | None = None) -> list[RunInfo]:
         """Runs newest first; ``model``/``status`` match exactly, ``text`` is a case-blind
         substring of the id, name, model, load or device."""
-        where, args = [], []
-        if model:
-            where.append("model = ?")
-            args.append(model)
-        if status:
-            where.append("status = ?")
-            args.append(status)
-        if text:
-            where.append("(instr(lower(id || ' ' || coalesce(name, '') || ' ' || model || ' ' "
-                         "|| load || ' ' || setup || ' ' || coalesce(device, '')), ?) > 0)")
-            args.append(text.lower())
-        sql = f"SELECT {_INFO_COLS} FROM runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at DESC, rowid DESC"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
+        sql, args = listing_sql(f"SELECT {_INFO_COLS} FROM runs", limit, model, status, text,
+                                "coalesce(device, '')")
         with self._connect() as conn:
             return [_info_from_row(r) for r in conn.execute(sql, args)]
 
@@ -503,6 +488,28 @@ class RunStore:
 _MACHINE_COL = ("CASE WHEN json_valid(environment) AND json_type(environment, '$.disturbance') "
                 "= 'object' THEN json_remove(json_extract(environment, '$.disturbance'), "
                 "'$.series') END")
+
+
+def listing_sql(select: str, limit: int | None, model: str | None, status: str | None,
+                text: str | None, more_text: str = "''") -> tuple[str, list[Any]]:
+    """A listing's SQL, newest first: ``model``/``status`` match exactly, ``text`` is a
+    case-blind substring of the id, name, model, load, setup (and ``more_text``, a column)."""
+    where, args = [], []
+    if model:
+        where.append("model = ?")
+        args.append(model)
+    if status:
+        where.append("status = ?")
+        args.append(status)
+    if text:
+        where.append("(instr(lower(id || ' ' || coalesce(name, '') || ' ' || model || ' ' "
+                     f"|| load || ' ' || setup || ' ' || {more_text}), ?) > 0)")
+        args.append(text.lower())
+    sql = select + (" WHERE " + " AND ".join(where) if where else "")
+    sql += " ORDER BY created_at DESC, rowid DESC"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return sql, args
 
 
 def _has_json() -> bool:
