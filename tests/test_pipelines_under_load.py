@@ -36,5 +36,8 @@ def test_a_truncated_jpeg_fails_alone_and_the_run_goes_on():
 
 def test_registry_lists_every_pipeline_with_a_description():
     names = {i.name: i for i in list_pipelines()}
-    assert set(names) == {"image-cnn", "text-transformer", "tabular-mlp", "synthetic", "model-file"}
+    assert set(names) == {"image-cnn", "text-transformer", "tabular-mlp", "synthetic", "model-file",
+                          "synthetic-lm", "tiny-lm"}
     assert all(len(i.description) > 20 for i in names.values())
+    # the generative ones say so (they are run as generations, not one request at a time)
+    assert {n for n, i in names.items() if i.generative} == {"synthetic-lm", "tiny-lm"}
