@@ -156,6 +156,9 @@ def gen_checks(model: str, device: str, dtype: str, quick: bool) -> tuple[list[G
     from latency.pipelines.generative import DecodeInput, PrefillChunk
 
     dev = torch.device(device)
+    # the engine's runs use one intra-op thread (RunConfig.threads' default): so does the
+    # direct timing, or a CPU dry run compares two threads with one
+    torch.set_num_threads(1)
     p = build_pipeline(model, dev, DTYPES[dtype], parse_model_args(model, {}))
     repeats = 10 if quick else 50
     ids = []
