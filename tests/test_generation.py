@@ -15,15 +15,12 @@ import pytest
 
 from latency.core.config import RunConfig
 from latency.core.gen_records import (
-    GAP_COMPONENTS,
     GEN_COMPONENTS,
-    TTFT_COMPONENTS,
     component_ns,
-    gap_parts,
-    ttft_parts,
 )
 from latency.execution.gen_engine import execute_generation
 from sample_models.synthetic_lm import SyntheticLMPipeline
+from tests.gen_support import assert_adds_up, gaps
 from tests.timing_support import machine_note
 
 FAST = {"prefill_ms": 1.0, "prefill_ms_per_token": 0.02, "step_ms": 2.0,
@@ -44,38 +41,14 @@ def ok_rows(result):
     return rows[(rows["status"] == 0) & ~rows["warmup"]]
 
 
-def gaps(result, mask=None):
-    t = result.tokens
-    same = t["request"][1:] == t["request"][:-1]
-    prev, cur = t[:-1][same], t[1:][same]
-    if mask is not None:
-        keep = mask[cur["request"]]
-        prev, cur = prev[keep], cur[keep]
-    parts = gap_parts(prev["t_delivered"], cur["t_call_start"], cur["t_produced"],
-                      cur["t_detok"], cur["t_delivered"], cur["kind"])
-    return cur["t_delivered"] - prev["t_delivered"], parts
-
-
 def test_every_figure_adds_up_exactly():
     result = run(concurrency=3, requests=30, prompt_tokens="uniform:8:64",
                  output_tokens="uniform:1:12", max_running=2)
     rows = ok_rows(result)
     assert len(rows) == 30
-    comps = component_ns(rows)
-    assert np.array_equal(sum(comps[c] for c in GEN_COMPONENTS), comps["e2e"])
-    first = ttft_parts(rows)
-    assert np.array_equal(sum(first[c] for c in TTFT_COMPONENTS), comps["ttft"])
-    total, parts = gaps(result)
-    assert np.array_equal(sum(parts[c] for c in GAP_COMPONENTS), total)
-    for c in GEN_COMPONENTS:
-        assert (comps[c] >= 0).all(), c
+    comps = assert_adds_up(result, rows)
     # each request's tokens: exactly as many as asked, delivered in order
     assert (rows["output_tokens"] >= 1).all()
-    t = result.tokens
-    for i in np.flatnonzero(~result.rows["warmup"])[:10]:
-        mine = t[t["request"] == i]
-        assert len(mine) == result.rows["output_tokens"][i]
-        assert (np.diff(mine["t_delivered"]) >= 0).all()
     # E2E = TTFT + every gap of the request
     e2e = comps["e2e"]
     assert np.array_equal(e2e - comps["ttft"],

@@ -28,12 +28,11 @@ import numpy as np
 
 from latency.analysis.stats import LatencyStats, describe_ms, tail_makeup_ms
 from latency.core.gen_records import (
-    GAP_COMPONENTS,
     GEN_COMPONENTS,
     TTFT_COMPONENTS,
     component_ns,
-    gap_parts,
     measured_and_ok,
+    token_gaps,
     ttft_parts,
 )
 from latency.core.slo import Slo
@@ -129,7 +128,7 @@ def summarize_generation(rows: np.ndarray, tokens: np.ndarray, steps: np.ndarray
     multi = out_n > 1
     tpot = np.where(multi, (e2e - ttft) / np.maximum(out_n - 1, 1), 0)[multi]
     tok_ok = tokens[np.isin(tokens["request"], ok_index)] if len(tokens) else tokens
-    gaps, gparts = _gaps(tok_ok)
+    gaps, gparts = token_gaps(tok_ok)
     first = ttft_parts(ok)
     messages: dict[str, int] = {}
     for i, msg in errors.items():
@@ -175,16 +174,6 @@ def summarize_generation(rows: np.ndarray, tokens: np.ndarray, steps: np.ndarray
         dropped=dropped, error_messages=messages,
         scheduler=_scheduler(steps, start, end),
     )
-
-
-def _gaps(tokens: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    if len(tokens) < 2:
-        return np.zeros(0, np.int64), {c: np.zeros(0, np.int64) for c in GAP_COMPONENTS}
-    same = tokens["request"][1:] == tokens["request"][:-1]
-    prev, cur = tokens[:-1][same], tokens[1:][same]
-    parts = gap_parts(prev["t_delivered"], cur["t_call_start"], cur["t_produced"],
-                      cur["t_detok"], cur["t_delivered"], cur["kind"])
-    return cur["t_delivered"] - prev["t_delivered"], parts
 
 
 def _rate_stats(out_n: np.ndarray, e2e: np.ndarray) -> LatencyStats:

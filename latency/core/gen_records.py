@@ -103,6 +103,19 @@ def gap_parts(prev_delivered: np.ndarray, call_start: np.ndarray, produced: np.n
             "delivery": overlap(detok, delivered)}
 
 
+def token_gaps(tokens: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Every gap between consecutive tokens of the same request in a token table (rows of
+    ``TOKEN_DTYPE``, each request's tokens together, in order) and its parts: (gap ns, parts
+    by ``GAP_COMPONENTS``)."""
+    if len(tokens) < 2:
+        return np.zeros(0, np.int64), {c: np.zeros(0, np.int64) for c in GAP_COMPONENTS}
+    same = tokens["request"][1:] == tokens["request"][:-1]
+    prev, cur = tokens[:-1][same], tokens[1:][same]
+    parts = gap_parts(prev["t_delivered"], cur["t_call_start"], cur["t_produced"],
+                      cur["t_detok"], cur["t_delivered"], cur["kind"])
+    return cur["t_delivered"] - prev["t_delivered"], parts
+
+
 def ttft_parts(rows: np.ndarray) -> dict[str, np.ndarray]:
     """The parts of each request's time to first token (int64 ns); they sum to ``ttft``."""
     t = {s: rows[f"t_{s}"] for s in GEN_STAMPS}

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from latency.core.gen_records import STATUS_OK, gap_parts
+from latency.core.gen_records import STATUS_OK, token_gaps
 from latency.storage.trace import _lanes
 
 REQUESTS_PID, SCHEDULER_PID = 1, 2
@@ -89,8 +89,7 @@ def gen_trace(rows: np.ndarray, tokens: np.ndarray, steps: np.ndarray,
             mine = mine[: max(max_tokens - drawn, 0) + 1]
             drawn += len(mine)
             prev, cur = mine[:-1], mine[1:]
-            parts = gap_parts(prev["t_delivered"], cur["t_call_start"], cur["t_produced"],
-                              cur["t_detok"], cur["t_delivered"], cur["kind"])
+            _, parts = token_gaps(mine)
             for g in range(len(cur)):
                 at = int(prev["t_delivered"][g])
                 for name in ("stall", "decode", "detokenize", "delivery"):
