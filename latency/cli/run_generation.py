@@ -28,7 +28,7 @@ from latency.core.errors import ConfigError
 def cmd_run_generation(a: argparse.Namespace, config: RunConfig) -> int:
     from latency.execution.gen_process import run_generation_process
     from latency.execution.validate import validated
-    from latency.storage.outputs import check_output, write_atomic
+    from latency.storage.outputs import check_output
     from latency.storage.store import default_path
 
     # ConfigError → one line, exit 2; a pipeline of yours is imported in the run process only
@@ -83,35 +83,21 @@ def cmd_run_generation(a: argparse.Namespace, config: RunConfig) -> int:
     code = EXIT_FAILED if result.status == "failed" or not result.validity.valid else EXIT_OK
     if "signal" in stopped_by:
         code = 128 + stopped_by["signal"]
-    if store is not None:  # saved first: a failing file write below loses nothing
-        try:
-            run_id = store.save(result, name=a.name, source="cli")
-        except Exception as exc:  # noqa: BLE001 - the result is printed; say so
-            print(f"latency: warning: the run was not saved to the history {store.path}: "
-                  f"{exc}", file=sys.stderr)
-            code = code or EXIT_FAILED
-        else:
-            print(f"saved as generation {run_id} (python -m latency history show {run_id})")
-    for flag, path in outputs:
-        try:
-            if flag == "--parquet":
-                import io
+    from latency.cli.run import save_and_write
 
-                buf = io.BytesIO()
-                result.tokens_frame().to_parquet(buf, index=False)
-                data: bytes | str = buf.getvalue()
-            elif flag == "--trace":
-                from latency.core.records import in_process
-                from latency.storage.gen_trace import gen_trace_bytes
+    def data_of(flag: str) -> bytes | str:
+        if flag == "--parquet":
+            import io
 
-                data = gen_trace_bytes(result.rows, result.tokens, result.steps,
-                                       result.errors, {"model": config.model},
-                                       in_process(config))
-            else:
-                data = result.json_text() if flag == "--json" else result.csv_bytes()
-            write_atomic(path, data)
-        except OSError as exc:
-            print(f"latency: error: cannot write {flag} {path}: {exc.strerror or exc}",
-                  file=sys.stderr)
-            code = code or EXIT_FAILED
-    return code
+            buf = io.BytesIO()
+            result.tokens_frame().to_parquet(buf, index=False)
+            return buf.getvalue()
+        if flag == "--trace":
+            from latency.core.records import in_process
+            from latency.storage.gen_trace import gen_trace_bytes
+
+            return gen_trace_bytes(result.rows, result.tokens, result.steps, result.errors,
+                                   {"model": config.model}, in_process(config))
+        return result.json_text() if flag == "--json" else result.csv_bytes()
+
+    return save_and_write(result, store, a.name, "generation", outputs, data_of, code)
