@@ -57,10 +57,11 @@ def cmd_compare_generations(a: argparse.Namespace) -> int:
     from latency.analysis.compare import setup_differences
     from latency.analysis.gen_compare import format_gen_diff, gen_gate
     from latency.analysis.gen_text import describe_generation
-    from latency.analysis.machine import disturbed_mark, unequal_disturbance
+    from latency.analysis.machine import unequal_disturbance
+    from latency.cli.history import compare_letters, setup_and_machine_lines
 
     results = [load_generation(ref, getattr(a, "db", None)) for ref in a.ids]
-    letters = [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(results))]
+    letters = compare_letters(len(results))
     summaries = [r.summary for r in results]
     pct = a.fail_if_p99_worse
     gates = [gen_gate(summaries[0], s, pct, letters[0], x)
@@ -83,15 +84,9 @@ def cmd_compare_generations(a: argparse.Namespace) -> int:
         for x, ref, r in zip(letters, a.ids, results):
             print(f"{x}  {ref} · {r.status} · {r.summary.requests:,} requests · "
                   f"{describe_generation(r.config)}")
-        for x, d in diffs.items():
-            if d:
-                print(f"setup A → {x}: " + "; ".join(d))
-        for x, r in zip(letters, results):
-            mark = disturbed_mark(r.environment)
-            if mark:
-                print(f"{x} {mark}")
-        if machine:
-            print(f"warning: {machine}")
+        for line in setup_and_machine_lines(diffs, letters, [r.environment for r in results],
+                                            machine):
+            print(line)
         print()
         print(format_gen_diff(letters, summaries))
         print("(ms, or the unit the row says; Δ% against A)")

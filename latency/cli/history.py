@@ -194,6 +194,28 @@ def format_history(runs: list[Any]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def compare_letters(n: int) -> list[str]:
+    """What ``compare`` calls its runs: A, B, … Z, then R26, R27, …"""
+    return [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(n)]
+
+
+def setup_and_machine_lines(diffs: dict[str, list[str]], letters: list[str],
+                            environments: list[dict[str, Any]], machine: str | None
+                            ) -> list[str]:
+    """What ``compare`` says before its table, for one-shot and generation runs alike: each
+    run's setting that differs from A, each disturbed run's mark, an unequal machine."""
+    from latency.analysis.machine import disturbed_mark
+
+    lines = [f"setup A → {x}: " + "; ".join(d) for x, d in diffs.items() if d]
+    for x, env in zip(letters, environments):
+        mark = disturbed_mark(env)
+        if mark:
+            lines.append(f"{x} {mark}")
+    if machine:
+        lines.append(f"warning: {machine}")
+    return lines
+
+
 def _load_for_compare(store: Any, ref: str) -> Any:
     """A history id (or prefix, latest~N), or a run JSON file (a committed baseline)."""
     if ref.lower().endswith(".json") and Path(ref).is_file():
@@ -208,7 +230,7 @@ def _load_for_compare(store: Any, ref: str) -> Any:
 
 def cmd_compare(a: argparse.Namespace) -> int:
     from latency.analysis.compare import diff_rows, format_diff, p99_gate, setup_differences
-    from latency.analysis.machine import disturbed_mark, is_disturbed, unequal_disturbance
+    from latency.analysis.machine import is_disturbed, unequal_disturbance
 
     if len(a.ids) < 2:
         raise ConfigError("compare needs at least two run ids (the first is the baseline)")
@@ -226,7 +248,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
         return cmd_compare_generations(a)
     store = _store(a)
     runs = [_load_for_compare(store, ref) for ref in a.ids]
-    letters = [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(len(runs))]
+    letters = compare_letters(len(runs))
     summaries = [r.summary for r in runs]
     gates = []
     if pct is not None:
@@ -255,15 +277,9 @@ def cmd_compare(a: argparse.Namespace) -> int:
             print(f"{x}  {i.id}  " + (f"“{i.name}” · " if i.name else "")
                   + f"{i.model} · {i.load} · {i.status} · {i.n:,} requests · {i.when}"
                   + (f" · {DISTURBED}" if is_disturbed(r.environment) else ""))
-        for x, d in diffs.items():
-            if d:
-                print(f"setup A → {x}: " + "; ".join(d))
-        for x, r in zip(letters, runs):
-            mark = disturbed_mark(r.environment)
-            if mark:
-                print(f"{x} {mark}")
-        if machine:
-            print(f"warning: {machine}")
+        for line in setup_and_machine_lines(diffs, letters, [r.environment for r in runs],
+                                            machine):
+            print(line)
         print()
         print(format_diff(letters, summaries))
         print("(ms; Δ and Δ% against A; negative is faster)")

@@ -69,13 +69,12 @@ class _Steps:
 
 
 class _Recorder:
-    def __init__(self, cancel: threading.Event) -> None:
+    def __init__(self) -> None:
         self.log = GenLog(MAX_TOKENS_STORED)
         self.lock = threading.Lock()
         self.cancelled = 0
         self.samples: dict[int, str] = {}
         self.full = threading.Event()
-        self._cancel = cancel
 
     def record(self, r: GenRequest) -> None:
         with self.lock:
@@ -104,7 +103,7 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
     env = environment.collect(device, config.dtype, config.threads, config.replicas)
     timings = Timings()
     warnings: list[str] = []
-    rec = _Recorder(cancel)
+    rec = _Recorder()
     steps = _Steps()
     status, failure, trace = "completed", None, None
     lock = MachineLock(f"{who}: {config.model}", force=force)
