@@ -58,7 +58,7 @@ def cmd_compare_generations(a: argparse.Namespace) -> int:
     from latency.analysis.gen_compare import format_gen_diff, gen_gate
     from latency.analysis.gen_text import describe_generation
     from latency.analysis.machine import unequal_disturbance
-    from latency.cli.history import compare_letters, setup_and_machine_lines
+    from latency.cli.compare_text import compare_letters, setup_and_machine_lines
 
     results = [load_generation(ref, getattr(a, "db", None)) for ref in a.ids]
     letters = compare_letters(len(results))

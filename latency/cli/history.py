@@ -23,6 +23,7 @@ from typing import Any
 
 from latency.analysis.machine import DISTURBED, MACHINE_WORDS
 from latency.cli.args import NO_DEFAULT
+from latency.cli.compare_text import compare_letters, setup_and_machine_lines
 from latency.core import fmt
 from latency.core.errors import ConfigError
 
@@ -192,28 +193,6 @@ def format_history(runs: list[Any]) -> str:
                      "processes, CPU steal, throttling or memory pressure; its times are "
                      "inflated. `history show ID` says by how much)")
     return "\n".join(line.rstrip() for line in lines)
-
-
-def compare_letters(n: int) -> list[str]:
-    """What ``compare`` calls its runs: A, B, … Z, then R26, R27, …"""
-    return [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(n)]
-
-
-def setup_and_machine_lines(diffs: dict[str, list[str]], letters: list[str],
-                            environments: list[dict[str, Any]], machine: str | None
-                            ) -> list[str]:
-    """What ``compare`` says before its table, for one-shot and generation runs alike: each
-    run's setting that differs from A, each disturbed run's mark, an unequal machine."""
-    from latency.analysis.machine import disturbed_mark
-
-    lines = [f"setup A → {x}: " + "; ".join(d) for x, d in diffs.items() if d]
-    for x, env in zip(letters, environments):
-        mark = disturbed_mark(env)
-        if mark:
-            lines.append(f"{x} {mark}")
-    if machine:
-        lines.append(f"warning: {machine}")
-    return lines
 
 
 def _load_for_compare(store: Any, ref: str) -> Any:

@@ -83,7 +83,7 @@ def cmd_run_generation(a: argparse.Namespace, config: RunConfig) -> int:
     code = EXIT_FAILED if result.status == "failed" or not result.validity.valid else EXIT_OK
     if "signal" in stopped_by:
         code = 128 + stopped_by["signal"]
-    from latency.cli.run import save_and_write
+    from latency.cli.finish import save_and_write
 
     def data_of(flag: str) -> bytes | str:
         if flag == "--parquet":
