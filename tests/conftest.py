@@ -11,6 +11,11 @@
   installing them), when a missing extra fails the test: a failed install is never a quiet
   row of skips (``require_extra``; the ``browser`` and ``ray`` markers call it for their
   tests).
+- The suite runs on the cores that are idle when it starts (pytest-xdist, ``-n auto`` in
+  pytest.ini; ``pytest_xdist_auto_num_workers``): two workers on a quiet 2-core machine, one
+  process (no workers) where another program already keeps a core busy. A ``timing`` test
+  never has another test beside it: it takes the workers' shared lock exclusively, every
+  other test takes it shared (``pytest_runtest_protocol``).
 """
 import atexit
 import contextlib
@@ -72,6 +77,69 @@ def require_chromium() -> None:
 def require_ray() -> None:
     require_extra("ray.serve", "Ray Serve is an optional extra (pip install -r "
                   "requirements-ray.txt); CI installs it")
+
+
+#: overrides the number of test workers (0: one process, no workers)
+WORKERS_ENV = "LATENCY_LAB_TEST_WORKERS"
+#: at most this many workers, however many cores are idle (each runs servers and clients)
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: one worker per core idle over the last second (a busy core is not
+    counted: a test beside a CPU hog would measure the hog), none (one process) below two."""
+    given = os.environ.get(WORKERS_ENV, "").strip()
+    if given:
+        return max(0, int(given))
+    import psutil
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        (os.cpu_count() or 1)
+    busy = psutil.cpu_percent(interval=1.0) / 100.0 * (psutil.cpu_count() or cores)
+    idle = int(cores - busy + 0.25)
+    workers = min(idle, cores, MAX_WORKERS)
+    return workers if workers >= 2 else 0
+
+
+@contextlib.contextmanager
+def _flock(path: Path, exclusive: bool):
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+@contextlib.contextmanager
+def _alone_or_shared(exclusive: bool):
+    """The workers' readers-writer lock, with the writer first: a ``timing`` test (writer)
+    holds the turnstile while it waits for the running tests to end, so no new test starts
+    beside it; any other test passes the turnstile, then shares the lock."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+    base = Path(tempfile.gettempdir()) / f"latency-lab-tests-{os.getuid()}-{run}"
+    turnstile, shared = base.with_suffix(".turnstile"), base.with_suffix(".lock")
+    if exclusive:
+        with _flock(turnstile, True), _flock(shared, True):
+            yield
+        return
+    with _flock(turnstile, True):
+        pass
+    with _flock(shared, False):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under pytest-xdist, a ``timing`` test runs with no other test beside it — its setup
+    too, where a module's measured runs are made for it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    with _alone_or_shared(item.get_closest_marker("timing") is not None):
+        yield
 
 
 def pytest_runtest_setup(item) -> None:
