@@ -18,12 +18,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from latency.loadgen.http1_pool import HttpError, Pool, _Connection
+from latency.loadgen.http1_pool import KEPT, HttpError, Pool, _Connection
+from latency.loadgen.server_reports import REPORT_HEADERS
 
 #: the most bytes of a non-2xx response body kept (its error message)
 MAX_ERROR_BODY = 64 * 1024
 
 Sink = Callable[[bytes], None]
+#: response headers a streamed reply keeps: the one-shot ones and a server's timing report
+STREAM_KEPT = KEPT | frozenset(REPORT_HEADERS)
 
 
 class _StreamConnection(_Connection):
@@ -44,8 +47,11 @@ class _StreamConnection(_Connection):
         return asyncio.get_running_loop().time()
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"content-type":
+        low = name.lower()
+        if low == b"content-type":
             self.content_type = value
+        elif low in STREAM_KEPT:
+            self.headers[low] = value
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
@@ -80,11 +86,12 @@ class StreamPool(Pool):
         super().__init__(url, size, timeout_s, "POST")
         self.idle_s = idle_s
 
-    async def stream(self, body: bytes, content_type: str, sink: Sink
-                     ) -> tuple[int, bytes, bytes]:
-        """(status, content type, error body) of one POST whose 2xx body went to ``sink`` as
-        it came; HttpError/TimeoutError (or what the sink raised) on failure. A cancelled
-        caller closes the connection: the server sees the client go."""
+    async def stream(self, body: bytes, content_type: str, sink: Sink, extra: bytes = b""
+                     ) -> tuple[int, bytes, bytes, dict[bytes, bytes]]:
+        """(status, content type, error body, kept headers) of one POST whose 2xx body went
+        to ``sink`` as it came; ``extra``: more header lines (each ending in CRLF).
+        HttpError/TimeoutError (or what the sink raised) on failure. A cancelled caller
+        closes the connection: the server sees the client go."""
         conn = await self._acquire()
         assert isinstance(conn, _StreamConnection)
         loop = asyncio.get_running_loop()
@@ -103,9 +110,11 @@ class StreamPool(Pool):
 
         timers.append(loop.call_later(min(self.idle_s / 4, self.timeout_s), check))
         try:
-            status, _, error = await conn.stream(self.head(content_type, len(body)) + body,
-                                                 sink)
-            return status, conn.content_type, error
+            head = self.head(content_type, len(body))
+            if extra:
+                head = head[:-2] + extra + b"\r\n"
+            status, headers, error = await conn.stream(head + body, sink)
+            return status, conn.content_type, error, headers
         except asyncio.CancelledError:
             conn._fail(HttpError("the client gave up on the stream"))
             raise

@@ -176,8 +176,8 @@ class SseTransport:
                 reply.event(event, now_ns())
 
         try:
-            status, ctype, body = await self._pool.stream(self.body(req), "application/json",
-                                                          sink)
+            status, ctype, body, _headers = await self._pool.stream(
+                self.body(req), "application/json", sink)
             if status != 200:
                 error = f"HTTP {status}: {_message(body)}"
             elif not ctype.startswith(b"text/event-stream"):

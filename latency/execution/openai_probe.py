@@ -1,0 +1,230 @@
+"""Before a run against an OpenAI-compatible server: is it one, what does it serve, what does
+it accept — so what can be known up front is one line and exit 2, not a run of failures.
+
+    GET {base}/models          the served models (the default --served-model), and, timed
+                               five times, the client's round-trip floor to the server
+    POST {base}/{route}        one streamed request of two tokens with the run's API: the
+                               route exists, the model is served, the reply is a stream, and
+                               whether it takes ``ignore_eos``/``min_tokens`` (a server that
+                               refuses them is asked again without, and the run says it could
+                               not force output lengths)
+
+``base`` is the URL given to ``--target`` up to and including ``/v1`` (added when absent); a
+URL naming a route (``…/v1/chat/completions``) also names the API.
+
+Why plain ``http.client`` here and not the measuring client: the probe measures nothing but
+the round-trip floor, and a blocking exchange with its own bounds is the simplest correct
+reader of an answer that may not be HTTP we expect (HTML, a redirect, a reset).
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from latency.core.errors import ConfigError
+
+#: the probe's bounds: each exchange, and the bytes of a reply it reads
+PROBE_TIMEOUT_S = 30.0
+PROBE_MAX_BYTES = 1 << 20
+#: GET /models this many times; the fastest is the round-trip floor
+RTT_PROBES = 5
+ROUTES = {"chat": "/chat/completions", "completions": "/completions"}
+#: the environment variable an API key is read from unless --api-key-env names another
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """What the probe found; ``url`` is the route the run streams from."""
+
+    base: str
+    api: str
+    url: str
+    model: str
+    #: the server took ``ignore_eos``/``min_tokens``: output lengths are forced
+    forces_length: bool
+    #: the server sent ``usage`` in the stream
+    usage: bool
+    #: the fastest GET /models, ns: the client's round-trip floor to the server
+    rtt_floor_ns: int
+    #: the server's ``Server`` header, when it sends one
+    server: str = ""
+    models: tuple[str, ...] = field(default_factory=tuple)
+
+    def describe(self) -> dict[str, Any]:
+        return {"base": self.base, "api": self.api, "model": self.model,
+                "forces_length": self.forces_length, "usage": self.usage,
+                "rtt_floor_ms": self.rtt_floor_ns / 1e6, "server": self.server,
+                "models": list(self.models)}
+
+
+def split_target(url: str, api: str | None) -> tuple[str, str]:
+    """(base ending in /v1, api) from ``--target`` and ``--api``."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    for name, route in ROUTES.items():
+        if path.endswith(route):
+            if api is not None and api != name:
+                raise ConfigError(f"--target names the {name} route but --api is {api}")
+            path, api = path[: -len(route)], name
+            break
+    if not path.endswith("/v1"):
+        path += "/v1"
+    return f"{parts.scheme}://{parts.netloc}{path}", api or "chat"
+
+
+def api_key(key_env: str | None) -> str | None:
+    """The API key from the environment variable ``key_env`` (``OPENAI_API_KEY`` unless
+    named): never from the config, the history or a file."""
+    name = key_env or DEFAULT_KEY_ENV
+    key = os.environ.get(name, "").strip()
+    if not key and key_env:
+        raise ConfigError(f"--api-key-env {name}: that environment variable is not set")
+    return key or None
+
+
+def auth_headers(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _exchange(url: str, method: str, headers: dict[str, str], body: bytes | None
+              ) -> tuple[int, str, bytes, dict[str, str]]:
+    """(status, content type, body up to PROBE_MAX_BYTES, headers) of one request; raises
+    ConfigError naming what failed to connect."""
+    parts = urlsplit(url)
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    kw: dict[str, Any] = {"timeout": PROBE_TIMEOUT_S}
+    if parts.scheme == "https":
+        kw["context"] = ssl.create_default_context()
+    conn = cls(parts.hostname or "", parts.port, **kw)
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    try:
+        conn.request(method, path or "/", body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read(PROBE_MAX_BYTES)
+        return resp.status, resp.getheader("Content-Type") or "", data, \
+            {k.lower(): v for k, v in resp.getheaders()}
+    except ssl.SSLError as exc:
+        raise ConfigError(f"--target {url}: TLS failed ({exc.reason or exc})") from None
+    except TimeoutError:
+        raise ConfigError(f"--target {url}: no answer within {PROBE_TIMEOUT_S:g} s") from None
+    except (OSError, http.client.HTTPException) as exc:
+        raise ConfigError(f"--target {url}: cannot reach it ({type(exc).__name__}: "
+                          f"{exc})") from None
+    finally:
+        conn.close()
+
+
+def _message(body: bytes) -> str:
+    try:
+        err = json.loads(body).get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return err["message"][:300]
+        if isinstance(err, str):
+            return err[:300]
+        detail = json.loads(body).get("detail")
+        if detail:
+            return str(detail)[:300]
+    except (ValueError, AttributeError):
+        pass
+    text = body[:200].decode("utf-8", "replace").strip()
+    return text.splitlines()[0] if text else "(no body)"
+
+
+def _models(base: str, headers: dict[str, str]) -> tuple[list[str], int, str]:
+    """The served model ids, the fastest GET /models (ns) and the Server header."""
+    best, ids, server = None, [], ""
+    for _ in range(RTT_PROBES):
+        t = time.perf_counter_ns()
+        status, ctype, body, h = _exchange(f"{base}/models", "GET", headers, None)
+        took = time.perf_counter_ns() - t
+        server = h.get("server", "")
+        if status in (401, 403):
+            raise ConfigError(f"--target {base}: the server refused the request (HTTP "
+                              f"{status}: {_message(body)}); set the key in "
+                              f"{DEFAULT_KEY_ENV} or name its variable with --api-key-env")
+        if status != 200:
+            return [], 0, server
+        best = took if best is None else min(best, took)
+        try:
+            data = json.loads(body).get("data")
+            ids = [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
+        except (ValueError, AttributeError, TypeError):
+            return [], 0, server
+    return ids, int(best or 0), server
+
+
+def _stream_ok(body: bytes) -> tuple[bool, bool]:
+    """(the body is a well-formed event stream ending in [DONE], it carried usage)."""
+    usage, done = False, False
+    for line in body.splitlines():
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            done = True
+            continue
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return False, usage
+        if isinstance(obj, dict) and obj.get("usage"):
+            usage = True
+    return done, usage
+
+
+def probe_target(target: str, api: str | None = None, served_model: str | None = None,
+                 key_env: str | None = None) -> TargetInfo:
+    """Probe the server at ``target`` (see the module docstring); ConfigError in one line
+    when it is not an OpenAI-compatible server the run can use."""
+    base, api = split_target(target, api)
+    headers = {"Accept": "application/json", **auth_headers(api_key(key_env))}
+    ids, rtt, server = _models(base, headers)
+    model = served_model or (ids[0] if ids else None)
+    if model is None:
+        raise ConfigError(f"--target {base}: GET {urlsplit(base).path}/models named no model "
+                          "(is it an OpenAI-compatible server?): give --served-model NAME")
+    url = base + ROUTES[api]
+    ask: dict[str, Any] = {"model": model, "max_tokens": 2, "stream": True,
+                           "stream_options": {"include_usage": True}}
+    if api == "chat":
+        ask["messages"] = [{"role": "user", "content": "Hello"}]
+    else:
+        ask["prompt"] = "Hello"
+    post = {**headers, "Content-Type": "application/json", "Accept": "text/event-stream"}
+    forces = True
+    status, ctype, body, _ = _exchange(url, "POST", post, json.dumps(
+        {**ask, "ignore_eos": True, "min_tokens": 2}).encode())
+    if status == 400 or status == 422:
+        # some servers refuse fields they do not know: ask again without them
+        status2, ctype2, body2, _ = _exchange(url, "POST", post, json.dumps(ask).encode())
+        if status2 == 200:
+            status, ctype, body, forces = status2, ctype2, body2, False
+    route = urlsplit(url).path
+    if status == 404:
+        other = "completions" if api == "chat" else "chat"
+        raise ConfigError(f"--target {base}: POST {route} answered 404 ({_message(body)}): no "
+                          f"{api} route there, or no model {model!r} (try --api {other}, or "
+                          "check --served-model)")
+    if status in (401, 403):
+        raise ConfigError(f"--target {base}: POST {route} was refused (HTTP {status}: "
+                          f"{_message(body)}); set the key in {DEFAULT_KEY_ENV} or name its "
+                          "variable with --api-key-env")
+    if status != 200:
+        raise ConfigError(f"--target {base}: POST {route} answered HTTP {status}: "
+                          f"{_message(body)}")
+    if not ctype.startswith("text/event-stream"):
+        raise ConfigError(f"--target {base}: POST {route} did not stream (Content-Type "
+                          f"{ctype or 'none'!r}): not an OpenAI-compatible streaming server")
+    done, usage = _stream_ok(body)
+    if not done:
+        raise ConfigError(f"--target {base}: POST {route} streamed no well-formed events "
+                          "ending in [DONE]: not an OpenAI-compatible streaming server")
+    return TargetInfo(base=base, api=api, url=url, model=model, forces_length=forces,
+                      usage=usage, rtt_floor_ns=rtt, server=server, models=tuple(ids))

@@ -1,0 +1,78 @@
+"""Counting a streamed reply's tokens on the client, with the server's own tokenizer
+(``--tokenizer DIR``).
+
+Why the client counts at all: an OpenAI-compatible stream sends text, and a chunk may carry
+several tokens (speculative decoding, a server that coalesces its writes) or none (a role, a
+piece of a multi-byte character). Counting one token per chunk — what most benchmarks do —
+turns a gap between chunks into a gap between tokens. With the tokenizer, the whole reply is
+tokenized once (with offsets) and each token is given to the chunk its first character came
+in, so every token gets the stamp of the chunk that delivered it, and the inter-token gaps
+are per token.
+
+The directory is read as a Hugging Face tokenizer: its ``tokenizer.json`` with the
+``tokenizers`` library (what ``transformers`` loads for a fast tokenizer). Re-tokenizing
+generated text can differ from the server's own count by a token where a boundary merges
+differently; the run reports the client/server difference per request.
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from pathlib import Path
+from typing import Any
+
+from latency.core.errors import ConfigError
+
+
+class TokenCounter:
+    """The tokens of texts, and of each chunk of a streamed reply."""
+
+    def __init__(self, directory: str | Path) -> None:
+        path = Path(directory).expanduser()
+        file = path / "tokenizer.json" if path.is_dir() else path
+        if not file.is_file():
+            raise ConfigError(f"--tokenizer {directory}: no tokenizer.json there (give the "
+                              "directory of a Hugging Face tokenizer, or its tokenizer.json)")
+        try:
+            from tokenizers import Tokenizer
+
+            self._tok: Any = Tokenizer.from_file(str(file))
+        except Exception as exc:  # noqa: BLE001 - a file that does not load, in one line
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise ConfigError(f"--tokenizer {directory}: {file.name} does not load "
+                              f"({type(exc).__name__}: {first[:200]})") from None
+        self.source = str(file)
+
+    def ids(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def text(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids, skip_special_tokens=False))
+
+    def count(self, text: str) -> int:
+        return len(self.ids(text))
+
+    def per_chunk(self, chunks: list[str]) -> list[int]:
+        """How many tokens of the reply ``"".join(chunks)`` each chunk delivered: a token
+        belongs to the chunk holding its first character (sums to the reply's count)."""
+        text = "".join(chunks)
+        if not text:
+            return [0] * len(chunks)
+        enc = self._tok.encode(text, add_special_tokens=False)
+        ends, at = [], 0
+        for c in chunks:
+            at += len(c)
+            ends.append(at)
+        out = [0] * len(chunks)
+        for start, _ in enc.offsets:
+            out[min(bisect_right(ends, start), len(chunks) - 1)] += 1
+        # a token the tokenizer placed in an empty chunk's position stays where it starts
+        return out
+
+    def sample_ids(self, texts: list[str], limit: int) -> list[int]:
+        """The tokens of ``texts`` in order, up to ``limit``."""
+        out: list[int] = []
+        for t in texts:
+            out += self.ids(t)
+            if len(out) >= limit:
+                break
+        return out

@@ -1,0 +1,138 @@
+"""Reading a third-party server's own account of a streamed request, and counting a reply's
+tokens per chunk with the server's tokenizer — on the shapes the servers' own documentation
+and sources give (llama.cpp's ``timings``, vLLM's per-request ``metrics``, TGI's headers),
+and the target URL forms ``--target`` accepts."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from latency.core.errors import ConfigError
+from latency.core.gen_reports import (
+    MISSING,
+    SOURCE_LLAMACPP,
+    SOURCE_TGI,
+    SOURCE_VLLM,
+    SPLIT,
+    SPLIT_PARTS,
+    empty_reports,
+    trace_id_hex,
+)
+from latency.execution.openai_probe import split_target
+from latency.loadgen.server_reports import ReportError, from_llamacpp, from_tgi, from_vllm
+from latency.pipelines.token_counter import TokenCounter
+
+WEIGHTS = Path(__file__).resolve().parents[1] / "sample_models" / "weights"
+
+#: llama.cpp's final chunk of an OpenAI-compatible stream carries ``timings`` (its
+#: result_timings::to_json: cache_n, prompt_n, prompt_ms, …, predicted_n, predicted_ms, …)
+LLAMACPP_TIMINGS = {"cache_n": 12, "prompt_n": 88, "prompt_ms": 41.5,
+                    "prompt_per_token_ms": 0.4716, "prompt_per_second": 2120.5,
+                    "predicted_n": 64, "predicted_ms": 812.25,
+                    "predicted_per_token_ms": 12.69, "predicted_per_second": 78.8}
+#: vLLM's per-request metrics (docs/features/per_request_metrics.md)
+VLLM_METRICS = {"time_to_first_token_ms": 85.2, "generation_time_ms": 1240.5,
+                "queue_time_ms": 12.3, "mean_itl_ms": 9.1, "tokens_per_second": 103.2}
+
+
+def test_llamacpp_timings_give_prefill_decode_and_the_cache():
+    r = from_llamacpp(LLAMACPP_TIMINGS)
+    assert r is not None and r.source == SOURCE_LLAMACPP
+    assert r.prefill_ns == 41_500_000 and r.decode_ns == 812_250_000
+    assert (r.prompt_tokens, r.output_tokens, r.cached_tokens) == (88, 64, 12)
+    assert r.queue_ns == MISSING  # llama.cpp does not say: the split derives it
+
+
+def test_vllm_metrics_give_queue_prefill_and_decode():
+    r = from_vllm(VLLM_METRICS)
+    assert r is not None and r.source == SOURCE_VLLM
+    assert (r.queue_ns, r.prefill_ns, r.decode_ns) == (12_300_000, 85_200_000, 1_240_500_000)
+
+
+def test_tgi_headers_split_inference_with_the_time_per_token():
+    r = from_tgi({b"x-queue-time": b"7", b"x-inference-time": b"700",
+                  b"x-time-per-token": b"10", b"x-generated-tokens": b"51",
+                  b"x-prompt-tokens": b"30"})
+    assert r is not None and r.source == SOURCE_TGI
+    assert r.queue_ns == 7_000_000 and r.inference_ns == 700_000_000
+    assert r.decode_ns == 500_000_000 and r.prefill_ns == 200_000_000  # 10 ms × 50 gaps
+    assert (r.prompt_tokens, r.output_tokens) == (30, 51)
+    assert from_tgi({b"content-type": b"text/event-stream"}) is None
+
+
+@pytest.mark.parametrize("bad", [
+    {**LLAMACPP_TIMINGS, "prompt_ms": -1.0},
+    {**LLAMACPP_TIMINGS, "predicted_ms": float("nan")},
+    {**LLAMACPP_TIMINGS, "predicted_n": 2.5},
+    {**LLAMACPP_TIMINGS, "prompt_ms": "41"},
+    "timings",
+])
+def test_an_unusable_llamacpp_report_is_refused_whole(bad):
+    with pytest.raises(ReportError):
+        from_llamacpp(bad)
+
+
+def test_an_unusable_vllm_or_tgi_report_is_refused_whole():
+    with pytest.raises(ReportError):
+        from_vllm({**VLLM_METRICS, "queue_time_ms": None})
+    with pytest.raises(ReportError):
+        from_tgi({b"x-queue-time": b"soon"})
+    with pytest.raises(ReportError):  # more decode than inference: not believed
+        from_tgi({b"x-queue-time": b"1", b"x-inference-time": b"10",
+                  b"x-time-per-token": b"5", b"x-generated-tokens": b"9"})
+    assert from_vllm(None) is None and from_llamacpp(None) is None
+
+
+def test_every_source_says_where_each_part_comes_from():
+    for source, parts in SPLIT.items():
+        assert tuple(parts) == SPLIT_PARTS, source
+        assert set(parts.values()) <= {"reported", "derived", "measured"}
+
+
+def test_empty_reports_say_nothing_and_trace_ids_print_as_32_hex_digits():
+    rows = empty_reports(3)
+    assert (rows["source"] == 0).all() and (rows["queue_ns"] == MISSING).all()
+    assert trace_id_hex(0, 0) == ""
+    assert trace_id_hex(0xABC, 1) == "0000000000000abc0000000000000001"
+
+
+@pytest.mark.parametrize("url,api,base,want", [
+    ("http://h:8000/v1", None, "http://h:8000/v1", "chat"),
+    ("http://h:8000", "completions", "http://h:8000/v1", "completions"),
+    ("http://h:8000/", None, "http://h:8000/v1", "chat"),
+    ("https://h/v1/chat/completions", None, "https://h/v1", "chat"),
+    ("http://h:8000/v1/completions", None, "http://h:8000/v1", "completions"),
+    ("http://h/proxy/v1/", "chat", "http://h/proxy/v1", "chat"),
+])
+def test_a_target_url_names_its_base_and_api(url, api, base, want):
+    assert split_target(url, api) == (base, want)
+
+
+def test_a_route_and_a_different_api_is_one_line():
+    with pytest.raises(ConfigError, match="names the completions route but --api is chat"):
+        split_target("http://h/v1/completions", "chat")
+
+
+def test_tokens_are_given_to_the_chunk_that_delivered_their_first_character():
+    counter = TokenCounter(WEIGHTS / "tiny-lm.tokenizer.json")
+    text = "The weather in the north will be cold and windy, with rain by the evening."
+    whole = counter.count(text)
+    one = counter.per_chunk([text])
+    assert one == [whole]
+    # split the reply into chunks of two and three characters: the counts add up, and every
+    # chunk that starts a token gets it
+    chunks = [text[i:i + 3] for i in range(0, len(text), 3)]
+    per = counter.per_chunk(chunks)
+    assert sum(per) == whole and len(per) == len(chunks)
+    assert per.count(0) > 0  # some chunks only continue a token
+    assert counter.per_chunk(["", "", ""]) == [0, 0, 0]
+    assert counter.text(counter.ids(text)).strip() == text
+
+
+def test_a_tokenizer_that_does_not_load_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="no tokenizer.json there"):
+        TokenCounter(tmp_path)
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="does not load"):
+        TokenCounter(tmp_path)
