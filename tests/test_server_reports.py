@@ -136,3 +136,55 @@ def test_a_tokenizer_that_does_not_load_is_one_line(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{not json")
     with pytest.raises(ConfigError, match="does not load"):
         TokenCounter(tmp_path)
+
+
+# ---- the split of each request between network, queue, prefill, decode and the rest ----------
+def _rows(ttft_ms: list[float], e2e_ms: list[float]):
+    import numpy as np
+
+    from latency.core.gen_records import GEN_DTYPE
+
+    rows = np.zeros(len(ttft_ms), dtype=GEN_DTYPE)
+    rows["t_sent"] = 1_000_000_000
+    rows["t_first_deliv"] = rows["t_sent"] + (np.array(ttft_ms) * 1e6).astype(np.int64)
+    rows["t_done"] = rows["t_sent"] + (np.array(e2e_ms) * 1e6).astype(np.int64)
+    return rows
+
+
+def test_the_split_adds_up_to_each_requests_ttft_and_e2e_and_says_where_parts_come_from():
+    from latency.analysis.server_split import TTFT_SPLIT, split
+
+    rows = _rows([100.0, 60.0, 50.0, 10.0], [900.0, 500.0, 450.0, 40.0])
+    reps = empty_reports(4)
+    reps["source"] = [SOURCE_LLAMACPP, SOURCE_VLLM, SOURCE_VLLM, 0]
+    reps["prefill_ns"] = [40e6, 30e6, 35e6, MISSING]
+    reps["decode_ns"] = [700e6, 400e6, 390e6, MISSING]
+    reps["queue_ns"][1:3] = [20e6, 10e6]
+    s = split(rows, reps, rtt_floor_ns=2_000_000)
+    assert s.n == 2 + 1 and s.unreported == 1 and s.inconsistent == 0
+    total = sum(s.parts[p] for p in SPLIT_PARTS)
+    assert (total == s.e2e_ns).all()  # exactly, to the nanosecond
+    assert (sum(s.parts[p] for p in TTFT_SPLIT) == s.ttft_ns).all()
+    # llama.cpp: the network is the client's floor, the queue what is left of TTFT
+    assert s.parts["network"][0] == 2_000_000 and s.parts["queue"][0] == 58_000_000
+    # vLLM: queue and prefill reported, network (+ frontend) what is left
+    assert s.parts["network"][1] == 10_000_000 and s.parts["queue"][1] == 20_000_000
+    assert s.provenance["llama.cpp timings"]["queue"] == "derived"
+    assert s.provenance["vLLM per-request metrics"]["queue"] == "reported"
+    assert s.sources == {"llama.cpp timings": 1, "vLLM per-request metrics": 2}
+    shares = s.tail_shares()
+    assert abs(sum(shares.values()) - 1.0) < 1e-9 and shares["queue"] == pytest.approx(0.58)
+
+
+def test_a_report_longer_than_the_client_saw_is_inconsistent_and_left_out():
+    from latency.analysis.server_split import split
+
+    rows = _rows([50.0, 50.0], [100.0, 100.0])
+    reps = empty_reports(2)
+    reps["source"] = SOURCE_VLLM
+    reps["queue_ns"] = [10e6, 40e6]
+    reps["prefill_ns"] = [20e6, 30e6]  # the second: 70 ms of server time in a 50 ms TTFT
+    reps["decode_ns"] = [40e6, 40e6]
+    s = split(rows, reps, rtt_floor_ns=0)
+    assert s.n == 1 and s.inconsistent == 1 and list(s.rows) == [0]
+    assert all((v >= 0).all() for v in s.parts.values())
