@@ -133,9 +133,11 @@ def test_batching_charges_each_request_the_whole_batch():
         size = rows["batch_size"][0]
         if len(rows) == size:  # batch fully inside the measured phase
             excess.append(fwd_ms - (4 + 0.5 * (size - 1)))
-    # never shorter than set; typically within 0.3 ms (one batch may meet a scheduler hiccup
-    # on a shared machine, so the bound on a single batch is looser)
-    assert len(excess) >= 10 and min(excess) > -0.05 and max(excess) < 3.0, (excess, note)
+    # never shorter than set; typically within 0.3 ms. A batch that meets a scheduler time
+    # slice on a shared machine (4 ms under a CPU hog) is longer: the bound holds for 90 %
+    # of the batches, not for the one that was preempted
+    assert len(excess) >= 10 and min(excess) > -0.05, (excess, note)
+    assert np.quantile(excess, 0.9) < 1.0, (excess, note)
     assert np.median(excess) == pytest.approx(0, abs=0.3), (float(np.median(excess)), note)
 
 
