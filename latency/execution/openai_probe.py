@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from latency.core.errors import ConfigError
+from latency.loadgen.sse_client import error_message
 
 #: the probe's bounds: each exchange, and the bytes of a reply it reads
 PROBE_TIMEOUT_S = 30.0
@@ -121,22 +122,6 @@ def _exchange(url: str, method: str, headers: dict[str, str], body: bytes | None
         conn.close()
 
 
-def _message(body: bytes) -> str:
-    try:
-        err = json.loads(body).get("error")
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"][:300]
-        if isinstance(err, str):
-            return err[:300]
-        detail = json.loads(body).get("detail")
-        if detail:
-            return str(detail)[:300]
-    except (ValueError, AttributeError):
-        pass
-    text = body[:200].decode("utf-8", "replace").strip()
-    return text.splitlines()[0] if text else "(no body)"
-
-
 def _models(base: str, headers: dict[str, str]) -> tuple[list[str], int, str]:
     """The served model ids, the fastest GET /models (ns) and the Server header."""
     best, ids, server = None, [], ""
@@ -147,7 +132,7 @@ def _models(base: str, headers: dict[str, str]) -> tuple[list[str], int, str]:
         server = h.get("server", "")
         if status in (401, 403):
             raise ConfigError(f"--target {base}: the server refused the request (HTTP "
-                              f"{status}: {_message(body)}); set the key in "
+                              f"{status}: {error_message(body)}); set the key in "
                               f"{DEFAULT_KEY_ENV} or name its variable with --api-key-env")
         if status != 200:
             return [], 0, server
@@ -209,16 +194,16 @@ def probe_target(target: str, api: str | None = None, served_model: str | None =
     route = urlsplit(url).path
     if status == 404:
         other = "completions" if api == "chat" else "chat"
-        raise ConfigError(f"--target {base}: POST {route} answered 404 ({_message(body)}): no "
+        raise ConfigError(f"--target {base}: POST {route} answered 404 ({error_message(body)}): no "
                           f"{api} route there, or no model {model!r} (try --api {other}, or "
                           "check --served-model)")
     if status in (401, 403):
         raise ConfigError(f"--target {base}: POST {route} was refused (HTTP {status}: "
-                          f"{_message(body)}); set the key in {DEFAULT_KEY_ENV} or name its "
+                          f"{error_message(body)}); set the key in {DEFAULT_KEY_ENV} or name its "
                           "variable with --api-key-env")
     if status != 200:
         raise ConfigError(f"--target {base}: POST {route} answered HTTP {status}: "
-                          f"{_message(body)}")
+                          f"{error_message(body)}")
     if not ctype.startswith("text/event-stream"):
         raise ConfigError(f"--target {base}: POST {route} did not stream (Content-Type "
                           f"{ctype or 'none'!r}): not an OpenAI-compatible streaming server")

@@ -10,8 +10,7 @@
   ``generation_time_ms`` (first to last token: decode);
 - TGI's response headers ``x-queue-time``, ``x-inference-time``, ``x-time-per-token``
   (milliseconds; TGI sends them on replies it can time before the headers go out);
-- our own server's ``latency_lab`` account, which has every stamp (``gen_layout``): here only
-  its totals.
+- (our own server's ``latency_lab`` account has every stamp: ``gen_layout`` reads it).
 
 Each reader returns a ``Report`` or None when the form is absent, and raises ``ReportError``
 when it is there but unusable (a negative or non-finite time, a count that is not a whole
@@ -25,7 +24,6 @@ from typing import Any
 
 from latency.core.gen_reports import (
     MISSING,
-    SOURCE_LATENCY_LAB,
     SOURCE_LLAMACPP,
     SOURCE_TGI,
     SOURCE_VLLM,
@@ -128,11 +126,3 @@ def from_tgi(headers: dict[bytes, bytes]) -> Report | None:
     return Report(SOURCE_TGI, queue_ns=_ms(d, "x-queue-time"), prefill_ns=prefill,
                   decode_ns=decode, inference_ns=inference,
                   prompt_tokens=_count(d, "x-prompt-tokens"), output_tokens=tokens)
-
-
-def from_latency_lab(queue_ns: int, prefill_ns: int, decode_ns: int, prompt_tokens: int,
-                     output_tokens: int) -> Report:
-    """Our own server's account, as totals (its stamps are laid out by ``gen_layout``)."""
-    return Report(SOURCE_LATENCY_LAB, queue_ns=queue_ns, prefill_ns=prefill_ns,
-                  decode_ns=decode_ns, prompt_tokens=prompt_tokens,
-                  output_tokens=output_tokens)

@@ -179,7 +179,7 @@ class SseTransport:
             status, ctype, body, _headers = await self._pool.stream(
                 self.body(req), "application/json", sink)
             if status != 200:
-                error = f"HTTP {status}: {_message(body)}"
+                error = f"HTTP {status}: {error_message(body)}"
             elif not ctype.startswith(b"text/event-stream"):
                 error = f"not a stream: Content-Type {ctype.decode('latin-1')!r}"
             elif reply.error is not None:
@@ -259,14 +259,18 @@ class SseTransport:
         self._thread.join(timeout=5)
 
 
-def _message(body: bytes) -> str:
-    """The message of an OpenAI-style error body, else its first 200 characters."""
+def error_message(body: bytes) -> str:
+    """The message of an OpenAI-style error body (or a FastAPI ``detail``), else its first
+    200 characters."""
     try:
-        err = json.loads(body).get("error")
+        obj = json.loads(body)
+        err = obj.get("error")
         if isinstance(err, dict) and isinstance(err.get("message"), str):
             return err["message"]
         if isinstance(err, str):
             return err
+        if obj.get("detail"):
+            return str(obj["detail"])[:300]
     except (ValueError, AttributeError):
         pass
     return body[:200].decode("utf-8", "replace").strip() or "(no body)"
