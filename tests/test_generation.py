@@ -112,10 +112,8 @@ def prefill_calls_ms(result) -> np.ndarray:
 
 
 def _prompts(tmp_path: Path, lengths: list[int]) -> str:
-    words = " ".join(["the"] * 2)
     path = tmp_path / "prompts.jsonl"
     path.write_text("".join(json.dumps(" ".join(["water"] * n)) + "\n" for n in lengths))
-    del words
     return str(path)
 
 
@@ -123,11 +121,16 @@ def _prompts(tmp_path: Path, lengths: list[int]) -> str:
 def test_long_prefill_stalls_decodes_and_chunking_bounds_the_stall(tmp_path):
     """One long prompt among short ones: prefill-first, a step that prefills it decodes
     nothing, so the others' gap there holds the whole prefill; with --chunked-prefill C the
-    decodes ride along, and no stall is longer than about one chunk's prefill."""
+    decodes ride along, and no stall is longer than about one chunk's prefill.
+
+    Arrivals are evenly spaced (20 ms) and a short stream lasts longer than three gaps, so
+    each long prompt arrives while the three short ones before it decode — by construction,
+    not by how the threads happen to interleave (a closed loop of equal lengths can admit
+    all four together, and then nobody is running to stall)."""
     p = SyntheticLMPipeline(**FAST)
     prompts = _prompts(tmp_path, [8, 8, 8, 1500])
-    common = dict(concurrency=4, max_running=4, requests=12, prompts=prompts,
-                  output_tokens="30", max_step_tokens=2048, warmup=0,
+    common = dict(rate=50.0, arrival="constant", max_running=4, requests=12,
+                  prompts=prompts, output_tokens="40", max_step_tokens=2048, warmup=0,
                   model_args={"prefill_ms_per_token": 0.02})
     whole = run(**common)
     _, parts = gaps(whole)
@@ -138,12 +141,29 @@ def test_long_prefill_stalls_decodes_and_chunking_bounds_the_stall(tmp_path):
     assert parts["stall"].max() / 1e6 >= 0.9 * long_call, note
     chunked = run(chunked_prefill=128, **common)
     _, parts = gaps(chunked)
-    chunk_call = prefill_calls_ms(chunked).max()
+    calls = prefill_calls_ms(chunked)
     note = machine_note(chunked)
-    # no call prefills more than a chunk (and a short prompt or two beside it)
-    assert chunk_call <= 1.3 * p.prefill_time_ms(128 + 3 * 8) + 0.5, note
-    assert parts["stall"].max() / 1e6 <= chunk_call + 1.0, note
-    assert chunked.summary.itl_ms.max < whole.summary.itl_ms.max
+    # no call prefills more than a chunk and a short prompt or two beside it (90 % of the
+    # calls: one call a wake-up late is the scheduler's, not the chunking's)
+    assert np.quantile(calls, 0.9) <= 1.3 * p.prefill_time_ms(128 + 3 * 8) + 0.5, note
+    # a stream's later gaps wait through at most one chunk's call; its first gap may also
+    # hold the rest of the step that prefilled it (that step's decodes), so at most a step
+    stall_ms = parts["stall"] / 1e6
+    later = _gap_index(chunked.tokens) >= 2
+    assert stall_ms[later].max() <= calls.max() + 1.0, note
+    steps = chunked.steps
+    assert stall_ms.max() <= ((steps["t_end"] - steps["t_start"]) / 1e6).max() + 1.0, note
+    # and so the longest stall is a fraction of the whole prompt's call it replaced
+    assert stall_ms.max() < 0.5 * long_call, note
+    # the users' view: the tail of the gaps (nine of the ~470 gaps held a whole long call
+    # without chunking; one late wake-up of the client can make any single gap long)
+    assert chunked.summary.itl_ms.p99 < whole.summary.itl_ms.p99, note
+
+
+def _gap_index(tokens: np.ndarray) -> np.ndarray:
+    """The index of the token that ends each gap, in the order ``gaps`` gives them."""
+    same = tokens["request"][1:] == tokens["request"][:-1]
+    return tokens["index"][1:][same]
 
 
 def test_too_small_a_kv_budget_preempts_and_recomputes_as_stall():
