@@ -52,7 +52,7 @@ Measured = tuple[list[int], list[int], float, int]
 
 def ours(url: str, text: str, clients: int, n: int) -> Measured:
     """TTFT and ITL (ns) of ``n`` requests through the run's own path, CPU seconds, events."""
-    transport = SseTransport(url, "synthetic-lm")
+    transport = SseTransport(f"{url}/v1/completions", "synthetic-lm")
     done: list[GenRequest] = []
     cancel = threading.Event()
     driver = GenDriver(transport.submit, [(text, OUTPUT)], done.append, cancel)

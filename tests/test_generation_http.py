@@ -59,7 +59,8 @@ def server() -> Iterator[ServerProcess]:
 def stream(url: str, work: list[tuple[Any, int]], chat: bool = False,
            timeout_s: float = 60) -> list[GenRequest]:
     """Each (prompt, max_tokens) streamed by our client, all at once; back when all ended."""
-    transport = SseTransport(url, "synthetic-lm", chat=chat)
+    route = "/v1/chat/completions" if chat else "/v1/completions"
+    transport = SseTransport(url + route, "synthetic-lm", chat=chat)
     done: queue.SimpleQueue[GenRequest] = queue.SimpleQueue()
     reqs = []
     try:

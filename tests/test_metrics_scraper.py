@@ -11,13 +11,13 @@ import pytest
 
 prometheus_client = pytest.importorskip("prometheus_client")
 
+from latency.analysis.server_metrics import window_mean  # noqa: E402
 from latency.loadgen.metrics_scraper import (  # noqa: E402
     MetricsScraper,
     ScrapeError,
     fetch,
     metrics_url,
     parse,
-    window_mean,
 )
 
 

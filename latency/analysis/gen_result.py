@@ -17,6 +17,7 @@ import numpy as np
 from latency.analysis.findings import Finding, Verdict
 from latency.analysis.gen_summary import GenSummary, summarize_generation
 from latency.analysis.gen_verdict import gen_findings, gen_verdict
+from latency.analysis.target_view import TargetView, target_view
 from latency.analysis.timings import Timings
 from latency.analysis.validity import Check, Validity, quiet_machine
 from latency.core.config import RunConfig
@@ -28,6 +29,13 @@ from latency.core.gen_records import (
     STEP_DTYPE,
     TOKEN_DTYPE,
     component_ns,
+)
+from latency.core.gen_reports import (
+    MISSING,
+    REPORT_DTYPE,
+    SOURCE_NAMES,
+    empty_reports,
+    trace_id_hex,
 )
 from latency.core.records import in_process
 from latency.core.slo import slo_of
@@ -54,8 +62,24 @@ class GenResult:
     traceback: str | None = field(default=None, repr=False)
     #: a few requests' generated text (request row → text), to read what was served
     samples: dict[int, str] = field(default_factory=dict)
+    #: a row a request (aligned with ``rows``): what a server of yours reported of it and
+    #: the trace id sent with it (``gen_reports``); empty for our own scheduler's runs
+    reports: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=REPORT_DTYPE))
 
     kind = KIND
+
+    @property
+    def is_target(self) -> bool:
+        """A generation from a server of yours (``--target``)."""
+        return self.config.target is not None
+
+    @cached_property
+    def target_view(self) -> TargetView | None:
+        """The server split, chunk gaps and token counts of a target run (None otherwise)."""
+        if not self.is_target:
+            return None
+        return target_view(self.rows, self.tokens, self.reports, self.environment,
+                           "tokenizer" if self.config.tokenizer else "chunks")
 
     @cached_property
     def summary(self) -> GenSummary:
@@ -70,10 +94,25 @@ class GenResult:
     @cached_property
     def findings(self) -> list[Finding]:
         own = [w if isinstance(w, Finding) else Finding(str(w), "run") for w in self.warnings]
-        return own + gen_findings(self.summary, self.config)
+        view = self.target_view
+        return own + gen_findings(self.summary, self.config) + (
+            view.findings() if view is not None else [])
 
     @cached_property
     def verdict(self) -> Verdict:
+        view = self.target_view
+        if view is not None:  # the client's own components are whole: the server's split
+            if not self.summary.successful:
+                return Verdict("no successful requests: nothing to judge")
+            said = view.verdict(self.summary.ttft_ms.p99)
+            if said is not None:
+                return said
+            if not view.split.n:
+                return Verdict(f"TTFT p99 {self.summary.ttft_ms.p99 or 0:,.1f} ms, ITL p99 "
+                               f"{self.summary.itl_ms.p99 or 0:,.1f} ms; where the server "
+                               "spends them is unknown: it reported nothing of its requests")
+            return Verdict("no single part leads TTFT's tail at the server: it is spread "
+                           "over network, queue and prefill")
         return gen_verdict(self.summary, self.config, in_process(self.config))
 
     @cached_property
@@ -147,6 +186,11 @@ class GenResult:
                              "samples": {str(k): v for k, v in self.samples.items()}}
         if self.traceback:
             d["traceback"] = self.traceback
+        view = self.target_view
+        if view is not None:
+            d["server_split"] = view.to_dict()
+        if len(self.reports) and (self.reports["source"].any() or self.reports["trace_hi"].any()):
+            d["reports"] = _table(self.reports, None)
         if requests:
             d["requests"] = _table(self.rows, "t_intended")
             d["requests"]["errors"] = {str(k): v for k, v in self.errors.items()}
@@ -166,7 +210,8 @@ class GenResult:
                      errors={int(k): str(v) for k, v in errors.items()},
                      timings=Timings.from_dict(d.get("timings")), failure=d.get("failure"),
                      traceback=d.get("traceback"),
-                     samples={int(k): str(v) for k, v in (d.get("samples") or {}).items()})
+                     samples={int(k): str(v) for k, v in (d.get("samples") or {}).items()},
+                     reports=reports_of(d, len(rows)))
         if not len(rows) and isinstance(d.get("summary"), dict):
             result.__dict__["summary"] = GenSummary.from_dict(d["summary"])
         return result
@@ -202,6 +247,8 @@ class GenResult:
             cols[f"{c}_ms"] = comps[c] / 1e6
         for st in GEN_STAMPS:
             cols[f"t_{st}_ms"] = (rows[f"t_{st}"] - t0) / 1e6
+        if self.is_target:
+            cols.update(_report_columns(self.reports, len(rows)))
         return pd.DataFrame(cols)
 
     def csv_bytes(self) -> bytes:
@@ -247,3 +294,34 @@ def _untable(table: Any, dtype: np.dtype) -> np.ndarray:
             if name.startswith("t_"):
                 out[name] += t0
     return out
+
+
+def reports_of(d: dict[str, Any], n: int) -> np.ndarray:
+    """The report rows of a result's dict, aligned with its ``n`` requests (every part
+    missing where it kept none)."""
+    got = _untable(d.get("reports"), REPORT_DTYPE)
+    return got if len(got) == n else empty_reports(n)
+
+
+def _report_columns(reports: np.ndarray, n: int) -> dict[str, Any]:
+    """The CSV's columns of what the server said: trace id, source, reported parts (ms; empty
+    where not said), the server's token counts."""
+    if len(reports) != n:
+        reports = empty_reports(n)
+
+    def ms(col: str) -> np.ndarray:
+        v = reports[col].astype(np.float64)
+        return np.where(v == MISSING, np.nan, v / 1e6)
+
+    def count(col: str) -> np.ndarray:
+        v = reports[col].astype(np.float64)
+        return np.where(v == MISSING, np.nan, v)
+
+    return {"trace_id": [trace_id_hex(h, lo) for h, lo in zip(
+                reports["trace_hi"].tolist(), reports["trace_lo"].tolist(), strict=True)],
+            "server_report": [SOURCE_NAMES.get(int(v), "?") for v in reports["source"]],
+            "server_queue_ms": ms("queue_ns"), "server_prefill_ms": ms("prefill_ns"),
+            "server_decode_ms": ms("decode_ns"), "server_inference_ms": ms("inference_ns"),
+            "server_prompt_tokens": count("prompt_tokens"),
+            "server_output_tokens": count("output_tokens"),
+            "server_cached_tokens": count("cached_tokens")}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from latency.analysis.gen_summary import GenSummary
+from latency.analysis.server_metrics import server_metric_line
 from latency.analysis.stats import LatencyStats
 from latency.analysis.summary_text import COLUMN, machine_line
 from latency.core import fmt
@@ -20,10 +21,15 @@ from latency.core.records import in_process
 
 def describe_generation(c: RunConfig) -> str:
     """'synthetic-lm on cpu (float32), closed 4 clients; prompts 256 tokens, outputs 64;
-    continuous batching, 8 slots, 2,048 tokens a step, whole-prompt prefill'."""
+    continuous batching, 8 slots, 2,048 tokens a step, whole-prompt prefill' (a --target:
+    'my-model at http://host:8000/v1 (chat), closed 4 clients; …')."""
     prompts = f"prompts from {c.prompts}" if c.prompts else (
         f"prompts {c.prompt_tokens} tokens" if c.prompt_tokens else "sample prompts")
     outputs = f"outputs {c.output_tokens or 64} tokens"
+    if c.target is not None:
+        counted = "tokens counted by its tokenizer" if c.tokenizer else "a chunk a token"
+        return (f"{c.model} at {c.target} ({c.api or 'chat'}), {load_description(c)}; "
+                f"{prompts}, {outputs}; {counted}")
     prefill = (f"chunked prefill ≤ {c.chunked_prefill:,}" if c.chunked_prefill
                else "whole-prompt prefill")
     kv = f", KV {c.kv_tokens:,} tokens" if c.kv_tokens else ""
@@ -50,9 +56,11 @@ def _name(key: str, no_network: bool) -> str:
     return "hand-off" if key == "network" and no_network else key.replace("_", " ")
 
 
-def format_generation_block(s: GenSummary, config: RunConfig) -> str:
+def format_generation_block(s: GenSummary, config: RunConfig,
+                            target_lines: list[str] | None = None) -> str:
     """The numbers: counts, the metrics table, the components, make-ups, throughput,
-    goodput, the scheduler, errors."""
+    goodput, the scheduler, errors. ``target_lines``: a --target run's server split and
+    gaps, shown instead of the components (the client sees a target's requests whole)."""
     no_net = in_process(config)
     lines = [f"requests {s.requests} (+{s.warmup_requests} warm-up), errors {s.errors} "
              f"({s.error_rate:.1%}), {s.duration_s:.2f} s; prompt {s.prompt_tokens_mean:.0f} "
@@ -61,22 +69,29 @@ def format_generation_block(s: GenSummary, config: RunConfig) -> str:
     lines += [head, "-" * len(head), _row("TTFT", s.ttft_ms), _row("TTFT from send",
                                                                   s.ttft_sent_ms),
               _row("TPOT", s.tpot_ms), _row("ITL", s.itl_ms), _row("E2E", s.e2e_ms), ""]
-    lines.append("E2E by component (each a request's own; they sum to its E2E):")
-    lines.append(head)
-    for c in GEN_COMPONENTS:
-        if c in s.components_ms:
-            lines.append(_row(_name(c, no_net), s.components_ms[c]))
-    lines.append("")
-    lines.append(f"TTFT mean {fmt.ms(s.ttft_ms.mean)} ms = "
-                 f"{_parts(s.ttft_mean_parts_ms, no_net)}")
-    lines.append(f"TTFT p99 {fmt.ms(s.ttft_ms.p99)} ms = {_parts(s.ttft_p99_parts_ms, no_net)}")
-    lines.append(f"ITL mean {fmt.ms(s.itl_ms.mean)} ms = {_parts(s.itl_mean_parts_ms, no_net)}")
-    lines.append(f"ITL p99 {fmt.ms(s.itl_ms.p99)} ms = {_parts(s.itl_p99_parts_ms, no_net)}")
+    if target_lines is not None:
+        lines += target_lines
+    else:
+        lines.append("E2E by component (each a request's own; they sum to its E2E):")
+        lines.append(head)
+        for c in GEN_COMPONENTS:
+            if c in s.components_ms:
+                lines.append(_row(_name(c, no_net), s.components_ms[c]))
+        lines.append("")
+        lines.append(f"TTFT mean {fmt.ms(s.ttft_ms.mean)} ms = "
+                     f"{_parts(s.ttft_mean_parts_ms, no_net)}")
+        lines.append(f"TTFT p99 {fmt.ms(s.ttft_ms.p99)} ms = "
+                     f"{_parts(s.ttft_p99_parts_ms, no_net)}")
+        lines.append(f"ITL mean {fmt.ms(s.itl_ms.mean)} ms = "
+                     f"{_parts(s.itl_mean_parts_ms, no_net)}")
+        lines.append(f"ITL p99 {fmt.ms(s.itl_ms.p99)} ms = "
+                     f"{_parts(s.itl_p99_parts_ms, no_net)}")
     rate = s.request_tokens_per_s
+    prefilled = "" if target_lines is not None else \
+        f", {s.prefill_tokens_per_s:,.0f} prompt tokens/s prefilled"
     lines.append(f"throughput: {fmt.rate(s.throughput_rps)} requests/s, "
                  f"{s.output_tokens_per_s:,.1f} output tokens/s served (a request's own: "
-                 f"p50 {rate.p50 or 0:,.1f} tokens/s), {s.prefill_tokens_per_s:,.0f} prompt "
-                 "tokens/s prefilled")
+                 f"p50 {rate.p50 or 0:,.1f} tokens/s){prefilled}")
     if s.slo:
         lines.append(f"goodput: {fmt.rate(s.goodput_rps)} requests/s met {s.slo['text']} "
                      f"({fmt.share(s.slo_met_share)} of requests)")
@@ -100,7 +115,12 @@ def format_generation(result: Any) -> str:
     lines = [f"run {result.status}: {describe_generation(result.config)}"]
     if result.failure:
         lines.append(f"failure: {result.failure}")
-    lines.append(format_generation_block(result.summary, result.config))
+    view = getattr(result, "target_view", None)
+    lines.append(format_generation_block(result.summary, result.config,
+                                         view.lines() if view is not None else None))
+    metrics = (result.environment or {}).get("server_metrics")
+    if metrics:
+        lines.append(server_metric_line(metrics))
     for w in result.findings:
         lines.append(f"warning: {w}")
     lines.append(f"verdict: {result.verdict}")

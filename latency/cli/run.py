@@ -34,6 +34,8 @@ def add_parser(sub: Any) -> None:
                    help=field_help("require_quiet").replace("%", "%%"))
     r.add_argument("--stop-on-eos", action="store_true",
                    help=field_help("stop_on_eos").replace("%", "%%"))
+    r.add_argument("--scrape-metrics", action="store_true",
+                   help=field_help("scrape_metrics").replace("%", "%%"))
     r.add_argument("--parquet", metavar="PATH",
                    help="generation: write every token's stamps as Parquet")
     r.add_argument("--trace", metavar="PATH",
@@ -57,7 +59,8 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     return RunConfig(**{**config_values(a, RUN), **run_flags.pipeline_kwargs(a),
                         **run_flags.config_kwargs(a),
                         "require_quiet": bool(getattr(a, "require_quiet", False)),
-                        "stop_on_eos": bool(getattr(a, "stop_on_eos", False))})
+                        "stop_on_eos": bool(getattr(a, "stop_on_eos", False)),
+                        "scrape_metrics": bool(getattr(a, "scrape_metrics", False))})
 
 
 def generative_run(config: RunConfig) -> bool:

@@ -54,6 +54,8 @@ HTTP_METHODS = ("POST", "PUT", "GET")
 PAYLOADS = ("json", "raw")
 #: how a generation server batches: iteration-level (continuous) or a batch at a time (static)
 BATCHING = ("continuous", "static")
+#: the OpenAI-compatible APIs a generation --target is asked through
+APIS = ("chat", "completions")
 #: generation limits: slots, a step's tokens, a KV budget
 MAX_RUNNING = 4096
 MAX_STEP_TOKENS = 1_000_000
@@ -330,6 +332,33 @@ class RunConfig:
     slo_tpot_ms: float | None = field(default=None, metadata=flag(
         "--slo-tpot-ms", "Generation: time-per-output-token objective (ms) a request must "
         "meet for goodput.", commands=(RUN,), group=GENERATION, type="float", metavar="MS"))
+    # ---- generation from a server of yours (--target URL with a generation flag)
+    api: str | None = field(default=None, metadata=flag(
+        "--api", "Generation from an OpenAI-compatible --target: chat (/v1/chat/completions) "
+        "or completions (/v1/completions).", commands=(RUN,), group=GENERATION,
+        choices=APIS, default_text="chat"))
+    served_model: str | None = field(default=None, metadata=flag(
+        "--served-model", "Generation from a --target: the model name to ask the server for "
+        "(its /v1/models lists them).", commands=(RUN,), group=GENERATION, metavar="NAME",
+        default_text="the first model the server lists"))
+    tokenizer: str | None = field(default=None, metadata=flag(
+        "--tokenizer", "Generation from a --target: the served model's Hugging Face tokenizer "
+        "(a directory with tokenizer.json): counts each streamed chunk's tokens, so gaps are "
+        "per token, and cuts --prompt-tokens prompts.", commands=(RUN,), group=GENERATION,
+        metavar="DIR"))
+    api_key_env: str | None = field(default=None, metadata=flag(
+        "--api-key-env", "Generation from a --target: the environment variable holding the "
+        "API key, sent as a bearer token (never stored).", commands=(RUN,), group=GENERATION,
+        metavar="VAR", default_text="OPENAI_API_KEY, if set"))
+    #: a switch: ``run`` adds ``--scrape-metrics`` itself, with this help
+    scrape_metrics: bool = field(default=False, metadata=flag(
+        "--scrape-metrics", "Generation from a --target: read the server's Prometheus "
+        "/metrics every second during the run and keep them with it, beside the client's "
+        "figures.", group=GENERATION))
+    request_timeout_s: float = field(default=600.0, metadata=flag(
+        "--request-timeout", "Generation over HTTP: the longest one streamed request may take "
+        "(seconds); a stream that sends nothing for a tenth of it (at least 5 s) fails too.",
+        commands=(RUN,), group=GENERATION, type="float", metavar="S"))
 
     @property
     def mode(self) -> str:
@@ -454,7 +483,14 @@ class RunConfig:
     #: the generation fields and their flags: set on a one-shot pipeline, they are refused
     GENERATION_FIELDS = ("prompt_tokens", "output_tokens", "prompts", "max_running",
                          "max_step_tokens", "chunked_prefill", "kv_tokens", "batching",
-                         "stop_on_eos", "slo", "slo_ttft_ms", "slo_tpot_ms")
+                         "stop_on_eos", "slo", "slo_ttft_ms", "slo_tpot_ms", "api",
+                         "served_model", "tokenizer", "api_key_env", "scrape_metrics",
+                         "request_timeout_s")
+    #: the generation fields only a --target takes (the server is someone else's)
+    TARGET_FIELDS = ("api", "served_model", "tokenizer", "api_key_env", "scrape_metrics")
+    #: the scheduler's fields, which a --target's own server decides
+    SCHEDULER_FIELDS = ("max_running", "max_step_tokens", "chunked_prefill", "kv_tokens",
+                        "batching")
 
     def generation_flags(self) -> list[str]:
         """The generation flags this config sets away from their defaults."""
@@ -494,6 +530,40 @@ class RunConfig:
         if not isinstance(self.stop_on_eos, bool):
             raise ConfigError(f"stop_on_eos must be True or False (got {self.stop_on_eos!r})")
         slo_of(self.slo, self.slo_ttft_ms, self.slo_tpot_ms)  # one line if it is wrong
+        rt = self.request_timeout_s
+        if not isinstance(rt, (int, float)) or isinstance(rt, bool) or \
+                not 1 <= rt <= MAX_DURATION_S:
+            raise ConfigError(f"--request-timeout must be between 1 and {MAX_DURATION_S:g} s "
+                              f"(got {rt!r})")
+        self._check_target_generation()
+
+    def _check_target_generation(self) -> None:
+        """The flags of a generation from a --target: only with one, and not the
+        scheduler's (the target's own server schedules)."""
+        meta = flags_of(RunConfig)
+        base = RunConfig()
+        if self.api is not None and self.api not in APIS:
+            raise ConfigError(f"--api must be one of: {', '.join(APIS)}")
+        if self.target is None:
+            given = [meta[f].name for f in self.TARGET_FIELDS
+                     if getattr(self, f) != getattr(base, f)]
+            if given:
+                raise ConfigError(f"{', '.join(given)}: settings of a generation from a "
+                                  "server of yours: give its --target URL too")
+            return
+        if not self.generation_flags():
+            return  # a one-shot target (OIP or plain HTTP)
+        ours = [meta[f].name for f in self.SCHEDULER_FIELDS
+                if getattr(self, f) != getattr(base, f)]
+        if ours:
+            raise ConfigError(f"{', '.join(ours)}: our scheduler's settings, but --target's "
+                              "server schedules its own requests (set them on that server)")
+        if self.prompt_tokens is not None and self.tokenizer is None:
+            raise ConfigError("--prompt-tokens with a --target cuts prompts at the served "
+                              "model's token boundaries: give its --tokenizer DIR (or your "
+                              "own --prompts FILE)")
+        if self.api_key_env is not None and not str(self.api_key_env).strip():
+            raise ConfigError("--api-key-env names an environment variable: it is empty")
 
     def _check_backend(self) -> None:
         """Ray Serve is reached over HTTP, through its proxy; it serves our pipeline, so it

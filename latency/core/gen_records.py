@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from latency.core.gen_reports import empty_reports
+
 #: the components of a generation, in the order they happen; the stacked bars use this order.
 GEN_COMPONENTS: tuple[str, ...] = ("network", "queue", "tokenize", "prefill", "prefill_stall",
                                    "decode", "stall", "detokenize", "delivery", "overhead")
@@ -161,7 +163,7 @@ class GenRequest:
                  "error", "cancelled", "output", "text", "preemptions", "chunks",
                  "prefill_ns", "replica", "seq_id", "call_start", "produced", "detok",
                  "delivered", "kinds", "batches", "decomposed", "stop_on_eos", "on_accepted",
-                 "stream_chunks", *(f"t_{s}" for s in GEN_STAMPS))
+                 "stream_chunks", "report", *(f"t_{s}" for s in GEN_STAMPS))
 
     def __init__(self, prompt: Any, max_tokens: int, client: int, warmup: bool,
                  t_intended: int) -> None:
@@ -189,6 +191,9 @@ class GenRequest:
         #: queues for a slot: the HTTP server starts its stream there
         self.on_accepted: Any = None
         self.stream_chunks = 0
+        #: what a server of yours said of this request and the trace id sent with it: a row
+        #: of ``gen_reports.REPORT_DTYPE`` as a tuple (None: nothing said, nothing sent)
+        self.report: tuple[Any, ...] | None = None
         self.call_start: list[int] = []
         self.produced: list[int] = []
         self.detok: list[int] = []
@@ -235,6 +240,8 @@ class GenLog:
 
     def __post_init__(self) -> None:
         self.errors: dict[int, str] = {}
+        #: a row a request, aligned with ``rows``: what its server reported (``gen_reports``)
+        self.reports = empty_reports(len(self.rows))
 
     @property
     def full(self) -> bool:
@@ -246,6 +253,9 @@ class GenLog:
         n = min(len(r.delivered), max(self.max_tokens - self.n_tokens, 0))
         if self.size == len(self.rows):
             self.rows = _grown(self.rows, self.size + 1)
+            grown = empty_reports(len(self.rows))
+            grown[: len(self.reports)] = self.reports
+            self.reports = grown
         if self.n_tokens + n > len(self.tokens):
             self.tokens = _grown(self.tokens, self.n_tokens + n)
         i = self.size
@@ -270,6 +280,8 @@ class GenLog:
         self.rows[i] = (*(getattr(r, f"t_{s}") for s in GEN_STAMPS), r.prefill_ns, *sums,
                         len(r.ids), len(delivered), r.chunks, min(r.preemptions, 32767), r.client,
                         r.replica, status, r.warmup, r.decomposed, r.stream_chunks)
+        if r.report is not None:
+            self.reports[i] = r.report
         if r.error is not None:
             self.errors[i] = r.error
         self.size = i + 1
@@ -277,6 +289,9 @@ class GenLog:
 
     def view(self) -> tuple[np.ndarray, np.ndarray]:
         return self.rows[: self.size], self.tokens[: self.n_tokens]
+
+    def reports_view(self) -> np.ndarray:
+        return self.reports[: self.size]
 
 
 def _grown(array: np.ndarray, need: int) -> np.ndarray:

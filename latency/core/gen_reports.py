@@ -55,13 +55,15 @@ SPLIT: dict[int, dict[str, str]] = {
 }
 
 #: one row a request: the source, the reported durations (ns, ``MISSING`` if not said), the
-#: server's token counts (``MISSING`` if not said) and the W3C trace id sent with it
-#: (two 64-bit halves, 0 when none was sent).
+#: server's token counts (``MISSING`` if not said), the W3C trace id sent with it (two 64-bit
+#: halves, 0 when none was sent) and the client's own count (``MISSING`` without a tokenizer).
 REPORT_DTYPE = np.dtype([
     ("source", "<i1"),
     ("queue_ns", "<i8"), ("prefill_ns", "<i8"), ("decode_ns", "<i8"), ("inference_ns", "<i8"),
     ("prompt_tokens", "<i4"), ("output_tokens", "<i4"), ("cached_tokens", "<i4"),
     ("trace_hi", "<u8"), ("trace_lo", "<u8"),
+    # the client's own count of the reply's tokens with the served model's tokenizer
+    ("counted_tokens", "<i4"),
 ])
 
 
@@ -69,7 +71,7 @@ def empty_reports(n: int) -> np.ndarray:
     """``n`` rows saying nothing (no source, every part missing)."""
     out = np.zeros(n, dtype=REPORT_DTYPE)
     for f in ("queue_ns", "prefill_ns", "decode_ns", "inference_ns", "prompt_tokens",
-              "output_tokens", "cached_tokens"):
+              "output_tokens", "cached_tokens", "counted_tokens"):
         out[f] = MISSING
     return out
 

@@ -1,6 +1,6 @@
 """Who serves a generation run, and how its requests reach it: the generation server in this
-process (``--transport in-process``), or our OpenAI-compatible server in a process of its own
-reached by the streaming client (``--transport http``).
+process (``--transport in-process``), our OpenAI-compatible server in a process of its own
+reached by the streaming client (``--transport http``), or a server of yours (``--target``).
 
 Both have one face (``GenBackend``), so the engine and the GenDriver do not know which they
 drive: ``start`` gives the driver its ``submit``; each request comes back through its
@@ -26,8 +26,11 @@ from latency.core.errors import ConfigError
 from latency.core.gen_records import GenRequest
 from latency.core.timing import now_ns
 from latency.execution.http_backend import http_get
+from latency.execution.openai_probe import TargetInfo, api_key, auth_headers
+from latency.loadgen.metrics_scraper import MetricsScraper, metrics_url
 from latency.loadgen.sse_client import SseTransport
 from latency.pipelines.generative import GenerativePipeline
+from latency.pipelines.token_counter import TokenCounter
 from latency.serve.gen_builder import build_gen_server
 from latency.serve.gen_server import GenServer, StepCallback
 from latency.serve.gen_steps import STEPS_KEPT, placed
@@ -84,7 +87,8 @@ class HttpGen:
         timings.server_start_s = time.perf_counter() - t
         timings.update(self.server.ready.get("timings") or {})  # measured in the server
         connections = min(MAX_CONNECTIONS, max(c.concurrency or 1, c.backlog_limit() or 1))
-        self.transport = SseTransport(self.server.url, c.model, connections=connections,
+        self.transport = SseTransport(f"{self.server.url}/v1/completions", c.model,
+                                      connections=connections,
                                       ignore_eos=not c.stop_on_eos)
         return self.transport.submit
 
@@ -125,6 +129,64 @@ class HttpGen:
         if len(rows) >= STEPS_KEPT:
             return [f"the server kept its last {STEPS_KEPT:,} scheduler steps only"]
         return []
+
+
+class TargetGen:
+    """A server of yours (``--target``, probed: ``openai_probe.TargetInfo``), reached by the
+    streaming client with a trace id a request, its key and, when it takes them, forced
+    output lengths; its ``/metrics`` scraped during the run with ``--scrape-metrics``."""
+
+    def __init__(self, config: RunConfig, target: TargetInfo) -> None:
+        self.config, self.target = config, target
+        self.transport: SseTransport | None = None
+        self.scraper: MetricsScraper | None = None
+        #: the server's metrics over the run (``metrics_scraper`` series), once closed
+        self.metrics: dict[str, Any] | None = None
+
+    def start(self, timings: Timings, env: dict[str, Any]) -> Submit:
+        c, t = self.config, self.target
+        counter = TokenCounter(c.tokenizer) if c.tokenizer else None
+        connections = min(MAX_CONNECTIONS, max(c.concurrency or 1, c.backlog_limit() or 1))
+        ignore_eos = (not c.stop_on_eos) if t.forces_length else None
+        self.transport = SseTransport(
+            t.url, t.model, chat=t.api == "chat", connections=connections,
+            ignore_eos=ignore_eos, min_tokens=t.forces_length,
+            headers=auth_headers(api_key(c.api_key_env)), counter=counter, trace=True,
+            needs_done=t.sends_done,
+            timeout_s=c.request_timeout_s, idle_s=max(c.request_timeout_s / 10, 5.0))
+        env["target"] = t.describe()
+        if c.scrape_metrics:
+            self.scraper = MetricsScraper(metrics_url(t.base)).start()
+        return self.transport.submit
+
+    def abandon(self) -> None:
+        if self.transport is not None:
+            self.transport.abandon()
+
+    def close(self) -> list[str]:
+        warnings: list[str] = []
+        if self.scraper is not None:
+            self.metrics = self.scraper.stop()
+            if self.metrics.get("failures"):
+                warnings.append(f"{self.metrics['failures']} scrape(s) of the server's "
+                                f"/metrics failed (last: {self.metrics.get('last_error')})")
+        if self.transport is not None:
+            self.transport.close()
+            bad = self.transport.bad_reports
+            if bad:
+                why = "; ".join(f"{n} × {reason}" for reason, n in bad.most_common(3))
+                warnings.append(f"{sum(bad.values())} request(s) came with a report of the "
+                                f"server's that could not be used ({why}): left out of the "
+                                "split")
+        if not self.target.sends_done:
+            warnings.append("the server ends its streams without [DONE]: a stream counted "
+                            "whole once a choice carried its finish_reason and the reply "
+                            "ended (one cut short before it is an error)")
+        if not self.target.forces_length and not self.config.stop_on_eos:
+            warnings.append("the server refused ignore_eos/min_tokens: output lengths could "
+                            "not be forced, so a request may end early at its end-of-sequence "
+                            "token (each request's own count is kept)")
+        return warnings
 
 
 def gen_backend(config: RunConfig, pipeline: GenerativePipeline, given: bool,

@@ -27,8 +27,9 @@ from latency.core.config import RunConfig
 from latency.core.errors import error_text
 from latency.core.gen_records import STEP_DTYPE, GenLog, GenRequest
 from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
-from latency.execution.gen_backends import GenBackend, gen_backend
+from latency.execution.gen_backends import GenBackend, TargetGen, gen_backend
 from latency.execution.lock import Holder, MachineLock
+from latency.execution.openai_probe import TargetInfo, probe_target
 from latency.execution.validate import validated
 from latency.host import environment
 from latency.host.devices import DTYPES, resolve_device
@@ -37,6 +38,8 @@ from latency.loadgen.gen_driver import GenDriver
 from latency.pipelines.gen_workload import build_work
 from latency.pipelines.generative import GenerativePipeline
 from latency.pipelines.registry import build_pipeline
+from latency.pipelines.target_text import TargetText
+from latency.pipelines.token_counter import TokenCounter
 
 #: the most token rows a run keeps (~45 bytes each: ≈ 180 MB)
 MAX_TOKENS_STORED = 4_000_000
@@ -92,11 +95,19 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
                        on_progress: ProgressCallback | None = None, force: bool = False,
                        who: str = "a run",
                        pipeline: GenerativePipeline | None = None,
-                       prompts: list[str] | None = None) -> GenResult:
+                       prompts: list[str] | None = None,
+                       target: TargetInfo | None = None) -> GenResult:
     """Run the generation ``config`` describes (validated here) and return its GenResult.
     ``pipeline``: one built already, served as it is; ``prompts``: the prompt texts to send
-    (instead of ``--prompts`` or the pipeline's samples)."""
+    (instead of ``--prompts`` or the pipeline's samples). With ``--target``, the server is
+    probed first (``target``: probed already): ConfigError, in one line, when it is not an
+    OpenAI-compatible streaming server the run can use."""
     config = validated(config, pipeline, generation=True)
+    if config.target is not None and target is None:
+        target = probe_target(config.target, config.api, config.served_model,
+                              config.api_key_env)
+    if target is not None:
+        config.model, config.api = target.model, target.api
     cancel = cancel or threading.Event()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     device = resolve_device(config.device)
@@ -142,18 +153,23 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             if lock.waited_s > 0.5:
                 timings.waited_for_machine_s = lock.waited_s
             set_phase("loading")
-            t = time.perf_counter()
-            import torch
-
-            torch.set_num_threads(config.threads)
-            if pipeline is None:
-                pipeline = build_pipeline(config.model, device, DTYPES[config.dtype],  # type: ignore[assignment]
-                                          config.model_args, spec=config.pipeline)
-            assert pipeline is not None
-            timings.model_load_s = time.perf_counter() - t
             total = (config.requests or 4096) + config.warmup
-            work = build_work(pipeline, config, total, prompts)
-            server = gen_backend(config, pipeline, given, steps.add)
+            if target is not None:  # a server of yours: nothing of ours to build
+                counter = TokenCounter(config.tokenizer) if config.tokenizer else None
+                work = build_work(TargetText(counter), config, total, prompts)
+                server = TargetGen(config, target)
+            else:
+                t = time.perf_counter()
+                import torch
+
+                torch.set_num_threads(config.threads)
+                if pipeline is None:
+                    pipeline = build_pipeline(config.model, device, DTYPES[config.dtype],  # type: ignore[assignment]
+                                              config.model_args, spec=config.pipeline)
+                assert pipeline is not None
+                timings.model_load_s = time.perf_counter() - t
+                work = build_work(pipeline, config, total, prompts)
+                server = gen_backend(config, pipeline, given, steps.add)
             driver = GenDriver(server.start(timings, env), work, rec.record, cancel)
             rng = np.random.default_rng(config.seed)
             if config.warmup:
@@ -199,6 +215,8 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
         stop_progress.set()
         if server is not None:
             warnings += server.close()
+            if isinstance(server, TargetGen) and server.metrics is not None:
+                env["server_metrics"] = server.metrics
         if lock.acquired:
             warnings += lock.release()
     if steps.full:
@@ -210,8 +228,10 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             warnings.append(finding)
     with rec.lock:
         rows, tokens = (a.copy() for a in rec.log.view())
+        reports = rec.log.reports_view().copy()
         errors = dict(rec.log.errors)
     return GenResult(config=config, environment=env, status=status, rows=rows, tokens=tokens,
+                     reports=reports,
                      steps=steps.array(), errors=errors, timings=timings, warnings=warnings,
                      failure=failure, traceback=trace, samples=dict(rec.samples))
 

@@ -60,13 +60,19 @@ def _child(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who: str
             pass  # the caller is gone: watch_parent stops the run
 
     try:
+        target = None
         try:
             checked = validated(RunConfig.from_dict(config), generation=True)
+            if checked.target is not None:  # a server that is not usable: one line, exit 2
+                from latency.execution.openai_probe import probe_target
+
+                target = probe_target(checked.target, checked.api, checked.served_model,
+                                      checked.api_key_env)
         except ConfigError as exc:
             conn.send(("refused", str(exc)))
             return
         result = execute_generation(checked, cancel=stop, on_progress=progress, force=force,
-                                    who=who)
+                                    who=who, target=target)
         conn.send(("result", result))
     except BaseException as exc:  # noqa: BLE001 - report anything, then die
         try:

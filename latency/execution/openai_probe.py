@@ -57,12 +57,15 @@ class TargetInfo:
     #: the server's ``Server`` header, when it sends one
     server: str = ""
     models: tuple[str, ...] = field(default_factory=tuple)
+    #: the server ends its streams with [DONE] (else a stream is whole once a choice has
+    #: its ``finish_reason`` and the reply ends)
+    sends_done: bool = True
 
     def describe(self) -> dict[str, Any]:
         return {"base": self.base, "api": self.api, "model": self.model,
                 "forces_length": self.forces_length, "usage": self.usage,
                 "rtt_floor_ms": self.rtt_floor_ns / 1e6, "server": self.server,
-                "models": list(self.models)}
+                "models": list(self.models), "sends_done": self.sends_done}
 
 
 def split_target(url: str, api: str | None) -> tuple[str, str]:
@@ -145,9 +148,11 @@ def _models(base: str, headers: dict[str, str]) -> tuple[list[str], int, str]:
     return ids, int(best or 0), server
 
 
-def _stream_ok(body: bytes) -> tuple[bool, bool]:
-    """(the body is a well-formed event stream ending in [DONE], it carried usage)."""
-    usage, done = False, False
+def _stream_ok(body: bytes) -> tuple[bool, bool, bool]:
+    """(the body is a well-formed event stream that ended — in [DONE], or after a choice's
+    ``finish_reason`` as ``transformers serve`` ends its streams —, it carried usage, it sent
+    [DONE])."""
+    usage, done, finished = False, False, False
     for line in body.splitlines():
         if not line.startswith(b"data:"):
             continue
@@ -158,10 +163,16 @@ def _stream_ok(body: bytes) -> tuple[bool, bool]:
         try:
             obj = json.loads(data)
         except ValueError:
-            return False, usage
-        if isinstance(obj, dict) and obj.get("usage"):
+            return False, usage, done
+        if not isinstance(obj, dict):
+            return False, usage, done
+        if obj.get("usage"):
             usage = True
-    return done, usage
+        choices = obj.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict) \
+                and choices[0].get("finish_reason") is not None:
+            finished = True
+    return done or finished, usage, done
 
 
 def probe_target(target: str, api: str | None = None, served_model: str | None = None,
@@ -207,9 +218,11 @@ def probe_target(target: str, api: str | None = None, served_model: str | None =
     if not ctype.startswith("text/event-stream"):
         raise ConfigError(f"--target {base}: POST {route} did not stream (Content-Type "
                           f"{ctype or 'none'!r}): not an OpenAI-compatible streaming server")
-    done, usage = _stream_ok(body)
-    if not done:
+    ended, usage, done = _stream_ok(body)
+    if not ended:
         raise ConfigError(f"--target {base}: POST {route} streamed no well-formed events "
-                          "ending in [DONE]: not an OpenAI-compatible streaming server")
+                          "ending in [DONE] or a finish_reason: not an OpenAI-compatible "
+                          "streaming server")
     return TargetInfo(base=base, api=api, url=url, model=model, forces_length=forces,
-                      usage=usage, rtt_floor_ns=rtt, server=server, models=tuple(ids))
+                      usage=usage, rtt_floor_ns=rtt, server=server, models=tuple(ids),
+                      sends_done=done)

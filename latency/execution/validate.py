@@ -16,7 +16,7 @@ from latency.execution.lock import UnsafeLockDir, lock_dir, safe_dir
 from latency.host.devices import check_device_dtype
 from latency.loadgen.bodies import load_bodies
 from latency.pipelines.contract import Pipeline
-from latency.pipelines.gen_checks import generation_checked
+from latency.pipelines.gen_checks import generation_checked, target_generation_checked
 from latency.pipelines.inputs import check_inputs
 from latency.pipelines.levers import check
 from latency.pipelines.registry import PipelineSource, parse_model_args, source, split_model_args
@@ -54,6 +54,9 @@ def validated(config: RunConfig, pipeline: Pipeline | None = None,
         load_bodies(c.bodies, require_json=c.target_protocol == "oip")
     if c.inputs is not None:
         c.inputs = check_inputs(c.inputs)  # made absolute: a run process finds it too
+    if generation and c.target is not None:
+        target_generation_checked(c, length_given)  # someone else's server: nothing of ours
+        return c
     if c.remote_model:
         return c  # a remote model: nothing of ours is built, bodies are sent as they are
     if not user_code:

@@ -7,9 +7,9 @@ running and waiting, KV-cache use, preemptions, the request-time histograms), SG
 ``latency_lab_gen_*`` — each summed over its label sets (a server with several models or
 engines gives one line), histograms as their ``_sum`` and ``_count`` (their buckets are left:
 a mean over a window needs only the two). A histogram's window mean is the change of its sum
-over the change of its count between two scrapes (``window_mean``): the server's own mean of,
-say, its queue time over exactly the requests it finished in that window, to set beside what
-the client measured.
+over the change of its count between two scrapes (``analysis.server_metrics.window_mean``):
+the server's own mean of, say, its queue time over exactly the requests it finished in that
+window, to set beside what the client measured.
 
 Parsed with ``prometheus_client``'s text parser, not by hand. Bounded: each scrape within
 ``SCRAPE_TIMEOUT_S`` and ``MAX_BODY`` bytes, at most ``MAX_SERIES`` series and ``MAX_SAMPLES``
@@ -132,18 +132,3 @@ class MetricsScraper:
         return {"url": self.url, "t_ns": list(self.t_ns),
                 "values": {n: [v.get(n) for v in self.values] for n in names},
                 "failures": self.failures, "last_error": self.last_error}
-
-
-def window_mean(series: dict[str, Any], histogram: str) -> tuple[float, float] | None:
-    """(requests, mean) of histogram ``histogram`` over the series' window: the change of its
-    ``_sum`` over the change of its ``_count`` from the first scrape to the last; None when it
-    was not scraped twice or counted nothing in between."""
-    values = series.get("values", {})
-    sums = [v for v in values.get(f"{histogram}_sum", []) if v is not None]
-    counts = [v for v in values.get(f"{histogram}_count", []) if v is not None]
-    if len(sums) < 2 or len(counts) < 2:
-        return None
-    n = counts[-1] - counts[0]
-    if n <= 0:
-        return None
-    return n, (sums[-1] - sums[0]) / n

@@ -22,9 +22,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from latency.core.gen_records import GenRequest
 from latency.core.gen_reports import (
     MISSING,
+    SOURCE_LATENCY_LAB,
     SOURCE_LLAMACPP,
+    SOURCE_NONE,
     SOURCE_TGI,
     SOURCE_VLLM,
 )
@@ -126,3 +129,49 @@ def from_tgi(headers: dict[bytes, bytes]) -> Report | None:
     return Report(SOURCE_TGI, queue_ns=_ms(d, "x-queue-time"), prefill_ns=prefill,
                   decode_ns=decode, inference_ns=inference,
                   prompt_tokens=_count(d, "x-prompt-tokens"), output_tokens=tokens)
+
+
+def read_report(timings: Any, metrics: Any, headers: dict[bytes, bytes]) -> Report | None:
+    """The reply's report in whichever form it came (llama.cpp's ``timings``, vLLM's
+    ``metrics``, TGI's headers; None when none did). ReportError when it is unusable."""
+    return from_llamacpp(timings) or from_vllm(metrics) or from_tgi(headers)
+
+
+def own_report(req: GenRequest) -> Report:
+    """Our own server's account, already laid out on the client's clock
+    (``gen_layout.lay_out``), as a report: queue from receipt to admission less the
+    tokenizer's work, prefill from admission to the first token (the others' steps it waited
+    through included, as vLLM counts from scheduling), decode from the first to the last
+    token produced."""
+    tokenize = req.t_tok_end - req.t_tok_start
+    last = req.produced[-1] if req.produced else req.t_first
+    return Report(SOURCE_LATENCY_LAB,
+                  queue_ns=max(req.t_admitted - req.t_received - tokenize, 0),
+                  prefill_ns=max(req.t_first - req.t_admitted, 0),
+                  decode_ns=max(last - req.t_first, 0), prompt_tokens=len(req.ids),
+                  output_tokens=len(req.delivered))
+
+
+def report_row(report: Report | None, usage: Any, trace: tuple[int, int],
+               counted: int = MISSING) -> tuple[Any, ...]:
+    """One row of ``REPORT_DTYPE``: the report (none: every part ``MISSING``), the server's
+    ``usage`` counts where the report has none, the trace id sent, the client's count."""
+    r = report or Report(SOURCE_NONE)
+    prompt, output, cached = r.prompt_tokens, r.output_tokens, r.cached_tokens
+    if isinstance(usage, dict):
+        details = usage.get("prompt_tokens_details")
+        for key, value in (("prompt_tokens", usage.get("prompt_tokens")),
+                           ("completion_tokens", usage.get("completion_tokens")),
+                           ("cached_tokens", details.get("cached_tokens")
+                            if isinstance(details, dict) else None)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                continue
+            if key == "prompt_tokens" and prompt == MISSING:
+                prompt = value
+            elif key == "completion_tokens" and output == MISSING:
+                output = value
+            elif key == "cached_tokens" and cached == MISSING:
+                cached = value
+    return (r.source, r.queue_ns, r.prefill_ns, r.decode_ns, r.inference_ns,
+            min(prompt, 2**31 - 1), min(output, 2**31 - 1), min(cached, 2**31 - 1),
+            trace[0], trace[1], min(counted, 2**31 - 1))

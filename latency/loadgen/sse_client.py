@@ -31,15 +31,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import threading
 from collections import Counter
-from typing import Any
+from typing import Any, Protocol
 
 from latency.core.gen_records import GenRequest
 from latency.core.timing import now_ns
 from latency.loadgen.gen_layout import AccountError, lay_out, parse_account, per_token, undecomposed
 from latency.loadgen.http1_stream import StreamPool
 from latency.loadgen.http_client import new_loop
+from latency.loadgen.server_reports import ReportError, own_report, read_report, report_row
 from latency.loadgen.sse_parser import MAX_EVENT_BYTES, SseError, SseParser
 from latency.serve.gen_account import ACCOUNT_KEY
 
@@ -51,6 +53,12 @@ IDLE_TIMEOUT_S = 60.0
 SPARE_EVENTS = 8
 
 
+class ChunkCounter(Protocol):
+    """Counts the tokens of each streamed chunk of a reply (``pipelines.token_counter``)."""
+
+    def per_chunk(self, chunks: list[str]) -> list[int]: ...
+
+
 class StreamError(ValueError):
     """The stream broke the protocol (an error event, too many events, not JSON)."""
 
@@ -59,7 +67,7 @@ class _Reply:
     """What one stream said, event by event (on the loop's thread)."""
 
     __slots__ = ("chat", "limit", "stamps", "texts", "finish", "account", "usage", "error",
-                 "done", "events", "content")
+                 "done", "events", "content", "timings", "metrics", "counted")
 
     def __init__(self, chat: bool, limit: int) -> None:
         self.chat = chat
@@ -73,6 +81,9 @@ class _Reply:
         self.done = False
         self.events = 0
         self.content = False  # an event with text has come
+        self.timings: Any = None  # llama.cpp's account of the request
+        self.metrics: Any = None  # vLLM's per-request metrics
+        self.counted = -1  # the tokenizer's count of the reply (-1: not counted)
 
     def event(self, data: bytes, stamp: int) -> None:
         if self.done:
@@ -114,27 +125,52 @@ class _Reply:
             self.account = obj[ACCOUNT_KEY]
         if obj.get("usage") is not None:
             self.usage = obj["usage"]
+        if obj.get("timings") is not None:
+            self.timings = obj["timings"]
+        if obj.get("metrics") is not None:
+            self.metrics = obj["metrics"]
 
 
 class SseTransport:
-    """``submit(req)`` streams ``req`` from ``{base}/v1/completions`` (or chat); the finished
-    request comes back through ``req.on_done(req)``."""
+    """``submit(req)`` streams ``req`` from ``url`` (a ``/v1/completions`` or
+    ``/v1/chat/completions`` route); the finished request comes back through
+    ``req.on_done(req)``.
+
+    For a server of yours (``trace=True``): each request carries a W3C ``traceparent`` and an
+    ``X-Request-Id`` (its trace id, kept in the request's report row, so a server that traces
+    can be joined span by span), ``headers`` (the bearer key) and, when the server takes them,
+    ``ignore_eos``/``min_tokens`` (``min_tokens``); the reply's report — llama.cpp's
+    ``timings``, vLLM's ``metrics``, TGI's headers — and its ``usage`` fill the request's
+    report row; ``counter`` (the served model's tokenizer) counts each chunk's tokens, so
+    every token gets the stamp of the chunk that brought it."""
 
     name = "http"
 
-    def __init__(self, base_url: str, model: str, *, chat: bool = False,
+    def __init__(self, url: str, model: str, *, chat: bool = False,
                  connections: int = 256, ignore_eos: bool | None = True,
+                 min_tokens: bool = False, headers: dict[str, str] | None = None,
+                 counter: ChunkCounter | None = None, trace: bool = False,
+                 needs_done: bool = True,
                  timeout_s: float = STREAM_TIMEOUT_S, idle_s: float = IDLE_TIMEOUT_S,
                  max_event: int = MAX_EVENT_BYTES) -> None:
         self.model = model
         self.chat = chat
         self.ignore_eos = ignore_eos
+        self.min_tokens = min_tokens
+        self.counter = counter
+        self.trace = trace
+        #: a stream must end in [DONE]; False (a server that never sends it): a stream is
+        #: whole once a choice carried its finish_reason and the reply ended
+        self.needs_done = needs_done
         self.max_event = max_event
-        path = "/v1/chat/completions" if chat else "/v1/completions"
-        self.url = base_url.rstrip("/") + path
+        self.url = url
+        self._extra = b"".join(f"{k}: {v}\r\n".encode("latin-1")
+                               for k, v in (headers or {}).items())
         #: requests whose account was there but unusable, by reason (``gen_layout.UNUSABLE``),
         #: and those that came with none
         self.unusable: Counter[str] = Counter()
+        #: reports that were there but could not be used, by their reason (first 8 kept)
+        self.bad_reports: Counter[str] = Counter()
         self._tasks: dict[GenRequest, asyncio.Task[None]] = {}
         self._replies: dict[GenRequest, _Reply] = {}
         self._loop = new_loop()
@@ -162,7 +198,18 @@ class SseTransport:
             ask["prompt"] = req.prompt
         if self.ignore_eos is not None:
             ask["ignore_eos"] = self.ignore_eos
+        if self.min_tokens and self.ignore_eos:
+            ask["min_tokens"] = req.max_tokens
         return json.dumps(ask).encode()
+
+    def headers(self, trace: tuple[int, int]) -> bytes:
+        """The request's own header lines: the fixed ones and, with tracing, its trace."""
+        if not self.trace:
+            return self._extra
+        hi, lo = trace
+        tid = f"{hi:016x}{lo:016x}"
+        return self._extra + (f"traceparent: 00-{tid}-{secrets.token_hex(8)}-01\r\n"
+                              f"X-Request-Id: {tid}\r\n").encode()
 
     async def _exchange(self, req: GenRequest) -> None:
         req.t_sent = now_ns()
@@ -175,19 +222,25 @@ class SseTransport:
             for event in parser.feed(data):
                 reply.event(event, now_ns())
 
+        trace = (secrets.randbits(64) or 1, secrets.randbits(64)) if self.trace else (0, 0)
+        headers: dict[bytes, bytes] = {}
         try:
-            status, ctype, body, _headers = await self._pool.stream(
-                self.body(req), "application/json", sink)
+            status, ctype, body, headers = await self._pool.stream(
+                self.body(req), "application/json", sink, self.headers(trace))
             if status != 200:
                 error = f"HTTP {status}: {error_message(body)}"
             elif not ctype.startswith(b"text/event-stream"):
                 error = f"not a stream: Content-Type {ctype.decode('latin-1')!r}"
             elif reply.error is not None:
                 error = reply.error
-            elif not reply.done:
-                error = "the stream ended without [DONE]"
+            elif not reply.done and (self.needs_done or reply.finish is None):
+                error = "the stream ended without [DONE]" if self.needs_done else \
+                    "the stream ended before its finish_reason (cut short)"
             elif parser.pending:
                 error = "the stream ended inside an event"
+            elif reply.account is None and not reply.content:
+                error = (f"no content: the stream ended (finish_reason "
+                         f"{reply.finish or 'none'}) before any token's text")
         except asyncio.CancelledError:
             if not req.cancelled:
                 raise
@@ -201,6 +254,8 @@ class SseTransport:
         req.t_done = now_ns()
         req.error = error
         self._fill(req, reply)
+        if self.trace:
+            req.report = self._report(req, reply, headers, trace)
         if req.on_done is not None:
             req.on_done(req)
 
@@ -222,13 +277,38 @@ class SseTransport:
                 self.unusable[exc.why] += 1
         elif req.error is None and not req.cancelled:
             self.unusable["none"] += 1
-        # no usable account: an event with text is a token (vLLM's benchmark's rule)
+        # no usable account: an event with text is a token (vLLM's benchmark's rule), or, with
+        # the served model's tokenizer, as many tokens as it counts in the event's text
         keep = [i for i, t in enumerate(reply.texts) if t]
         req.text = [reply.texts[i] for i in keep]
         req.stream_chunks = len(keep)
+        stamps = [reply.stamps[i] for i in keep]
+        if self.counter is not None and req.text:
+            counts = self.counter.per_chunk(req.text)
+            reply.counted = sum(counts)
+            told = reply.usage.get("completion_tokens") if isinstance(reply.usage, dict) \
+                else None
+            if isinstance(told, int) and not isinstance(told, bool) and 0 < told <= \
+                    req.max_tokens + SPARE_EVENTS:
+                counts = fitted(counts, told)  # the server's count; the tokenizer's spread
+            stamps = [s for s, k in zip(stamps, counts, strict=True) for _ in range(k)]
         prompt = reply.usage.get("prompt_tokens", 0) if isinstance(reply.usage, dict) else 0
-        undecomposed(req, [reply.stamps[i] for i in keep],
-                     prompt if isinstance(prompt, int) else 0)
+        undecomposed(req, stamps, prompt if isinstance(prompt, int) else 0)
+
+    def _report(self, req: GenRequest, reply: _Reply, headers: dict[bytes, bytes],
+                trace: tuple[int, int]) -> tuple[Any, ...]:
+        """The request's report row: what the server said of it (read_report), its usage
+        counts, its trace id."""
+        report = None
+        if req.error is None and req.decomposed:
+            report = own_report(req)
+        elif req.error is None:
+            try:
+                report = read_report(reply.timings, reply.metrics, headers)
+            except ReportError as exc:
+                if len(self.bad_reports) < 8 or str(exc) in self.bad_reports:
+                    self.bad_reports[str(exc)] += 1
+        return report_row(report, reply.usage, trace, reply.counted)
 
     # ---- ends --------------------------------------------------------------------------------
     def abandon(self) -> None:
@@ -274,3 +354,20 @@ def error_message(body: bytes) -> str:
     except (ValueError, AttributeError):
         pass
     return body[:200].decode("utf-8", "replace").strip() or "(no body)"
+
+
+def fitted(counts: list[int], total: int) -> list[int]:
+    """``counts`` scaled to sum to ``total`` (largest remainders), keeping their spread: the
+    server says how many tokens it generated, the tokenizer which chunk carried how many (a
+    re-tokenized reply can merge or split differently at a boundary)."""
+    have = sum(counts)
+    if have == total or not counts:
+        return list(counts)
+    if have == 0:
+        counts, have = [1] * len(counts), len(counts)
+    exact = [c * total / have for c in counts]
+    out = [int(x) for x in exact]
+    order = sorted(range(len(counts)), key=lambda i: exact[i] - out[i], reverse=True)
+    for i in order[: total - sum(out)]:
+        out[i] += 1
+    return out

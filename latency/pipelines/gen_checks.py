@@ -8,6 +8,7 @@ file are measured by the tokenizer and a too-long one fails its own request.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from latency.core.config import RunConfig
@@ -80,3 +81,27 @@ def generation_checked(c: RunConfig, cls: Any, length_given: bool,
         raise ConfigError(f"a prompt of up to {prompt.high:,} tokens does not fit a step of "
                           f"--max-step-tokens {c.max_step_tokens:,}: raise it, or prefill in "
                           "chunks (--chunked-prefill N)")
+
+
+def target_generation_checked(c: RunConfig, length_given: bool) -> None:
+    """A generation from a --target (someone else's OpenAI-compatible server): no one-shot
+    settings, the tokenizer loads, the default length; named after the served model until the
+    probe finds the server's own name."""
+    one_shot = [flag for flag, on in (
+        ("--batch-size", (c.batch_size or 1) != 1),
+        ("--max-batch-delay-ms", bool(c.max_batch_delay_ms)),
+        ("--inputs", c.inputs is not None), ("--optimize", bool(c.optimize)),
+        ("--bodies", c.bodies is not None), ("--backend ray", c.backend == "ray"),
+        ("--pipeline", c.pipeline is not None), ("--net-*", c.wan.active)) if on]
+    if one_shot:
+        raise ConfigError(f"{', '.join(one_shot)}: not for a generation from a --target "
+                          "(its server is yours; its inputs are --prompts)")
+    if not length_given:
+        c.requests = DEFAULT_GEN_REQUESTS
+    LengthSpec.parse(c.output_tokens or "64", "--output-tokens")
+    if c.tokenizer is not None:
+        from latency.pipelines.token_counter import TokenCounter
+
+        TokenCounter(c.tokenizer)  # ConfigError in one line when it does not load
+        c.tokenizer = str(Path(c.tokenizer).expanduser().resolve())
+    c.model = c.served_model or "target"

@@ -19,6 +19,10 @@ from latency.core.errors import ConfigError, PipelineError, error_text
 from latency.core.lengths import LengthSpec
 from latency.pipelines.generative import GenerativePipeline
 from latency.pipelines.inputs import read_inputs
+from latency.pipelines.target_text import TargetText
+
+#: what prompts are drawn from and cut with: a generative pipeline, or a target's text side
+TextSource = GenerativePipeline | TargetText
 
 #: the most distinct work items a run makes; a longer run cycles through them
 MAX_WORK = 4096
@@ -39,7 +43,7 @@ def prompt_texts(value: Any) -> str:
                       f"with a \"prompt\" string (got {type(value).__name__})")
 
 
-def build_work(pipeline: GenerativePipeline, config: RunConfig, count: int,
+def build_work(pipeline: TextSource, config: RunConfig, count: int,
                prompts: list[str] | None = None) -> list[tuple[object, int]]:
     """``min(count, MAX_WORK)`` (prompt text, tokens to generate) pairs (see the docstring);
     ``prompts``: texts given directly (the Python API's ``prompts=[...]``)."""
@@ -60,7 +64,7 @@ def build_work(pipeline: GenerativePipeline, config: RunConfig, count: int,
     return [(prompts[i % len(prompts)], int(outputs[i])) for i in range(n)]
 
 
-def _cut(pipeline: GenerativePipeline, texts: list[str], spec: LengthSpec,
+def _cut(pipeline: TextSource, texts: list[str], spec: LengthSpec,
          rng: np.random.Generator, n: int) -> list[str]:
     """``n`` prompts of drawn token lengths, windows of the sample texts' tokens."""
     try:

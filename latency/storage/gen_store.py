@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from latency.analysis.gen_result import GenResult
+from latency.analysis.gen_result import GenResult, reports_of
 from latency.analysis.gen_summary import GenSummary
 from latency.analysis.machine import is_disturbed
 from latency.analysis.timings import Timings
@@ -216,6 +216,7 @@ class GenerationStore:
                 timings=Timings.from_dict(d.get("timings")), warnings=json.loads(warnings),
                 failure=d.get("failure"),
                 samples={int(k): str(v) for k, v in (d.get("samples") or {}).items()})
+            result.reports = reports_of(d, len(result.rows))
             if not len(result.rows) and isinstance(d.get("summary"), dict):
                 result.__dict__["summary"] = GenSummary.from_dict(d["summary"])
         except DAMAGE as exc:

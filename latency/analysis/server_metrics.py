@@ -1,0 +1,56 @@
+"""The server's own Prometheus metrics over a run (``--scrape-metrics``; scraped by
+``loadgen.metrics_scraper``), read back: its gauges' means and peaks, and its histograms'
+means over the run's window, to set beside what the client measured.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def window_mean(series: dict[str, Any], histogram: str) -> tuple[float, float] | None:
+    """(requests, mean) of histogram ``histogram`` over the series' window: the change of its
+    ``_sum`` over the change of its ``_count`` from the first scrape to the last; None when it
+    was not scraped twice or counted nothing in between."""
+    values = series.get("values", {})
+    sums = [v for v in values.get(f"{histogram}_sum", []) if v is not None]
+    counts = [v for v in values.get(f"{histogram}_count", []) if v is not None]
+    if len(sums) < 2 or len(counts) < 2:
+        return None
+    n = counts[-1] - counts[0]
+    if n <= 0:
+        return None
+    return n, (sums[-1] - sums[0]) / n
+
+
+#: the server's gauges worth a line, by their names in each server's metrics
+GAUGES = (("vllm:num_requests_running", "running"), ("vllm:num_requests_waiting", "waiting"),
+          ("vllm:kv_cache_usage_perc", "KV cache use"),
+          ("sglang:num_running_reqs", "running"), ("sglang:num_queue_reqs", "waiting"),
+          ("llamacpp:requests_processing", "processing"),
+          ("llamacpp:requests_deferred", "deferred"), ("tgi_queue_size", "queued"))
+#: histograms whose window mean is set beside the client's figure
+HISTOGRAMS = (("vllm:request_queue_time_seconds", "queue time"),
+              ("vllm:time_to_first_token_seconds", "TTFT"),
+              ("vllm:inter_token_latency_seconds", "ITL"),
+              ("vllm:time_per_output_token_seconds", "TPOT"))
+
+
+def server_metric_line(series: dict[str, Any]) -> str:
+    """The server's own metrics over the run, one line: its gauges' means and peaks and
+    its histograms' means over the run (the last scrape less the first)."""
+    values = series.get("values") or {}
+    said = []
+    for name, label in GAUGES:
+        v = [x for x in values.get(name, []) if x is not None]
+        if v:
+            said.append(f"{label} mean {sum(v) / len(v):,.2f}, peak {max(v):,.2f}")
+    for name, label in HISTOGRAMS:
+        got = window_mean(series, name)
+        if got is not None:
+            count, mean_s = got
+            said.append(f"{label} mean {mean_s * 1e3:,.1f} ms over {count:,.0f} requests")
+    n = len(series.get("t_ns") or [])
+    if not said:
+        return (f"server metrics: {n} scrape(s) of {series.get('url')}, none of the LLM "
+                "servers' families in them")
+    return f"server metrics ({n} scrapes of {series.get('url')}): " + "; ".join(said)

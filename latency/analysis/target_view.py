@@ -1,0 +1,253 @@
+"""What a generation from a server of yours (``--target``) says beyond the client's metrics:
+the split of its time as far as the server reported it, per-chunk against per-token gaps, the
+client's and the server's token counts, and the verdict on what *you* control on that server.
+
+The client alone sees each request whole: its time to the first token and its gaps. The split
+(``server_split``) adds what the server said of the request — queue, prefill, decode — each
+labelled with where it came from (reported, derived, measured). Without any report the split
+is unavailable and the view says so; it never shows a guess as measured.
+
+Gaps: an OpenAI-compatible stream sends text in chunks. With the served model's tokenizer
+(``--tokenizer``) every token gets its chunk's stamp, so ITL is per token (the tokens of one
+chunk are 0 ms apart) and the chunk gaps — between successive chunks — are kept beside it;
+when chunks carry several tokens the two differ, and the view says which one a peer's "ITL"
+is. The first token of another request arriving inside a long gap marks that gap as
+coinciding with someone's prefill: when the longest gaps coincide with prefills much more
+often than gaps do in general, the server's prefills stall its decodes (chunked prefill is
+the lever).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from latency.analysis.findings import Finding, Verdict
+from latency.analysis.server_split import ServerSplit, split
+from latency.analysis.stats import LatencyStats, describe_ms
+from latency.core import fmt
+from latency.core.gen_records import STATUS_OK
+from latency.core.gen_reports import MISSING, SPLIT_PARTS
+
+#: a part leading the tail's TTFT by this share is named as its cause
+LEADING_SHARE = 0.4
+#: chunks carrying this many tokens on average make per-chunk and per-token gaps differ
+MULTI_TOKEN_CHUNKS = 1.2
+#: the longest gaps coincide with others' prefills this much more often than gaps in general
+COINCIDENCE_RATIO = 2.0
+
+LEVERS = {
+    "queue": "requests wait for a slot on the server — more slots (e.g. vLLM's "
+             "--max-num-seqs) or replicas, or lower load",
+    "prefill": "the prompt's own compute on the server — shorter prompts, prefix caching, "
+               "or a faster accelerator",
+    "network": "the network and the server's frontend (HTTP, tokenizing, the API layer) — "
+               "closer to the server, or a lighter frontend",
+}
+
+
+@dataclass
+class TargetView:
+    """The split and the stream's shape of a target run (times in ms)."""
+
+    split: ServerSplit
+    parts_ms: dict[str, LatencyStats]
+    tail_shares: dict[str, float]
+    requests: int
+    rtt_floor_ms: float
+    forces_length: bool
+    #: per token (with a tokenizer) and per chunk: every gap between successive chunks
+    itl_chunk_ms: LatencyStats = field(default_factory=LatencyStats)
+    tokens_per_chunk: float = 1.0
+    counted_by: str = "chunks"
+    #: requests whose client count differs from the server's usage, and the mean |diff|
+    count_differs: int = 0
+    count_compared: int = 0
+    count_mean_abs_diff: float = 0.0
+    #: gaps at or above ITL's p99 holding another request's first token, and all gaps'
+    spikes_coinciding: float | None = None
+    gaps_coinciding: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.split
+        return {"requests_split": s.n, "requests": self.requests, "sources": s.sources,
+                "provenance": s.provenance, "unreported": s.unreported,
+                "inconsistent": s.inconsistent, "rtt_floor_ms": self.rtt_floor_ms,
+                "parts_ms": {p: v.to_dict() for p, v in self.parts_ms.items()},
+                "ttft_p99_shares": self.tail_shares, "forces_length": self.forces_length,
+                "itl_chunk_ms": self.itl_chunk_ms.to_dict(),
+                "tokens_per_chunk": self.tokens_per_chunk, "counted_by": self.counted_by,
+                "count_differs": self.count_differs, "count_compared": self.count_compared,
+                "count_mean_abs_diff": self.count_mean_abs_diff,
+                "itl_spikes_coinciding_with_prefills": self.spikes_coinciding,
+                "gaps_coinciding_with_prefills": self.gaps_coinciding}
+
+    # ---- text ------------------------------------------------------------------------------
+    def lines(self) -> list[str]:
+        s = self.split
+        out: list[str] = []
+        if not s.n:
+            why = (f"{s.inconsistent} report(s) longer than the client saw were left out"
+                   if s.inconsistent else "the server reported nothing of its requests "
+                   "(llama.cpp's timings, vLLM's --enable-per-request-metrics, TGI's "
+                   "headers or our own server give it)")
+            out.append(f"server split: unavailable — {why}; the client's times above are "
+                       "all that is known")
+        else:
+            src = ", ".join(f"{k} ({v})" for k, v in s.sources.items())
+            out.append(f"server split of {s.n} of {self.requests} requests (from {src}; "
+                       "send-anchored, ms):")
+            head = f"{'ms':<14}{'mean':>10}{'p50':>10}{'p99':>10}  from"
+            out.append(head)
+            prov = _provenance(s.provenance)
+            for p in SPLIT_PARTS:
+                st = self.parts_ms[p]
+                out.append(f"{p:<14}{fmt.ms(st.mean):>10}{fmt.ms(st.p50):>10}"
+                           f"{fmt.ms(st.p99):>10}  {prov.get(p, '')}")
+            shares = ", ".join(f"{p} {fmt.share(v)}" for p, v in sorted(
+                self.tail_shares.items(), key=lambda kv: -kv[1]))
+            out.append(f"TTFT's tail (its slowest 1 %) at the server: {shares}")
+            if s.unreported or s.inconsistent:
+                out.append(f"left out of the split: {s.unreported} without a report, "
+                           f"{s.inconsistent} whose report exceeded the client's time")
+        out.append(f"gaps: per {'token' if self.counted_by == 'tokenizer' else 'chunk'} "
+                   f"(tokens counted by {self.counted_by}); between chunks: "
+                   f"p50 {fmt.ms(self.itl_chunk_ms.p50)} ms, p99 {fmt.ms(self.itl_chunk_ms.p99)} "
+                   f"ms; {self.tokens_per_chunk:.2f} tokens a chunk")
+        return out
+
+    def findings(self) -> list[Finding]:
+        out: list[Finding] = []
+        if self.tokens_per_chunk >= MULTI_TOKEN_CHUNKS:
+            if self.counted_by == "tokenizer":
+                out.append(Finding(
+                    f"chunks carry {self.tokens_per_chunk:.2f} tokens on average (speculative "
+                    "decoding, or a server that coalesces its writes): ITL is per token (the "
+                    "tokens of one chunk 0 ms apart), the gap between chunks is "
+                    f"p50 {fmt.ms(self.itl_chunk_ms.p50)} ms — a peer's 'ITL' per chunk is "
+                    "that one", "run"))
+            else:
+                out.append(Finding(
+                    f"the server counts {self.tokens_per_chunk:.2f} tokens a chunk: these gaps "
+                    "are per chunk, not per token — give the served model's --tokenizer DIR "
+                    "for per-token gaps", "run"))
+        if self.count_differs:
+            out.append(Finding(
+                f"token counts: the client's count differs from the server's usage in "
+                f"{self.count_differs} of {self.count_compared} requests (mean |difference| "
+                f"{self.count_mean_abs_diff:.1f} tokens; re-tokenizing text can merge at a "
+                "boundary differently)", "run"))
+        if self.split.inconsistent:
+            out.append(Finding(
+                f"{self.split.inconsistent} request(s) reported more time than the client "
+                "saw: left out of the split (clocks or the report disagree)", "run"))
+        if self._spikes_lead():
+            out.append(Finding(
+                f"ITL spikes coincide with other requests' prefills: "
+                f"{fmt.share(self.spikes_coinciding or 0)} of the gaps at or above ITL's p99 "
+                f"held another request's first token, against "
+                f"{fmt.share(self.gaps_coinciding or 0)} of all gaps — the server's prefills "
+                "stall its decodes: enable chunked prefill (vLLM's --enable-chunked-prefill, "
+                "a smaller --max-num-batched-tokens)", "run"))
+        return out
+
+    def _spikes_lead(self) -> bool:
+        a, b = self.spikes_coinciding, self.gaps_coinciding
+        return a is not None and b is not None and a >= 0.5 and a >= COINCIDENCE_RATIO * b
+
+    def verdict(self, ttft_p99_ms: float | None) -> Verdict | None:
+        """'TTFT p99 … is 76 % queue at the server: …' when a part leads the tail."""
+        causes: list[str] = []
+        name = None
+        share = 0.0
+        if self.tail_shares:
+            name = max(self.tail_shares, key=lambda k: self.tail_shares[k])
+            share = self.tail_shares[name]
+            if share >= LEADING_SHARE:
+                where = "at the server" if name != "network" else "before the server"
+                causes.append(f"TTFT p99 {fmt.ms(ttft_p99_ms)} ms is {fmt.share(share)} "
+                              f"{name} {where}: {LEVERS[name]}")
+        if self._spikes_lead():
+            causes.append("ITL spikes coincide with other requests' prefills: enable "
+                          "chunked prefill on the server")
+        if not causes:
+            return None
+        return Verdict("; ".join(causes), name, share)
+
+
+def _provenance(prov: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Each part's provenance over the sources seen ('reported by vLLM per-request metrics')."""
+    out: dict[str, list[str]] = {}
+    for source, rule in prov.items():
+        for part, how in rule.items():
+            text = {"reported": f"reported ({source})",
+                    "derived": "derived (client time − reported parts)",
+                    "measured": "measured (the client's round-trip floor)"}.get(how, how)
+            if text not in out.setdefault(part, []):
+                out[part].append(text)
+    return {p: "; ".join(v) for p, v in out.items()}
+
+
+def target_view(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray,
+                environment: dict[str, Any], counted_by: str) -> TargetView:
+    """The view of a target run's successful measured requests."""
+    target = environment.get("target") or {}
+    rtt_ms = float(target.get("rtt_floor_ms") or 0.0)
+    ok = (~rows["warmup"]) & (rows["status"] == STATUS_OK)
+    idx = np.flatnonzero(ok)
+    if len(reports) != len(rows):
+        from latency.core.gen_reports import empty_reports
+
+        reports = empty_reports(len(rows))
+    sp = split(rows[idx], reports[idx], int(rtt_ms * 1e6))
+    parts = {p: describe_ms(sp.parts[p], with_ci=False) for p in SPLIT_PARTS}
+    view = TargetView(split=sp, parts_ms=parts, tail_shares=sp.tail_shares(0.99),
+                      requests=len(idx), rtt_floor_ms=rtt_ms,
+                      forces_length=bool(target.get("forces_length", True)),
+                      counted_by=counted_by)
+    _gaps(view, rows, tokens, idx)
+    rep = reports[idx]
+    server = rep["output_tokens"].astype(np.int64)
+    known = server != MISSING
+    chunks = rows["stream_chunks"][idx].astype(np.int64)
+    if known.any() and chunks[known].sum():  # the server's count of what the chunks carried
+        view.tokens_per_chunk = float(server[known].sum() / chunks[known].sum())
+    counted = rep["counted_tokens"].astype(np.int64)
+    both = known & (counted != MISSING)
+    if both.any():
+        diff = np.abs(counted[both] - server[both])
+        view.count_compared = int(both.sum())
+        view.count_differs = int((diff != 0).sum())
+        view.count_mean_abs_diff = float(diff.mean())
+    return view
+
+
+def _gaps(view: TargetView, rows: np.ndarray, tokens: np.ndarray, idx: np.ndarray) -> None:
+    """Chunk gaps, tokens a chunk, and how often the longest gaps hold a prefill."""
+    t = tokens[np.isin(tokens["request"], idx)]
+    if len(t) < 2:
+        return
+    same = t["request"][1:] == t["request"][:-1]
+    gap = (t["t_delivered"][1:] - t["t_delivered"][:-1])[same]
+    chunk = gap[gap > 0]
+    view.itl_chunk_ms = describe_ms(chunk, with_ci=False)
+    chunks = int(rows["stream_chunks"][idx].sum())
+    if chunks:
+        view.tokens_per_chunk = float(rows["output_tokens"][idx].sum()) / chunks
+    if len(chunk) < 20 or len(idx) < 2:
+        return
+    starts = t["t_delivered"][:-1][same][gap > 0]
+    ends = t["t_delivered"][1:][same][gap > 0]
+    owner = t["request"][1:][same][gap > 0]
+    firsts = np.sort(rows["t_first_deliv"][idx])
+    lo = np.searchsorted(firsts, starts, side="right")
+    hi = np.searchsorted(firsts, ends, side="right")
+    # another request's first token inside the gap (not the gap's own request's)
+    inside = hi - lo
+    own = (rows["t_first_deliv"][owner] > starts) & (rows["t_first_deliv"][owner] <= ends)
+    holds = (inside - own.astype(np.int64)) > 0
+    cut = np.quantile(chunk, 0.99)
+    top = chunk >= cut
+    view.spikes_coinciding = float(holds[top].mean())
+    view.gaps_coinciding = float(holds.mean())

@@ -1,0 +1,44 @@
+"""The prompts a generation from a --target sends when you give no ``--prompts``: the sample
+corpus's held-out prompts (readable text: weather reports, recipes, stories, letters), whole,
+or cut to ``--prompt-tokens`` at the served model's token boundaries (``--tokenizer``).
+
+Why an object with a pipeline's text methods: ``gen_workload.build_work`` draws prompts from a
+pipeline's ``sample_inputs`` and cuts them with its ``tokenize``/``detokenize``; a server of
+yours has no pipeline here, so this stands in for its text side — its tokenizer, if you gave
+it — and the same code makes the workload.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+
+from latency.core.errors import ConfigError
+from latency.pipelines.token_counter import TokenCounter
+
+#: where the sample prompts come from (by name, as the registry loads the samples)
+CORPUS = "sample_models.lm_corpus"
+
+
+class TargetText:
+    """The text side of a served model we do not hold: sample prompts, and (with a
+    tokenizer) tokenize/detokenize to cut them to drawn lengths."""
+
+    def __init__(self, counter: TokenCounter | None) -> None:
+        self.counter = counter
+
+    def sample_inputs(self, n: int, seed: int) -> list[str]:
+        try:
+            corpus = importlib.import_module(CORPUS)
+        except ImportError as exc:  # an install without the samples
+            raise ConfigError(f"no sample prompts ({CORPUS} does not import: {exc}): give "
+                              "--prompts FILE") from None
+        return list(corpus.prompts(n, seed))
+
+    def tokenize(self, text: str) -> list[int]:
+        if self.counter is None:
+            raise ConfigError("--prompt-tokens needs the served model's --tokenizer DIR")
+        return self.counter.ids(text)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        assert self.counter is not None
+        return self.counter.text(list(ids))
