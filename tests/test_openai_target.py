@@ -281,3 +281,16 @@ def test_the_servers_count_is_kept_and_the_tokenizers_spread_over_the_chunks():
     assert fitted([1, 2, 1], 4) == [1, 2, 1]
     assert sum(fitted([1, 3, 2, 2], 6)) == 6 and fitted([1, 3, 2, 2], 6)[1] >= 2
     assert fitted([0, 0], 3) in ([2, 1], [1, 2])
+
+
+def test_the_servers_metrics_are_scraped_beside_the_clients(ours):
+    cfg = RunConfig(target=f"{ours.url}/v1", output_tokens="16", rate=20.0, duration_s=3.0,
+                    warmup=2, scrape_metrics=True)
+    result = execute_generation(cfg, force=True)
+    assert result.status == "completed", result.failure
+    series = result.environment["server_metrics"]
+    assert series["failures"] == 0 and len(series["t_ns"]) >= 3
+    running = series["values"]["latency_lab_gen_running"]
+    assert len(running) == len(series["t_ns"]) and max(running) >= 1
+    assert re.search(r"server metrics \(\d+ scrapes .* while measuring\): running mean .* the "
+                     r"client had [\d.]+ requests in flight", repr(result))

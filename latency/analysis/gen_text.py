@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from latency.analysis.gen_summary import GenSummary
-from latency.analysis.server_metrics import server_metric_line
+from latency.analysis.server_metrics import measured_window, server_metric_line
 from latency.analysis.stats import LatencyStats
 from latency.analysis.summary_text import COLUMN, machine_line
 from latency.core import fmt
@@ -120,7 +122,10 @@ def format_generation(result: Any) -> str:
                                          view.lines() if view is not None else None))
     metrics = (result.environment or {}).get("server_metrics")
     if metrics:
-        lines.append(server_metric_line(metrics))
+        t = result.timings
+        lines.append(server_metric_line(
+            measured_window(metrics, t.measure_start_ns, t.measure_end_ns),
+            in_flight(result.rows, t.measure_start_ns, t.measure_end_ns)))
     for w in result.findings:
         lines.append(f"warning: {w}")
     lines.append(f"verdict: {result.verdict}")
@@ -131,3 +136,14 @@ def format_generation(result: Any) -> str:
         lines.append(machine)
     lines.append(f"validity: {result.validity.line()}")
     return "\n".join(lines)
+
+
+def in_flight(rows: Any, start_ns: int | None, end_ns: int | None) -> float | None:
+    """The client's mean requests in flight over the measurement: each measured request's
+    time inside it, summed, over the span (Little's law)."""
+    if start_ns is None or end_ns is None or end_ns <= start_ns or not len(rows):
+        return None
+    m = rows[~rows["warmup"]]
+    lo = np.maximum(m["t_sent"], start_ns)
+    hi = np.minimum(m["t_done"], end_ns)
+    return float(np.maximum(hi - lo, 0).sum() / (end_ns - start_ns))

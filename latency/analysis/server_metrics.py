@@ -27,7 +27,8 @@ GAUGES = (("vllm:num_requests_running", "running"), ("vllm:num_requests_waiting"
           ("vllm:kv_cache_usage_perc", "KV cache use"),
           ("sglang:num_running_reqs", "running"), ("sglang:num_queue_reqs", "waiting"),
           ("llamacpp:requests_processing", "processing"),
-          ("llamacpp:requests_deferred", "deferred"), ("tgi_queue_size", "queued"))
+          ("llamacpp:requests_deferred", "deferred"), ("tgi_queue_size", "queued"),
+          ("latency_lab_gen_running", "running"), ("latency_lab_gen_waiting", "waiting"))
 #: histograms whose window mean is set beside the client's figure
 HISTOGRAMS = (("vllm:request_queue_time_seconds", "queue time"),
               ("vllm:time_to_first_token_seconds", "TTFT"),
@@ -35,9 +36,27 @@ HISTOGRAMS = (("vllm:request_queue_time_seconds", "queue time"),
               ("vllm:time_per_output_token_seconds", "TPOT"))
 
 
-def server_metric_line(series: dict[str, Any]) -> str:
-    """The server's own metrics over the run, one line: its gauges' means and peaks and
-    its histograms' means over the run (the last scrape less the first)."""
+def measured_window(series: dict[str, Any], start_ns: int | None, end_ns: int | None
+                    ) -> dict[str, Any]:
+    """The series cut to the scrapes taken while the run measured (warm-up and the ends
+    left out), plus the last scrape before it, so a histogram's change covers the window."""
+    t = list(series.get("t_ns") or [])
+    if start_ns is None or not t:
+        return series
+    end = end_ns if end_ns is not None else t[-1]
+    keep = [i for i, x in enumerate(t) if start_ns <= x <= end]
+    before = [i for i, x in enumerate(t) if x < start_ns]
+    if before:
+        keep = [before[-1], *keep]
+    return {**series, "t_ns": [t[i] for i in keep],
+            "values": {k: [v[i] for i in keep if i < len(v)]
+                       for k, v in (series.get("values") or {}).items()}}
+
+
+def server_metric_line(series: dict[str, Any], client_in_flight: float | None = None) -> str:
+    """The server's own metrics over the measurement, one line: its gauges' means and peaks
+    and its histograms' means (the last scrape less the first), beside the client's mean
+    requests in flight (Little's law: the sum of their times over the span)."""
     values = series.get("values") or {}
     said = []
     for name, label in GAUGES:
@@ -51,6 +70,9 @@ def server_metric_line(series: dict[str, Any]) -> str:
             said.append(f"{label} mean {mean_s * 1e3:,.1f} ms over {count:,.0f} requests")
     n = len(series.get("t_ns") or [])
     if not said:
-        return (f"server metrics: {n} scrape(s) of {series.get('url')}, none of the LLM "
-                "servers' families in them")
-    return f"server metrics ({n} scrapes of {series.get('url')}): " + "; ".join(said)
+        return (f"server metrics: {n} scrape(s) of {series.get('url')} while measuring, none "
+                "of the LLM servers' families in them")
+    client = (f" — the client had {client_in_flight:,.2f} requests in flight on average"
+              if client_in_flight is not None else "")
+    return (f"server metrics ({n} scrapes of {series.get('url')} while measuring): "
+            + "; ".join(said) + client)

@@ -89,6 +89,8 @@ class HttpGen:
         connections = min(MAX_CONNECTIONS, max(c.concurrency or 1, c.backlog_limit() or 1))
         self.transport = SseTransport(f"{self.server.url}/v1/completions", c.model,
                                       connections=connections,
+                                      timeout_s=c.request_timeout_s,
+                                      idle_s=max(c.request_timeout_s / 10, 5.0),
                                       ignore_eos=not c.stop_on_eos)
         return self.transport.submit
 
