@@ -294,3 +294,20 @@ def test_the_servers_metrics_are_scraped_beside_the_clients(ours):
     assert len(running) == len(series["t_ns"]) and max(running) >= 1
     assert re.search(r"server metrics \(\d+ scrapes .* while measuring\): running mean .* the "
                      r"client had [\d.]+ requests in flight", repr(result))
+
+
+def test_target_runs_compare_by_their_server_split(ours, tmp_path):
+    files = []
+    for clients in (1, 3):
+        cfg = RunConfig(target=f"{ours.url}/v1", output_tokens="8", requests=10,
+                        concurrency=clients, warmup=1)
+        result = execute_generation(cfg, force=True)
+        files.append(tmp_path / f"c{clients}.json")
+        files[-1].write_text(result.json_text())
+    r = subprocess.run([sys.executable, "-m", "latency", "compare", *map(str, files)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "concurrency: 1 → 3" in r.stdout
+    for part in ("network", "queue", "prefill", "decode", "other"):
+        assert f"split: {part} (mean)" in r.stdout
+    assert "tokenize (mean)" not in r.stdout  # the client's own components are not shown

@@ -9,10 +9,12 @@ TPOT and ITL p99 got worse by more than the percentage.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from latency.analysis.gen_summary import GenSummary
 from latency.core import fmt
 from latency.core.gen_records import GEN_COMPONENTS
+from latency.core.gen_reports import SPLIT_PARTS
 
 #: (label, how to read it from a summary); times in ms, rates as their unit says
 ROWS: tuple[tuple[str, str], ...] = (
@@ -61,13 +63,30 @@ def gen_gate(base: GenSummary, other: GenSummary, pct: float, a: str, b: str) ->
                          f"{pct:g}%")
 
 
-def format_gen_diff(letters: list[str], summaries: list[GenSummary]) -> str:
-    """The table: a row a figure, a column a run, then each run's change against the first."""
+def split_means(view: dict[str, Any] | None) -> dict[str, float | None]:
+    """A target run's server split as mean ms a part (None where it has no split)."""
+    parts = (view or {}).get("parts_ms") or {}
+    n = (view or {}).get("requests_split") or 0
+    return {p: (parts.get(p) or {}).get("mean") if n else None for p in SPLIT_PARTS}
+
+
+def format_gen_diff(letters: list[str], summaries: list[GenSummary],
+                    splits: list[dict[str, Any] | None] | None = None) -> str:
+    """The table: a row a figure, a column a run, then each run's change against the first.
+    ``splits``: when every run is a --target's, their server splits (``TargetView.to_dict``)
+    stand in for the client's components (a target's requests are whole to the client)."""
     head = f"{'':<22}" + "".join(f"{x:>10}" for x in letters) + "".join(
         f"{'Δ% ' + x:>10}" for x in letters[1:])
     lines = [head, "-" * len(head)]
-    for label, path in ROWS:
-        values = [value(s, path) for s in summaries]
+    rows: list[tuple[str, Any]] = [(label, path) for label, path in ROWS
+                                   if not path.startswith("components_ms.")]
+    if splits is None:
+        rows = list(ROWS)
+    else:
+        means = [split_means(v) for v in splits]
+        rows += [(f"split: {p} (mean)", [m[p] for m in means]) for p in SPLIT_PARTS]
+    for label, path in rows:
+        values = [value(s, path) for s in summaries] if isinstance(path, str) else path
         if all(v is None for v in values):
             continue
         cells = "".join(f"{fmt.ms(v):>10}" for v in values)

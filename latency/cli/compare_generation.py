@@ -88,7 +88,10 @@ def cmd_compare_generations(a: argparse.Namespace) -> int:
                                             machine):
             print(line)
         print()
-        print(format_gen_diff(letters, summaries))
+        targets = all(r.config.target is not None for r in results)
+        print(format_gen_diff(letters, summaries, [
+            r.target_view.to_dict() if r.target_view is not None else None
+            for r in results] if targets else None))
         print("(ms, or the unit the row says; Δ% against A)")
         for g in gates:
             print(g.message)

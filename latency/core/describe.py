@@ -7,6 +7,7 @@ new runs list alike.
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from latency.core.config import RunConfig
 
@@ -59,6 +60,8 @@ def setup_description(config: RunConfig) -> str:
     if config.backend == "ray":
         parts.append("Ray Serve" + (" + preprocess deployment"
                                     if config.ray_preprocess == "deployment" else ""))
+    elif config.target is not None:
+        parts.append(f"target {urlsplit(str(config.target)).netloc}")
     elif config.transport not in (None, "in-process"):
         parts.append(str(config.transport))
     return " · ".join(parts)
