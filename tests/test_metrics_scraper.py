@@ -86,3 +86,19 @@ def test_what_is_not_prometheus_text_is_refused():
 def test_the_metrics_of_a_v1_base_are_at_its_origin():
     assert metrics_url("http://gpu-box:8000/v1") == "http://gpu-box:8000/metrics"
     assert metrics_url("https://h/proxy/v1") == "https://h/metrics"
+
+
+def test_the_servers_histogram_means_are_set_beside_the_clients():
+    from latency.analysis.server_metrics import measured_window, server_metric_line
+
+    series = {"url": "http://h/metrics", "t_ns": [0, 10, 20, 30],
+              "values": {"vllm:num_requests_running": [9.0, 2.0, 4.0, 9.0],
+                         "vllm:time_to_first_token_seconds_sum": [5.0, 5.0, 5.5, 5.0],
+                         "vllm:time_to_first_token_seconds_count": [1.0, 1.0, 11.0, 1.0]}}
+    # the scrapes while measuring (10..20) and the last one before it (0)
+    window = measured_window(series, 10, 20)
+    assert window["t_ns"] == [0, 10, 20]
+    line = server_metric_line(window, 3.5, {"TTFT": 48.0})
+    assert "running mean 3.00, peak 4.00" in line  # the gauge inside the window only
+    assert "TTFT mean 50.0 ms over 10 requests (the client's: 48.0 ms)" in line
+    assert "3.50 requests in flight" in line

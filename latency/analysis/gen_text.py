@@ -123,9 +123,11 @@ def format_generation(result: Any) -> str:
     metrics = (result.environment or {}).get("server_metrics")
     if metrics:
         t = result.timings
+        s = result.summary
         lines.append(server_metric_line(
             measured_window(metrics, t.measure_start_ns, t.measure_end_ns),
-            in_flight(result.rows, t.measure_start_ns, t.measure_end_ns)))
+            in_flight(result.rows, t.measure_start_ns, t.measure_end_ns),
+            {"TTFT": s.ttft_sent_ms.mean, "ITL": s.itl_ms.mean, "TPOT": s.tpot_ms.mean}))
     for w in result.findings:
         lines.append(f"warning: {w}")
     lines.append(f"verdict: {result.verdict}")

@@ -39,7 +39,8 @@ HISTOGRAMS = (("vllm:request_queue_time_seconds", "queue time"),
 def measured_window(series: dict[str, Any], start_ns: int | None, end_ns: int | None
                     ) -> dict[str, Any]:
     """The series cut to the scrapes taken while the run measured (warm-up and the ends
-    left out), plus the last scrape before it, so a histogram's change covers the window."""
+    left out), plus the last scrape before it (``pre_window``), so a histogram's change
+    covers the window; the gauges are read from the window's own scrapes."""
     t = list(series.get("t_ns") or [])
     if start_ns is None or not t:
         return series
@@ -48,26 +49,32 @@ def measured_window(series: dict[str, Any], start_ns: int | None, end_ns: int | 
     before = [i for i, x in enumerate(t) if x < start_ns]
     if before:
         keep = [before[-1], *keep]
-    return {**series, "t_ns": [t[i] for i in keep],
+    return {**series, "t_ns": [t[i] for i in keep], "pre_window": bool(before),
             "values": {k: [v[i] for i in keep if i < len(v)]
                        for k, v in (series.get("values") or {}).items()}}
 
 
-def server_metric_line(series: dict[str, Any], client_in_flight: float | None = None) -> str:
+def server_metric_line(series: dict[str, Any], client_in_flight: float | None = None,
+                       client_ms: dict[str, float | None] | None = None) -> str:
     """The server's own metrics over the measurement, one line: its gauges' means and peaks
-    and its histograms' means (the last scrape less the first), beside the client's mean
-    requests in flight (Little's law: the sum of their times over the span)."""
+    and its histograms' means (the last scrape less the first), each beside the client's
+    figure of the same name (``client_ms``: mean ms by label, e.g. "TTFT") and the client's
+    mean requests in flight (Little's law: the sum of their times over the span)."""
     values = series.get("values") or {}
     said = []
+    skip = 1 if series.get("pre_window") else 0  # a gauge's reading before the window
     for name, label in GAUGES:
-        v = [x for x in values.get(name, []) if x is not None]
+        v = [x for x in values.get(name, [])[skip:] if x is not None]
         if v:
             said.append(f"{label} mean {sum(v) / len(v):,.2f}, peak {max(v):,.2f}")
     for name, label in HISTOGRAMS:
         got = window_mean(series, name)
         if got is not None:
             count, mean_s = got
-            said.append(f"{label} mean {mean_s * 1e3:,.1f} ms over {count:,.0f} requests")
+            mine = (client_ms or {}).get(label)
+            beside = f" (the client's: {mine:,.1f} ms)" if mine is not None else ""
+            said.append(f"{label} mean {mean_s * 1e3:,.1f} ms over {count:,.0f} requests"
+                        f"{beside}")
     n = len(series.get("t_ns") or [])
     if not said:
         return (f"server metrics: {n} scrape(s) of {series.get('url')} while measuring, none "
