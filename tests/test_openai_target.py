@@ -22,7 +22,7 @@ import pytest
 
 from latency.core.config import RunConfig
 from latency.execution.gen_engine import execute_generation
-from latency.loadgen.sse_client import fitted
+from latency.loadgen.sse_client import chunk_counts, fitted
 from latency.serve.http_server import ServerProcess
 from tests.conftest import QuietHandler, loopback_server, require_extra
 
@@ -61,16 +61,17 @@ def test_our_server_as_a_target_is_split_by_its_own_account(ours, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(out.read_text())
     sp = d["server_split"]
-    # every request came with our server's account (one it could not lay out on the client's
-    # clock would be counted as unreported, and said)
-    split_n = sp["sources"].get("Latency Lab's account", 0)
-    assert split_n + sp["unreported"] == 12 and split_n >= 10, sp
-    assert f"server split of {split_n} of 12 requests (from Latency Lab's account" in r.stdout
+    # every request came with our server's account; placed on the client's clock, its parts
+    # are all non-negative by construction (its network is the request's own), so none is
+    # left out
+    assert sp["sources"] == {"Latency Lab's account": 12} and sp["inconsistent"] == 0, sp
+    assert "server split of 12 of 12 requests (from Latency Lab's account (12)" in r.stdout
     assert sp["provenance"]["Latency Lab's account"]["queue"] == "reported"
     # each part is a request's own, so their means sum to the mean send-anchored E2E
     rows = d["requests"]["columns"]
     reports = d["reports"]["columns"]
-    measured = [i for i, w in enumerate(rows["warmup"]) if not w and reports["source"][i]]
+    measured = [i for i, w in enumerate(rows["warmup"]) if not w]
+    assert all(reports["source"][i] == 1 for i in measured)
     e2e = np.mean([rows["t_done"][i] - rows["t_sent"][i] for i in measured]) / 1e6
     assert sum(v["mean"] for v in sp["parts_ms"].values()) == pytest.approx(e2e, rel=1e-6)
     # every request carried its own W3C trace id, kept in the CSV
@@ -83,12 +84,14 @@ def test_our_server_as_a_target_is_split_by_its_own_account(ours, tmp_path):
     assert SECRET not in out.read_text() + csv.read_text() + r.stdout + r.stderr
 
 
-# ---- a replay of llama.cpp's OpenAI-compatible stream, in the shape its docs give ------------
+# ---- replays of other servers' OpenAI-compatible streams, in the shapes their docs give -------
 WORDS = ["Once", " upon", " a", " time", " there", " was", " a", " cat", " who", " sang"]
 PROMPT_MS = 1.5  # what the replayed server says its prefill took (it waits longer: 4 ms)
 
 
-def _llamacpp_handler() -> type[QuietHandler]:
+def _replay(events) -> type[QuietHandler]:
+    """A server that answers each POST with ``events(ask)``: (seconds to wait, event) pairs,
+    an event a dict or "[DONE]", each written as its own chunk."""
     class H(QuietHandler):
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True  # each event leaves as written, as servers do
@@ -98,7 +101,7 @@ def _llamacpp_handler() -> type[QuietHandler]:
             self.wfile.flush()
 
         def do_GET(self) -> None:
-            body = json.dumps({"object": "list", "data": [{"id": "llama", "object":
+            body = json.dumps({"object": "list", "data": [{"id": "served", "object":
                                                             "model"}]}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -108,33 +111,61 @@ def _llamacpp_handler() -> type[QuietHandler]:
 
         def do_POST(self) -> None:
             ask = json.loads(self.read_body())
-            n = min(int(ask.get("max_tokens") or 4), len(WORDS))
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            time.sleep(0.004)  # the prompt
-            self._chunk(b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n')
-            for i in range(n):
-                time.sleep(0.002)
-                ev = {"choices": [{"index": 0, "delta": {"content": WORDS[i]},
-                                   "finish_reason": None}]}
-                self._chunk(b"data: " + json.dumps(ev).encode() + b"\n\n")
-            last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
-                    "usage": {"prompt_tokens": 7, "completion_tokens": n, "total_tokens": 7 + n},
-                    "timings": {"prompt_n": 7, "prompt_ms": PROMPT_MS, "prompt_per_token_ms":
-                                PROMPT_MS / 7, "predicted_n": n, "predicted_ms": 1.0 * n,
-                                "cache_n": 0}}
-            self._chunk(b"data: " + json.dumps(last).encode() + b"\n\n")
-            self._chunk(b"data: [DONE]\n\n")
+            for wait, ev in events(ask):
+                time.sleep(wait)
+                data = ev.encode() if isinstance(ev, str) else json.dumps(ev).encode()
+                self._chunk(b"data: " + data + b"\n\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
     return H
 
 
+def _llamacpp(ask: dict) -> list:
+    """llama-server's stream: a role chunk, a chunk a token, the last with ``timings``."""
+    n = min(int(ask.get("max_tokens") or 4), len(WORDS))
+    out: list = [(0.004, {"choices": [{"index": 0, "delta": {"role": "assistant"}}]})]
+    out += [(0.002, {"choices": [{"index": 0, "delta": {"content": WORDS[i]},
+                                  "finish_reason": None}]}) for i in range(n)]
+    out.append((0.0, {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                      "usage": {"prompt_tokens": 7, "completion_tokens": n,
+                                "total_tokens": 7 + n},
+                      "timings": {"prompt_n": 7, "prompt_ms": PROMPT_MS,
+                                  "prompt_per_token_ms": PROMPT_MS / 7, "predicted_n": n,
+                                  "predicted_ms": 1.0 * n, "cache_n": 0}}))
+    return [*out, (0.0, "[DONE]")]
+
+
+def _vllm_speculative(ask: dict) -> list:
+    """vLLM with speculative decoding: two tokens a chunk, the running count in each chunk's
+    ``usage`` (``continuous_usage_stats``), its per-request ``metrics`` at the end."""
+    n = int(ask.get("max_tokens") or 4)
+    chunks = (n + 1) // 2
+    per_chunk = "continuous_usage_stats" in (ask.get("stream_options") or {})
+    out: list = [(0.003, {"choices": [{"index": 0, "delta": {"role": "assistant",
+                                                             "content": ""}}]})]
+    for c in range(chunks):
+        ev: dict = {"choices": [{"index": 0, "delta": {"content": f" w{c}a w{c}b"},
+                                 "finish_reason": None}]}
+        if per_chunk:
+            done = min(2 * (c + 1), n)
+            ev["usage"] = {"prompt_tokens": 9, "completion_tokens": done,
+                           "total_tokens": 9 + done}
+        out.append((0.003, ev))
+    out.append((0.0, {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                      "metrics": {"queue_time_ms": 0.2, "time_to_first_token_ms": 1.0,
+                                  "generation_time_ms": 1.0}}))
+    out.append((0.0, {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": n,
+                                               "total_tokens": 9 + n}}))
+    return [*out, (0.0, "[DONE]")]
+
+
 def test_llamacpp_timings_join_each_request_as_prefill_and_decode():
-    with loopback_server(_llamacpp_handler(), path="/v1") as url:
+    with loopback_server(_replay(_llamacpp), path="/v1") as url:
         cfg = RunConfig(target=url, output_tokens="6", requests=8, concurrency=2, warmup=1)
         result = execute_generation(cfg, force=True)
     assert result.status == "completed", result.failure
@@ -150,6 +181,27 @@ def test_llamacpp_timings_join_each_request_as_prefill_and_decode():
     assert (result.rows["output_tokens"] == 6).all()
     assert view.count_compared == 0  # no tokenizer: nothing counted on the client
     assert "llama.cpp timings" in repr(result)
+
+
+def test_per_chunk_usage_counts_each_chunks_tokens_and_vllm_metrics_split_them():
+    with loopback_server(_replay(_vllm_speculative), path="/v1") as url:
+        cfg = RunConfig(target=url, output_tokens="8", requests=6, concurrency=2, warmup=1)
+        result = execute_generation(cfg, force=True)
+    assert result.status == "completed", result.failure
+    assert result.environment["target"]["chunk_usage"] is True
+    rows = result.rows[~result.rows["warmup"]]
+    # eight tokens in four chunks: each token gets its chunk's stamp
+    assert (rows["output_tokens"] == 8).all() and (rows["stream_chunks"] == 4).all()
+    view = result.target_view
+    assert view is not None and view.counted_by == "the server's per-chunk usage"
+    assert view.tokens_per_chunk == pytest.approx(2.0)
+    assert view.split.sources == {"vLLM per-request metrics": 6}
+    assert view.parts_ms["queue"].p50 == pytest.approx(0.2, abs=1e-6)
+    text = repr(result)
+    assert "chunks carry 2.00 tokens on average" in text and "per token" in text
+    # a chunk's tokens are 0 ms apart; the gaps between chunks are kept beside them
+    assert result.summary.itl_ms.p50 == 0.0
+    assert view.itl_chunk_ms.p50 is not None and view.itl_chunk_ms.p50 > 1.0
 
 
 # ---- transformers serve: a real third-party OpenAI-compatible server -------------------------
@@ -311,3 +363,8 @@ def test_target_runs_compare_by_their_server_split(ours, tmp_path):
     for part in ("network", "queue", "prefill", "decode", "other"):
         assert f"split: {part} (mean)" in r.stdout
     assert "tokenize (mean)" not in r.stdout  # the client's own components are not shown
+    # the server's running counts: an event without text hands its tokens to the next one
+    assert chunk_counts([2, 4, 4, 5], [0, 1, 3]) == [2, 2, 1]
+    assert chunk_counts([1, None], [0, 1]) is None  # a text event that did not say
+    assert chunk_counts([1, 2, None], [0, 1]) == [1, 1]  # the last, textless, said nothing
+    assert chunk_counts([3, 2], [0, 1]) is None  # backwards: not believed

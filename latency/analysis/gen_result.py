@@ -79,7 +79,7 @@ class GenResult:
         if not self.is_target:
             return None
         return target_view(self.rows, self.tokens, self.reports, self.environment,
-                           "tokenizer" if self.config.tokenizer else "chunks")
+                           bool(self.config.tokenizer))
 
     @cached_property
     def summary(self) -> GenSummary:

@@ -78,7 +78,8 @@ def split(rows: np.ndarray, reports: np.ndarray, rtt_floor_ns: int) -> ServerSpl
         at = src == source
         rep = reports[at]
         q, pf, dc = (rep[f].astype(np.int64) for f in ("queue_ns", "prefill_ns", "decode_ns"))
-        net = np.full(int(at.sum()), int(rtt_floor_ns), dtype=np.int64)
+        own = rep["network_ns"].astype(np.int64)
+        net = np.where(own != MISSING, own, int(rtt_floor_ns))
         t, e = ttft[at], e2e[at]
         known = np.ones(len(rep), dtype=bool)
         for name, value in (("queue", q), ("prefill", pf), ("decode", dc)):

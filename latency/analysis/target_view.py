@@ -111,7 +111,7 @@ class TargetView:
             if s.unreported or s.inconsistent:
                 out.append(f"left out of the split: {s.unreported} without a report, "
                            f"{s.inconsistent} whose report exceeded the client's time")
-        out.append(f"gaps: per {'token' if self.counted_by == 'tokenizer' else 'chunk'} "
+        out.append(f"gaps: per {'chunk' if self.counted_by == 'chunks' else 'token'} "
                    f"(tokens counted by {self.counted_by}); between chunks: "
                    f"p50 {fmt.ms(self.itl_chunk_ms.p50)} ms, p99 {fmt.ms(self.itl_chunk_ms.p99)} "
                    f"ms; {self.tokens_per_chunk:.2f} tokens a chunk")
@@ -120,7 +120,7 @@ class TargetView:
     def findings(self) -> list[Finding]:
         out: list[Finding] = []
         if self.tokens_per_chunk >= MULTI_TOKEN_CHUNKS:
-            if self.counted_by == "tokenizer":
+            if self.counted_by != "chunks":
                 out.append(Finding(
                     f"chunks carry {self.tokens_per_chunk:.2f} tokens on average (speculative "
                     "decoding, or a server that coalesces its writes): ITL is per token (the "
@@ -183,16 +183,19 @@ def _provenance(prov: dict[str, dict[str, str]]) -> dict[str, str]:
         for part, how in rule.items():
             text = {"reported": f"reported ({source})",
                     "derived": "derived (client time − reported parts)",
-                    "measured": "measured (the client's round-trip floor)"}.get(how, how)
+                    "measured": "measured (the client)"}.get(how, how)
             if text not in out.setdefault(part, []):
                 out[part].append(text)
     return {p: "; ".join(v) for p, v in out.items()}
 
 
 def target_view(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray,
-                environment: dict[str, Any], counted_by: str) -> TargetView:
-    """The view of a target run's successful measured requests."""
+                environment: dict[str, Any], tokenizer: bool) -> TargetView:
+    """The view of a target run's successful measured requests; ``tokenizer``: the run
+    counted tokens with the served model's tokenizer."""
     target = environment.get("target") or {}
+    counted_by = ("the server's per-chunk usage" if target.get("chunk_usage") else
+                  "tokenizer" if tokenizer else "chunks")
     rtt_ms = float(target.get("rtt_floor_ms") or 0.0)
     ok = (~rows["warmup"]) & (rows["status"] == STATUS_OK)
     idx = np.flatnonzero(ok)

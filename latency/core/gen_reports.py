@@ -39,10 +39,11 @@ SOURCE_NAMES: dict[int, str] = {
 SPLIT_PARTS: tuple[str, ...] = ("network", "queue", "prefill", "decode", "other")
 REPORTED, DERIVED, MEASURED = "reported", "derived", "measured"
 
-#: per source, where each part comes from. ``network`` with "measured" is the client's own
-#: round-trip floor (the probe's fastest answer); "derived" parts are what is left of a
-#: client-measured time once the reported parts are taken out (never below zero: a request
-#: whose report exceeds what the client saw is counted as inconsistent and left out).
+#: per source, where each part comes from. ``network`` with "measured" is the client's own:
+#: the request's exact client − server time where its account is placed on the client's clock
+#: (ours), else the round-trip floor (the probe's fastest answer); "derived" parts are what is
+#: left of a client-measured time once the reported parts are taken out (never below zero: a
+#: request whose report exceeds what the client saw is counted as inconsistent and left out).
 SPLIT: dict[int, dict[str, str]] = {
     SOURCE_LATENCY_LAB: {"network": MEASURED, "queue": REPORTED, "prefill": REPORTED,
                          "decode": REPORTED, "other": DERIVED},
@@ -64,6 +65,9 @@ REPORT_DTYPE = np.dtype([
     ("trace_hi", "<u8"), ("trace_lo", "<u8"),
     # the client's own count of the reply's tokens with the served model's tokenizer
     ("counted_tokens", "<i4"),
+    # the request's own network time where the client could place the server's account on
+    # its clock (our own server's: client − server, exact); else the round-trip floor is used
+    ("network_ns", "<i8"),
 ])
 
 
@@ -71,7 +75,7 @@ def empty_reports(n: int) -> np.ndarray:
     """``n`` rows saying nothing (no source, every part missing)."""
     out = np.zeros(n, dtype=REPORT_DTYPE)
     for f in ("queue_ns", "prefill_ns", "decode_ns", "inference_ns", "prompt_tokens",
-              "output_tokens", "cached_tokens", "counted_tokens"):
+              "output_tokens", "cached_tokens", "counted_tokens", "network_ns"):
         out[f] = MISSING
     return out
 

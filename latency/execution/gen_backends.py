@@ -154,7 +154,7 @@ class TargetGen:
             t.url, t.model, chat=t.api == "chat", connections=connections,
             ignore_eos=ignore_eos, min_tokens=t.forces_length,
             headers=auth_headers(api_key(c.api_key_env)), counter=counter, trace=True,
-            needs_done=t.sends_done,
+            needs_done=t.sends_done, chunk_usage=t.chunk_usage,
             timeout_s=c.request_timeout_s, idle_s=max(c.request_timeout_s / 10, 5.0))
         env["target"] = t.describe()
         if c.scrape_metrics:

@@ -60,12 +60,16 @@ class TargetInfo:
     #: the server ends its streams with [DONE] (else a stream is whole once a choice has
     #: its ``finish_reason`` and the reply ends)
     sends_done: bool = True
+    #: the server counts each chunk's tokens in its ``usage`` (vLLM's
+    #: ``continuous_usage_stats``): the run asks for it and reads them
+    chunk_usage: bool = False
 
     def describe(self) -> dict[str, Any]:
         return {"base": self.base, "api": self.api, "model": self.model,
                 "forces_length": self.forces_length, "usage": self.usage,
                 "rtt_floor_ms": self.rtt_floor_ns / 1e6, "server": self.server,
-                "models": list(self.models), "sends_done": self.sends_done}
+                "models": list(self.models), "sends_done": self.sends_done,
+                "chunk_usage": self.chunk_usage}
 
 
 def split_target(url: str, api: str | None) -> tuple[str, str]:
@@ -148,11 +152,11 @@ def _models(base: str, headers: dict[str, str]) -> tuple[list[str], int, str]:
     return ids, int(best or 0), server
 
 
-def _stream_ok(body: bytes) -> tuple[bool, bool, bool]:
+def _stream_ok(body: bytes) -> tuple[bool, bool, bool, bool]:
     """(the body is a well-formed event stream that ended — in [DONE], or after a choice's
     ``finish_reason`` as ``transformers serve`` ends its streams —, it carried usage, it sent
-    [DONE])."""
-    usage, done, finished = False, False, False
+    [DONE], its chunks with text carried their own usage)."""
+    usage, done, finished, chunk_usage = False, False, False, False
     for line in body.splitlines():
         if not line.startswith(b"data:"):
             continue
@@ -163,16 +167,22 @@ def _stream_ok(body: bytes) -> tuple[bool, bool, bool]:
         try:
             obj = json.loads(data)
         except ValueError:
-            return False, usage, done
+            return False, usage, done, chunk_usage
         if not isinstance(obj, dict):
-            return False, usage, done
+            return False, usage, done, chunk_usage
         if obj.get("usage"):
             usage = True
         choices = obj.get("choices")
-        if isinstance(choices, list) and choices and isinstance(choices[0], dict) \
-                and choices[0].get("finish_reason") is not None:
-            finished = True
-    return done or finished, usage, done
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            c = choices[0]
+            text = (c.get("delta") or {}).get("content") if isinstance(c.get("delta"), dict) \
+                else c.get("text")
+            if text and isinstance(obj.get("usage"), dict) and \
+                    isinstance(obj["usage"].get("completion_tokens"), int):
+                chunk_usage = True
+            if c.get("finish_reason") is not None:
+                finished = True
+    return done or finished, usage, done, chunk_usage
 
 
 def probe_target(target: str, api: str | None = None, served_model: str | None = None,
@@ -194,14 +204,18 @@ def probe_target(target: str, api: str | None = None, served_model: str | None =
     else:
         ask["prompt"] = "Hello"
     post = {**headers, "Content-Type": "application/json", "Accept": "text/event-stream"}
-    forces = True
-    status, ctype, body, _ = _exchange(url, "POST", post, json.dumps(
-        {**ask, "ignore_eos": True, "min_tokens": 2}).encode())
-    if status == 400 or status == 422:
-        # some servers refuse fields they do not know: ask again without them
-        status2, ctype2, body2, _ = _exchange(url, "POST", post, json.dumps(ask).encode())
-        if status2 == 200:
-            status, ctype, body, forces = status2, ctype2, body2, False
+    forced = {**ask, "ignore_eos": True, "min_tokens": 2}
+    # the most the run could use first; some servers refuse fields they do not know (400,
+    # 422): then ask again with fewer
+    tries = [({**forced, "stream_options": {"include_usage": True,
+                                            "continuous_usage_stats": True}}, True, True),
+             (forced, True, False), (ask, False, False)]
+    status, ctype, body, forces, asked_chunks = 0, "", b"", False, False
+    for fields, can_force, can_count in tries:
+        status, ctype, body, _ = _exchange(url, "POST", post, json.dumps(fields).encode())
+        forces, asked_chunks = can_force, can_count
+        if status not in (400, 422):
+            break
     route = urlsplit(url).path
     if status == 404:
         other = "completions" if api == "chat" else "chat"
@@ -218,11 +232,11 @@ def probe_target(target: str, api: str | None = None, served_model: str | None =
     if not ctype.startswith("text/event-stream"):
         raise ConfigError(f"--target {base}: POST {route} did not stream (Content-Type "
                           f"{ctype or 'none'!r}): not an OpenAI-compatible streaming server")
-    ended, usage, done = _stream_ok(body)
+    ended, usage, done, chunk_usage = _stream_ok(body)
     if not ended:
         raise ConfigError(f"--target {base}: POST {route} streamed no well-formed events "
                           "ending in [DONE] or a finish_reason: not an OpenAI-compatible "
                           "streaming server")
     return TargetInfo(base=base, api=api, url=url, model=model, forces_length=forces,
                       usage=usage, rtt_floor_ns=rtt, server=server, models=tuple(ids),
-                      sends_done=done)
+                      sends_done=done, chunk_usage=asked_chunks and chunk_usage)

@@ -153,7 +153,7 @@ def own_report(req: GenRequest) -> Report:
 
 
 def report_row(report: Report | None, usage: Any, trace: tuple[int, int],
-               counted: int = MISSING) -> tuple[Any, ...]:
+               counted: int = MISSING, network_ns: int = MISSING) -> tuple[Any, ...]:
     """One row of ``REPORT_DTYPE``: the report (none: every part ``MISSING``), the server's
     ``usage`` counts where the report has none, the trace id sent, the client's count."""
     r = report or Report(SOURCE_NONE)
@@ -174,4 +174,4 @@ def report_row(report: Report | None, usage: Any, trace: tuple[int, int],
                 cached = value
     return (r.source, r.queue_ns, r.prefill_ns, r.decode_ns, r.inference_ns,
             min(prompt, 2**31 - 1), min(output, 2**31 - 1), min(cached, 2**31 - 1),
-            trace[0], trace[1], min(counted, 2**31 - 1))
+            trace[0], trace[1], min(counted, 2**31 - 1), network_ns)

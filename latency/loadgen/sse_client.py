@@ -37,6 +37,7 @@ from collections import Counter
 from typing import Any, Protocol
 
 from latency.core.gen_records import GenRequest
+from latency.core.gen_reports import MISSING
 from latency.core.timing import now_ns
 from latency.loadgen.gen_layout import AccountError, lay_out, parse_account, per_token, undecomposed
 from latency.loadgen.http1_stream import StreamPool
@@ -67,7 +68,7 @@ class _Reply:
     """What one stream said, event by event (on the loop's thread)."""
 
     __slots__ = ("chat", "limit", "stamps", "texts", "finish", "account", "usage", "error",
-                 "done", "events", "content", "timings", "metrics", "counted")
+                 "done", "events", "content", "timings", "metrics", "counted", "told")
 
     def __init__(self, chat: bool, limit: int) -> None:
         self.chat = chat
@@ -84,6 +85,9 @@ class _Reply:
         self.timings: Any = None  # llama.cpp's account of the request
         self.metrics: Any = None  # vLLM's per-request metrics
         self.counted = -1  # the tokenizer's count of the reply (-1: not counted)
+        #: each choice event's cumulative completion_tokens, when the server counts them per
+        #: chunk (vLLM's continuous_usage_stats); None where an event did not say
+        self.told: list[int | None] = []
 
     def event(self, data: bytes, stamp: int) -> None:
         if self.done:
@@ -118,6 +122,9 @@ class _Reply:
                 text = c.get("text") or ""
             self.stamps.append(stamp)
             self.texts.append(text)
+            u = obj.get("usage")
+            n = u.get("completion_tokens") if isinstance(u, dict) else None
+            self.told.append(n if isinstance(n, int) and not isinstance(n, bool) else None)
             self.content = self.content or bool(text)
             if c.get("finish_reason") is not None:
                 self.finish = c["finish_reason"]
@@ -150,7 +157,7 @@ class SseTransport:
                  connections: int = 256, ignore_eos: bool | None = True,
                  min_tokens: bool = False, headers: dict[str, str] | None = None,
                  counter: ChunkCounter | None = None, trace: bool = False,
-                 needs_done: bool = True,
+                 needs_done: bool = True, chunk_usage: bool = False,
                  timeout_s: float = STREAM_TIMEOUT_S, idle_s: float = IDLE_TIMEOUT_S,
                  max_event: int = MAX_EVENT_BYTES) -> None:
         self.model = model
@@ -162,6 +169,8 @@ class SseTransport:
         #: a stream must end in [DONE]; False (a server that never sends it): a stream is
         #: whole once a choice carried its finish_reason and the reply ended
         self.needs_done = needs_done
+        #: ask for and read each chunk's usage (``continuous_usage_stats``)
+        self.chunk_usage = chunk_usage
         self.max_event = max_event
         self.url = url
         self._extra = b"".join(f"{k}: {v}\r\n".encode("latin-1")
@@ -190,8 +199,11 @@ class SseTransport:
 
     def body(self, req: GenRequest) -> bytes:
         """The request's JSON: its prompt, ``max_tokens``, streamed with usage."""
+        options: dict[str, Any] = {"include_usage": True}
+        if self.chunk_usage:
+            options["continuous_usage_stats"] = True
         ask: dict[str, Any] = {"model": self.model, "max_tokens": req.max_tokens,
-                               "stream": True, "stream_options": {"include_usage": True}}
+                               "stream": True, "stream_options": options}
         if self.chat:
             ask["messages"] = [{"role": "user", "content": req.prompt}]
         else:
@@ -283,7 +295,10 @@ class SseTransport:
         req.text = [reply.texts[i] for i in keep]
         req.stream_chunks = len(keep)
         stamps = [reply.stamps[i] for i in keep]
-        if self.counter is not None and req.text:
+        per_chunk = chunk_counts(reply.told, keep) if self.chunk_usage and keep else None
+        if per_chunk is not None:  # the server's own count of each chunk
+            stamps = [s for s, k in zip(stamps, per_chunk, strict=True) for _ in range(k)]
+        elif self.counter is not None and req.text:
             counts = self.counter.per_chunk(req.text)
             reply.counted = sum(counts)
             told = reply.usage.get("completion_tokens") if isinstance(reply.usage, dict) \
@@ -299,16 +314,16 @@ class SseTransport:
                 trace: tuple[int, int]) -> tuple[Any, ...]:
         """The request's report row: what the server said of it (read_report), its usage
         counts, its trace id."""
-        report = None
+        report, network = None, MISSING
         if req.error is None and req.decomposed:
-            report = own_report(req)
+            report, network = own_report(req), req.t_received - req.t_sent
         elif req.error is None:
             try:
                 report = read_report(reply.timings, reply.metrics, headers)
             except ReportError as exc:
                 if len(self.bad_reports) < 8 or str(exc) in self.bad_reports:
                     self.bad_reports[str(exc)] += 1
-        return report_row(report, reply.usage, trace, reply.counted)
+        return report_row(report, reply.usage, trace, reply.counted, network)
 
     # ---- ends --------------------------------------------------------------------------------
     def abandon(self) -> None:
@@ -370,4 +385,28 @@ def fitted(counts: list[int], total: int) -> list[int]:
     order = sorted(range(len(counts)), key=lambda i: exact[i] - out[i], reverse=True)
     for i in order[: total - sum(out)]:
         out[i] += 1
+    return out
+
+
+def chunk_counts(told: list[int | None], keep: list[int]) -> list[int] | None:
+    """Each kept (text-carrying) event's tokens from the server's cumulative per-chunk
+    ``completion_tokens`` (``told``, one an event): an event without text hands its tokens to
+    the next one with text (the last ones' to the last); one without text that says nothing
+    carries none. None when a text event did not say or the counts go backwards: then the
+    tokenizer, or one token a chunk, is used."""
+    kept = set(keep)
+    if any(t is None and i in kept for i, t in enumerate(told)):
+        return None
+    cum: list[int] = []
+    for t in told:
+        cum.append(int(t) if t is not None else (cum[-1] if cum else 0))
+    steps = [b - a for a, b in zip([0, *cum[:-1]], cum, strict=True)]
+    if any(k < 0 for k in steps):
+        return None
+    out = [0] * len(keep)
+    at = 0
+    for i, k in enumerate(steps):
+        while at < len(keep) - 1 and keep[at] < i:
+            at += 1
+        out[at] += k
     return out
