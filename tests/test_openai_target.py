@@ -364,7 +364,40 @@ def test_target_runs_compare_by_their_server_split(ours, tmp_path):
         assert f"split: {part} (mean)" in r.stdout
     assert "tokenize (mean)" not in r.stdout  # the client's own components are not shown
     # the server's running counts: an event without text hands its tokens to the next one
-    assert chunk_counts([2, 4, 4, 5], [0, 1, 3]) == [2, 2, 1]
-    assert chunk_counts([1, None], [0, 1]) is None  # a text event that did not say
-    assert chunk_counts([1, 2, None], [0, 1]) == [1, 1]  # the last, textless, said nothing
-    assert chunk_counts([3, 2], [0, 1]) is None  # backwards: not believed
+    assert chunk_counts([2, 4, 4, 5], [0, 1, 3], 9) == [2, 2, 1]
+    assert chunk_counts([1, None], [0, 1], 9) is None  # a text event that did not say
+    assert chunk_counts([1, 2, None], [0, 1], 9) == [1, 1]  # the last, textless, said nothing
+    assert chunk_counts([3, 2], [0, 1], 9) is None  # backwards: not believed
+    assert chunk_counts([3, 10**9], [0, 1], 9) is None  # beyond what was asked for
+    assert chunk_counts([0, 0], [0, 1], 9) is None  # nothing at all
+
+
+def test_an_older_reports_table_keeps_its_missing_columns_missing():
+    from latency.analysis.gen_result import reports_of
+    from latency.core.gen_reports import MISSING
+
+    d = {"reports": {"count": 2, "t0_ns": 0, "columns": {"source": [2, 2],
+                                                          "prefill_ns": [5, 6]}}}
+    got = reports_of(d, 2)
+    assert list(got["prefill_ns"]) == [5, 6]
+    assert (got["network_ns"] == MISSING).all() and (got["counted_tokens"] == MISSING).all()
+    assert (reports_of({}, 3)["source"] == 0).all()
+
+
+def test_a_key_that_cannot_be_a_header_is_refused_without_showing_it(monkeypatch):
+    from latency.core.errors import ConfigError
+    from latency.execution.openai_probe import api_key
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-abc\r\nX-Evil: 1")
+    with pytest.raises(ConfigError) as err:
+        api_key(None)
+    assert "sk-abc" not in str(err.value) and "OPENAI_API_KEY" in str(err.value)
+
+
+def test_model_and_one_shot_flags_are_refused_with_a_generation_target(ours):
+    r = cli("--target", f"{ours.url}/v1", "--output-tokens", "4", "--model", "tiny-lm",
+            "--no-save", timeout=120)
+    assert r.returncode == 2 and "--served-model tiny-lm" in r.stderr, r.stderr
+    r = cli("--target", f"{ours.url}/v1", "--output-tokens", "4", "--target-protocol", "http",
+            "--no-save", timeout=120)
+    assert r.returncode == 2 and "--target-protocol is for one-shot" in r.stderr, r.stderr

@@ -87,7 +87,8 @@ def test_an_unusable_vllm_or_tgi_report_is_refused_whole():
 def test_every_source_says_where_each_part_comes_from():
     for source, parts in SPLIT.items():
         assert tuple(parts) == SPLIT_PARTS, source
-        assert set(parts.values()) <= {"reported", "derived", "measured"}
+        assert set(parts.values()) <= {"reported", "derived", "measured",
+                                       "derived from the server's figures"}
 
 
 def test_empty_reports_say_nothing_and_trace_ids_print_as_32_hex_digits():
@@ -188,3 +189,24 @@ def test_a_report_longer_than_the_client_saw_is_inconsistent_and_left_out():
     s = split(rows, reps, rtt_floor_ns=0)
     assert s.n == 1 and s.inconsistent == 1 and list(s.rows) == [0]
     assert all((v >= 0).all() for v in s.parts.values())
+
+
+def test_a_tgi_report_without_its_time_per_token_is_incomplete_not_inconsistent():
+    from latency.analysis.server_split import split
+    from latency.core.gen_reports import SOURCE_TGI
+
+    whole = from_tgi({b"x-queue-time": b"5", b"x-inference-time": b"60",
+                      b"x-time-per-token": b"10", b"x-generated-tokens": b"5"})
+    partial = from_tgi({b"x-queue-time": b"5", b"x-inference-time": b"60"})
+    assert whole is not None and partial is not None and partial.decode_ns == MISSING
+    rows = _rows([50.0, 50.0], [100.0, 100.0])
+    reps = empty_reports(2)
+    for i, r in enumerate((whole, partial)):
+        reps["source"][i] = SOURCE_TGI
+        for f in ("queue_ns", "prefill_ns", "decode_ns", "inference_ns"):
+            reps[f][i] = getattr(r, f)
+    s = split(rows, reps, rtt_floor_ns=0)
+    assert s.n == 1 and s.incomplete == 1 and s.inconsistent == 0
+    # its prefill and decode come from its own headers, and say so
+    assert s.provenance["TGI headers"]["prefill"] == "derived from the server's figures"
+    assert s.parts["decode"][0] == 40_000_000 and s.parts["prefill"][0] == 20_000_000

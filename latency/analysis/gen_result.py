@@ -76,8 +76,8 @@ class GenResult:
     @cached_property
     def target_view(self) -> TargetView | None:
         """The server split, chunk gaps and token counts of a target run (None otherwise)."""
-        if not self.is_target:
-            return None
+        if not self.is_target or not len(self.rows):
+            return None  # a summary-only result keeps the split it was saved with
         return target_view(self.rows, self.tokens, self.reports, self.environment,
                            bool(self.config.tokenizer))
 
@@ -104,15 +104,17 @@ class GenResult:
         if view is not None:  # the client's own components are whole: the server's split
             if not self.summary.successful:
                 return Verdict("no successful requests: nothing to judge")
-            said = view.verdict(self.summary.ttft_ms.p99)
+            said = view.verdict()
             if said is not None:
                 return said
             if not view.split.n:
                 return Verdict(f"TTFT p99 {self.summary.ttft_ms.p99 or 0:,.1f} ms, ITL p99 "
                                f"{self.summary.itl_ms.p99 or 0:,.1f} ms; where the server "
-                               "spends them is unknown: it reported nothing of its requests")
+                               f"spends them is unknown: {view.unavailable_reason()}")
             return Verdict("no single part leads TTFT's tail at the server: it is spread "
                            "over network, queue and prefill")
+        if self.is_target and "verdict" in self.__dict__.get("_stored", {}):
+            return Verdict(self.__dict__["_stored"]["verdict"])  # a summary-only file
         return gen_verdict(self.summary, self.config, in_process(self.config))
 
     @cached_property
@@ -189,6 +191,8 @@ class GenResult:
         view = self.target_view
         if view is not None:
             d["server_split"] = view.to_dict()
+        elif "server_split" in self.__dict__.get("_stored", {}):
+            d["server_split"] = self.__dict__["_stored"]["server_split"]
         if len(self.reports) and (self.reports["source"].any() or self.reports["trace_hi"].any()):
             d["reports"] = _table(self.reports, None)
         if requests:
@@ -214,6 +218,9 @@ class GenResult:
                      reports=reports_of(d, len(rows)))
         if not len(rows) and isinstance(d.get("summary"), dict):
             result.__dict__["summary"] = GenSummary.from_dict(d["summary"])
+            # what cannot be derived again without the requests: kept as it was saved
+            result.__dict__["_stored"] = {k: d[k] for k in ("server_split", "verdict")
+                                          if k in d}
         return result
 
     def json_text(self, requests: bool = True) -> str:
@@ -299,8 +306,15 @@ def _untable(table: Any, dtype: np.dtype) -> np.ndarray:
 def reports_of(d: dict[str, Any], n: int) -> np.ndarray:
     """The report rows of a result's dict, aligned with its ``n`` requests (every part
     missing where it kept none)."""
-    got = _untable(d.get("reports"), REPORT_DTYPE)
-    return got if len(got) == n else empty_reports(n)
+    table = d.get("reports")
+    out = empty_reports(n)
+    if not isinstance(table, dict) or int(table.get("count") or 0) != n:
+        return out
+    got = _untable(table, REPORT_DTYPE)
+    for name in (table.get("columns") or {}):  # a column it lacks stays MISSING
+        if name in (REPORT_DTYPE.names or ()):
+            out[name] = got[name]
+    return out
 
 
 def _report_columns(reports: np.ndarray, n: int) -> dict[str, Any]:

@@ -29,11 +29,15 @@ GAUGES = (("vllm:num_requests_running", "running"), ("vllm:num_requests_waiting"
           ("llamacpp:requests_processing", "processing"),
           ("llamacpp:requests_deferred", "deferred"), ("tgi_queue_size", "queued"),
           ("latency_lab_gen_running", "running"), ("latency_lab_gen_waiting", "waiting"))
-#: histograms whose window mean is set beside the client's figure
+#: histograms whose window mean is set beside the client's figure (the first of a label's
+#: names that the server has: vLLM renamed its per-iteration inter-token histogram
+#: ``time_per_output_token_seconds`` to ``inter_token_latency_seconds``; its per-request
+#: TPOT is ``request_time_per_output_token_seconds``)
 HISTOGRAMS = (("vllm:request_queue_time_seconds", "queue time"),
               ("vllm:time_to_first_token_seconds", "TTFT"),
               ("vllm:inter_token_latency_seconds", "ITL"),
-              ("vllm:time_per_output_token_seconds", "TPOT"))
+              ("vllm:time_per_output_token_seconds", "ITL"),
+              ("vllm:request_time_per_output_token_seconds", "TPOT"))
 
 
 def measured_window(series: dict[str, Any], start_ns: int | None, end_ns: int | None
@@ -67,9 +71,11 @@ def server_metric_line(series: dict[str, Any], client_in_flight: float | None = 
         v = [x for x in values.get(name, [])[skip:] if x is not None]
         if v:
             said.append(f"{label} mean {sum(v) / len(v):,.2f}, peak {max(v):,.2f}")
+    shown: set[str] = set()
     for name, label in HISTOGRAMS:
-        got = window_mean(series, name)
+        got = window_mean(series, name) if label not in shown else None
         if got is not None:
+            shown.add(label)
             count, mean_s = got
             mine = (client_ms or {}).get(label)
             beside = f" (the client's: {mine:,.1f} ms)" if mine is not None else ""

@@ -39,6 +39,9 @@ class ServerSplit:
     provenance: dict[str, dict[str, str]]
     unreported: int = 0
     inconsistent: int = 0
+    #: requests whose report lacked a part its source should give (TGI without its time per
+    #: token): left out, not guessed
+    incomplete: int = 0
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
@@ -68,7 +71,7 @@ def split(rows: np.ndarray, reports: np.ndarray, rtt_floor_ns: int) -> ServerSpl
     n = len(rows)
     parts = {p: np.zeros(n, dtype=np.int64) for p in SPLIT_PARTS}
     good = np.zeros(n, dtype=bool)
-    inconsistent = 0
+    inconsistent = incomplete = 0
     seen: dict[str, int] = {}
     provenance: dict[str, dict[str, str]] = {}
     for source in np.unique(src).tolist():
@@ -92,6 +95,7 @@ def split(rows: np.ndarray, reports: np.ndarray, rtt_floor_ns: int) -> ServerSpl
         other = e - net - q - pf - dc
         ok = known & (q >= 0) & (net >= 0) & (other >= 0) & (pf >= 0) & (dc >= 0)
         inconsistent += int((known & ~ok).sum())
+        incomplete += int((~known).sum())
         idx = np.flatnonzero(at)[ok]
         for name, value in (("network", net), ("queue", q), ("prefill", pf),
                             ("decode", dc), ("other", other)):
@@ -102,4 +106,5 @@ def split(rows: np.ndarray, reports: np.ndarray, rtt_floor_ns: int) -> ServerSpl
     return ServerSplit(parts={p: v[good] for p, v in parts.items()}, ttft_ns=ttft[good],
                        e2e_ns=e2e[good], sources=seen, provenance=provenance,
                        unreported=int((src == SOURCE_NONE).sum()), inconsistent=inconsistent,
+                       incomplete=incomplete,
                        rows=np.flatnonzero(good))

@@ -28,7 +28,14 @@ from latency.analysis.server_split import ServerSplit, split
 from latency.analysis.stats import LatencyStats, describe_ms
 from latency.core import fmt
 from latency.core.gen_records import STATUS_OK
-from latency.core.gen_reports import MISSING, SPLIT_PARTS
+from latency.core.gen_reports import (
+    DERIVED,
+    FROM_REPORT,
+    MEASURED,
+    MISSING,
+    REPORTED,
+    SPLIT_PARTS,
+)
 
 #: a part leading the tail's TTFT by this share is named as its cause
 LEADING_SHARE = 0.4
@@ -68,12 +75,15 @@ class TargetView:
     #: gaps at or above ITL's p99 holding another request's first token, and all gaps'
     spikes_coinciding: float | None = None
     gaps_coinciding: float | None = None
+    #: requests whose report was there but unusable (the run's warning says why)
+    unusable_reports: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         s = self.split
         return {"requests_split": s.n, "requests": self.requests, "sources": s.sources,
                 "provenance": s.provenance, "unreported": s.unreported,
-                "inconsistent": s.inconsistent, "rtt_floor_ms": self.rtt_floor_ms,
+                "inconsistent": s.inconsistent, "incomplete": s.incomplete,
+                "rtt_floor_ms": self.rtt_floor_ms,
                 "parts_ms": {p: v.to_dict() for p, v in self.parts_ms.items()},
                 "ttft_p99_shares": self.tail_shares, "forces_length": self.forces_length,
                 "itl_chunk_ms": self.itl_chunk_ms.to_dict(),
@@ -88,10 +98,7 @@ class TargetView:
         s = self.split
         out: list[str] = []
         if not s.n:
-            why = (f"{s.inconsistent} report(s) longer than the client saw were left out"
-                   if s.inconsistent else "the server reported nothing of its requests "
-                   "(llama.cpp's timings, vLLM's --enable-per-request-metrics, TGI's "
-                   "headers or our own server give it)")
+            why = self.unavailable_reason()
             out.append(f"server split: unavailable — {why}; the client's times above are "
                        "all that is known")
         else:
@@ -108,14 +115,30 @@ class TargetView:
             shares = ", ".join(f"{p} {fmt.share(v)}" for p, v in sorted(
                 self.tail_shares.items(), key=lambda kv: -kv[1]))
             out.append(f"TTFT's tail (its slowest 1 %) at the server: {shares}")
-            if s.unreported or s.inconsistent:
+            if s.unreported or s.inconsistent or s.incomplete:
                 out.append(f"left out of the split: {s.unreported} without a report, "
-                           f"{s.inconsistent} whose report exceeded the client's time")
+                           f"{s.incomplete} whose report lacked a part, {s.inconsistent} "
+                           "whose report exceeded the client's time")
         out.append(f"gaps: per {'chunk' if self.counted_by == 'chunks' else 'token'} "
                    f"(tokens counted by {self.counted_by}); between chunks: "
                    f"p50 {fmt.ms(self.itl_chunk_ms.p50)} ms, p99 {fmt.ms(self.itl_chunk_ms.p99)} "
                    f"ms; {self.tokens_per_chunk:.2f} tokens a chunk")
         return out
+
+    def unavailable_reason(self) -> str:
+        """Why no request could be split."""
+        s = self.split
+        if s.inconsistent:
+            return (f"{s.inconsistent} report(s) longer than the client saw were left out "
+                    "(clocks or the report disagree)")
+        if self.unusable_reports:
+            return (f"{self.unusable_reports} report(s) of the server's could not be used "
+                    "(see the warning)")
+        if s.incomplete:
+            return (f"{s.incomplete} report(s) lacked a part their server gives (e.g. TGI's "
+                    "x-time-per-token): left out rather than guessed")
+        return ("the server reported nothing of its requests (llama.cpp's timings, vLLM's "
+                "--enable-per-request-metrics, TGI's headers or our own server give it)")
 
     def findings(self) -> list[Finding]:
         out: list[Finding] = []
@@ -145,9 +168,9 @@ class TargetView:
         if self._spikes_lead():
             out.append(Finding(
                 f"ITL spikes coincide with other requests' prefills: "
-                f"{fmt.share(self.spikes_coinciding or 0)} of the gaps at or above ITL's p99 "
-                f"held another request's first token, against "
-                f"{fmt.share(self.gaps_coinciding or 0)} of all gaps — the server's prefills "
+                f"{fmt.share(self.spikes_coinciding or 0)} of the slowest 1 % of the gaps "
+                f"between chunks held another request's first token, against "
+                f"{fmt.share(self.gaps_coinciding or 0)} of all of them — the server's prefills "
                 "stall its decodes: enable chunked prefill (vLLM's --enable-chunked-prefill, "
                 "a smaller --max-num-batched-tokens)", "run"))
         return out
@@ -156,8 +179,9 @@ class TargetView:
         a, b = self.spikes_coinciding, self.gaps_coinciding
         return a is not None and b is not None and a >= 0.5 and a >= COINCIDENCE_RATIO * b
 
-    def verdict(self, ttft_p99_ms: float | None) -> Verdict | None:
-        """'TTFT p99 … is 76 % queue at the server: …' when a part leads the tail."""
+    def verdict(self) -> Verdict | None:
+        """'TTFT p99 … (from send, the n requests split) is 76 % queue at the server: …' when
+        a part leads the tail of the split requests' own TTFT."""
         causes: list[str] = []
         name = None
         share = 0.0
@@ -166,8 +190,11 @@ class TargetView:
             share = self.tail_shares[name]
             if share >= LEADING_SHARE:
                 where = "at the server" if name != "network" else "before the server"
-                causes.append(f"TTFT p99 {fmt.ms(ttft_p99_ms)} ms is {fmt.share(share)} "
-                              f"{name} {where}: {LEVERS[name]}")
+                p99 = float(np.percentile(self.split.ttft_ns, 99)) / 1e6
+                of = "" if self.split.n == self.requests else \
+                    f" of the {self.split.n} requests split"
+                causes.append(f"TTFT p99 {fmt.ms(p99)} ms (from send{of}) is "
+                              f"{fmt.share(share)} {name} {where}: {LEVERS[name]}")
         if self._spikes_lead():
             causes.append("ITL spikes coincide with other requests' prefills: enable "
                           "chunked prefill on the server")
@@ -181,9 +208,10 @@ def _provenance(prov: dict[str, dict[str, str]]) -> dict[str, str]:
     out: dict[str, list[str]] = {}
     for source, rule in prov.items():
         for part, how in rule.items():
-            text = {"reported": f"reported ({source})",
-                    "derived": "derived (client time − reported parts)",
-                    "measured": "measured (the client)"}.get(how, how)
+            text = {REPORTED: f"reported ({source})",
+                    DERIVED: "derived (client time − reported parts)",
+                    FROM_REPORT: f"derived from the server's figures ({source})",
+                    MEASURED: "measured (the client)"}.get(how, how)
             if text not in out.setdefault(part, []):
                 out[part].append(text)
     return {p: "; ".join(v) for p, v in out.items()}
@@ -208,7 +236,8 @@ def target_view(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray,
     view = TargetView(split=sp, parts_ms=parts, tail_shares=sp.tail_shares(0.99),
                       requests=len(idx), rtt_floor_ms=rtt_ms,
                       forces_length=bool(target.get("forces_length", True)),
-                      counted_by=counted_by)
+                      counted_by=counted_by,
+                      unusable_reports=int(target.get("unusable_reports") or 0))
     _gaps(view, rows, tokens, idx)
     rep = reports[idx]
     server = rep["output_tokens"].astype(np.int64)

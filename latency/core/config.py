@@ -56,6 +56,8 @@ PAYLOADS = ("json", "raw")
 BATCHING = ("continuous", "static")
 #: the OpenAI-compatible APIs a generation --target is asked through
 APIS = ("chat", "completions")
+#: the longest one streamed request may take by default (``--request-timeout``)
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
 #: generation limits: slots, a step's tokens, a KV budget
 MAX_RUNNING = 4096
 MAX_STEP_TOKENS = 1_000_000
@@ -355,7 +357,7 @@ class RunConfig:
         "--scrape-metrics", "Generation from a --target: read the server's Prometheus "
         "/metrics every second during the run and keep them with it, beside the client's "
         "figures.", group=GENERATION))
-    request_timeout_s: float = field(default=600.0, metadata=flag(
+    request_timeout_s: float = field(default=DEFAULT_REQUEST_TIMEOUT_S, metadata=flag(
         "--request-timeout", "Generation over HTTP: the longest one streamed request may take "
         "(seconds); a stream that sends nothing for a tenth of it (at least 5 s) fails too.",
         commands=(RUN,), group=GENERATION, type="float", metavar="S"))
@@ -591,6 +593,11 @@ class RunConfig:
     def _check_transport(self) -> None:
         """The transport's values; ``--target`` implies ``--transport http``."""
         self._check_backend()
+        if self.target is not None and self.target_protocol != "oip" and \
+                self.generation_flags():
+            raise ConfigError("--target-protocol is for one-shot targets: a generation from "
+                              "a --target speaks the OpenAI-compatible API (--api chat or "
+                              "completions)")
         if self.target is not None:
             self.transport = "http"  # a target is always reached over HTTP
             parts = urlsplit(str(self.target))

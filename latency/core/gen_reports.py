@@ -38,6 +38,9 @@ SOURCE_NAMES: dict[int, str] = {
 #: the parts of the split, in the order they happen
 SPLIT_PARTS: tuple[str, ...] = ("network", "queue", "prefill", "decode", "other")
 REPORTED, DERIVED, MEASURED = "reported", "derived", "measured"
+#: a part the reader computed from the server's own figures (TGI's prefill and decode, from
+#: its inference time and time per token): the server's, not the client's
+FROM_REPORT = "derived from the server's figures"
 
 #: per source, where each part comes from. ``network`` with "measured" is the client's own:
 #: the request's exact client − server time where its account is placed on the client's clock
@@ -51,8 +54,8 @@ SPLIT: dict[int, dict[str, str]] = {
                       "decode": REPORTED, "other": DERIVED},
     SOURCE_VLLM: {"network": DERIVED, "queue": REPORTED, "prefill": REPORTED,
                   "decode": REPORTED, "other": DERIVED},
-    SOURCE_TGI: {"network": DERIVED, "queue": REPORTED, "prefill": DERIVED,
-                 "decode": DERIVED, "other": DERIVED},
+    SOURCE_TGI: {"network": DERIVED, "queue": REPORTED, "prefill": FROM_REPORT,
+                 "decode": FROM_REPORT, "other": DERIVED},
 }
 
 #: one row a request: the source, the reported durations (ns, ``MISSING`` if not said), the

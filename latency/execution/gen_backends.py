@@ -39,6 +39,8 @@ from latency.serve.http_server import ServerProcess
 Submit = Callable[[GenRequest], None]
 #: the most connections the streaming client opens (our server holds up to 2,048)
 MAX_CONNECTIONS = 2048
+#: the shortest silence that fails a stream (a tenth of --request-timeout, at least this)
+MIN_IDLE_S = 5.0
 
 
 class GenBackend(Protocol):
@@ -90,7 +92,7 @@ class HttpGen:
         self.transport = SseTransport(f"{self.server.url}/v1/completions", c.model,
                                       connections=connections,
                                       timeout_s=c.request_timeout_s,
-                                      idle_s=max(c.request_timeout_s / 10, 5.0),
+                                      idle_s=max(c.request_timeout_s / 10, MIN_IDLE_S),
                                       ignore_eos=not c.stop_on_eos)
         return self.transport.submit
 
@@ -144,6 +146,7 @@ class TargetGen:
         self.scraper: MetricsScraper | None = None
         #: the server's metrics over the run (``metrics_scraper`` series), once closed
         self.metrics: dict[str, Any] | None = None
+        self.env: dict[str, Any] = {}
 
     def start(self, timings: Timings, env: dict[str, Any]) -> Submit:
         c, t = self.config, self.target
@@ -155,8 +158,9 @@ class TargetGen:
             ignore_eos=ignore_eos, min_tokens=t.forces_length,
             headers=auth_headers(api_key(c.api_key_env)), counter=counter, trace=True,
             needs_done=t.sends_done, chunk_usage=t.chunk_usage,
-            timeout_s=c.request_timeout_s, idle_s=max(c.request_timeout_s / 10, 5.0))
+            timeout_s=c.request_timeout_s, idle_s=max(c.request_timeout_s / 10, MIN_IDLE_S))
         env["target"] = t.describe()
+        self.env = env
         if c.scrape_metrics:
             self.scraper = MetricsScraper(metrics_url(t.base)).start()
         return self.transport.submit
@@ -175,11 +179,17 @@ class TargetGen:
         if self.transport is not None:
             self.transport.close()
             bad = self.transport.bad_reports
-            if bad:
+            if "target" in self.env:
+                self.env["target"]["unusable_reports"] = self.transport.bad_report_total
+            if self.transport.bad_report_total:
                 why = "; ".join(f"{n} × {reason}" for reason, n in bad.most_common(3))
-                warnings.append(f"{sum(bad.values())} request(s) came with a report of the "
-                                f"server's that could not be used ({why}): left out of the "
-                                "split")
+                warnings.append(f"{self.transport.bad_report_total} request(s) came with a "
+                                f"report of the server's that could not be used (e.g. {why}): "
+                                "left out of the split")
+        if not self.target.rtt_floor_ns:
+            warnings.append("no round-trip floor to the server (its GET /models did not "
+                            "answer 200): where the split takes the network as that floor "
+                            "(llama.cpp's report), the network is counted in the queue")
         if not self.target.sends_done:
             warnings.append("the server ends its streams without [DONE]: a stream counted "
                             "whole once a choice carried its finish_reason and the reply "

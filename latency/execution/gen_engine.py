@@ -106,8 +106,9 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
     if config.target is not None and target is None:
         target = probe_target(config.target, config.api, config.served_model,
                               config.api_key_env)
-    if target is not None:
-        config.model, config.api = target.model, target.api
+    if target is not None:  # named as the server names it (validated again, it stays)
+        config.model = config.served_model = target.model
+        config.api = target.api
     cancel = cancel or threading.Event()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     device = resolve_device(config.device)

@@ -37,6 +37,8 @@ REPORT_HEADERS = (b"x-queue-time", b"x-inference-time", b"x-time-per-token",
                   b"x-generated-tokens", b"x-prompt-tokens")
 #: the longest time a report may state (a day): beyond it the report is not believed
 MAX_REPORTED_MS = 86_400_000.0
+#: the most tokens a report may count (beyond any context): beyond it, not believed
+MAX_REPORTED_COUNT = 100_000_000
 
 
 class ReportError(ValueError):
@@ -73,8 +75,9 @@ def _count(d: dict[str, Any], key: str) -> int:
         return MISSING
     if isinstance(v, float) and v.is_integer():
         v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ReportError(f"{key} is not a whole number >= 0: {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_REPORTED_COUNT:
+        raise ReportError(f"{key} is not a whole number from 0 to {MAX_REPORTED_COUNT:,}: "
+                          f"{v!r}")
     return v
 
 

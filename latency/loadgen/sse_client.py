@@ -34,6 +34,7 @@ import json
 import secrets
 import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from latency.core.gen_records import GenRequest
@@ -52,6 +53,8 @@ STREAM_TIMEOUT_S = 600.0
 IDLE_TIMEOUT_S = 60.0
 #: events beyond the tokens asked for that a stream may send (role, usage, account)
 SPARE_EVENTS = 8
+#: the longest prompt a server's usage is believed to report (tokens)
+MAX_PROMPT_TOKENS = 10_000_000
 
 
 class ChunkCounter(Protocol):
@@ -178,8 +181,13 @@ class SseTransport:
         #: requests whose account was there but unusable, by reason (``gen_layout.UNUSABLE``),
         #: and those that came with none
         self.unusable: Counter[str] = Counter()
-        #: reports that were there but could not be used, by their reason (first 8 kept)
+        #: reports that were there but could not be used: how many, and by their reason
+        #: (the first 8 reasons)
+        self.bad_report_total = 0
         self.bad_reports: Counter[str] = Counter()
+        #: counts a reply's tokens with the tokenizer off the loop's thread, so no other
+        #: stream waits for it to be read and stamped
+        self._counting = ThreadPoolExecutor(1, "sse-count") if counter is not None else None
         self._tasks: dict[GenRequest, asyncio.Task[None]] = {}
         self._replies: dict[GenRequest, _Reply] = {}
         self._loop = new_loop()
@@ -265,6 +273,14 @@ class SseTransport:
             self._replies.pop(req, None)
         req.t_done = now_ns()
         req.error = error
+        if self._counting is not None:  # every stamp is taken: only the counting is left
+            await self._loop.run_in_executor(self._counting, self._finish, req, reply,
+                                             headers, trace)
+        else:
+            self._finish(req, reply, headers, trace)
+
+    def _finish(self, req: GenRequest, reply: _Reply, headers: dict[bytes, bytes],
+                trace: tuple[int, int]) -> None:
         self._fill(req, reply)
         if self.trace:
             req.report = self._report(req, reply, headers, trace)
@@ -295,7 +311,9 @@ class SseTransport:
         req.text = [reply.texts[i] for i in keep]
         req.stream_chunks = len(keep)
         stamps = [reply.stamps[i] for i in keep]
-        per_chunk = chunk_counts(reply.told, keep) if self.chunk_usage and keep else None
+        limit = req.max_tokens + SPARE_EVENTS
+        per_chunk = chunk_counts(reply.told, keep, limit) if self.chunk_usage and keep \
+            else None
         if per_chunk is not None:  # the server's own count of each chunk
             stamps = [s for s, k in zip(stamps, per_chunk, strict=True) for _ in range(k)]
         elif self.counter is not None and req.text:
@@ -308,7 +326,9 @@ class SseTransport:
                 counts = fitted(counts, told)  # the server's count; the tokenizer's spread
             stamps = [s for s, k in zip(stamps, counts, strict=True) for _ in range(k)]
         prompt = reply.usage.get("prompt_tokens", 0) if isinstance(reply.usage, dict) else 0
-        undecomposed(req, stamps, prompt if isinstance(prompt, int) else 0)
+        ok = isinstance(prompt, int) and not isinstance(prompt, bool) and \
+            0 <= prompt <= MAX_PROMPT_TOKENS
+        undecomposed(req, stamps, prompt if ok else 0)
 
     def _report(self, req: GenRequest, reply: _Reply, headers: dict[bytes, bytes],
                 trace: tuple[int, int]) -> tuple[Any, ...]:
@@ -321,6 +341,7 @@ class SseTransport:
             try:
                 report = read_report(reply.timings, reply.metrics, headers)
             except ReportError as exc:
+                self.bad_report_total += 1
                 if len(self.bad_reports) < 8 or str(exc) in self.bad_reports:
                     self.bad_reports[str(exc)] += 1
         return report_row(report, reply.usage, trace, reply.counted, network)
@@ -352,6 +373,8 @@ class SseTransport:
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+        if self._counting is not None:
+            self._counting.shutdown(wait=False, cancel_futures=True)
 
 
 def error_message(body: bytes) -> str:
@@ -388,12 +411,14 @@ def fitted(counts: list[int], total: int) -> list[int]:
     return out
 
 
-def chunk_counts(told: list[int | None], keep: list[int]) -> list[int] | None:
+def chunk_counts(told: list[int | None], keep: list[int], limit: int) -> list[int] | None:
     """Each kept (text-carrying) event's tokens from the server's cumulative per-chunk
     ``completion_tokens`` (``told``, one an event): an event without text hands its tokens to
     the next one with text (the last ones' to the last); one without text that says nothing
     carries none. None when a text event did not say or the counts go backwards: then the
-    tokenizer, or one token a chunk, is used."""
+    tokenizer, or one token a chunk, is used — as when they add up to nothing or to more than
+    ``limit`` (the tokens asked for and a few spare: a server's count is not believed beyond
+    them)."""
     kept = set(keep)
     if any(t is None and i in kept for i, t in enumerate(told)):
         return None
@@ -401,7 +426,7 @@ def chunk_counts(told: list[int | None], keep: list[int]) -> list[int] | None:
     for t in told:
         cum.append(int(t) if t is not None else (cum[-1] if cum else 0))
     steps = [b - a for a, b in zip([0, *cum[:-1]], cum, strict=True)]
-    if any(k < 0 for k in steps):
+    if any(k < 0 for k in steps) or not 0 < cum[-1] <= limit:
         return None
     out = [0] * len(keep)
     at = 0

@@ -18,6 +18,8 @@ from latency.pipelines.generative import is_generative
 
 #: a generation run's length when none is given (a one-shot run's is 1,000 requests)
 DEFAULT_GEN_REQUESTS = 100
+#: a --target generation's model name until the probe finds the server's
+TARGET_MODEL = "target"
 
 
 def context_of(cls: Any, args: dict[str, Any]) -> int:
@@ -87,15 +89,26 @@ def target_generation_checked(c: RunConfig, length_given: bool) -> None:
     """A generation from a --target (someone else's OpenAI-compatible server): no one-shot
     settings, the tokenizer loads, the default length; named after the served model until the
     probe finds the server's own name."""
+    base = RunConfig()
     one_shot = [flag for flag, on in (
         ("--batch-size", (c.batch_size or 1) != 1),
         ("--max-batch-delay-ms", bool(c.max_batch_delay_ms)),
+        ("--preprocess-workers", c.preprocess_workers != base.preprocess_workers),
         ("--inputs", c.inputs is not None), ("--optimize", bool(c.optimize)),
+        ("--pre", c.pre != base.pre), ("--post", c.post != base.post),
         ("--bodies", c.bodies is not None), ("--backend ray", c.backend == "ray"),
-        ("--pipeline", c.pipeline is not None), ("--net-*", c.wan.active)) if on]
+        ("--pipeline", c.pipeline is not None), ("--net-*", c.wan.active),
+        ("--method", c.http_method != base.http_method),
+        ("--content-type", c.content_type != base.content_type),
+        ("--health-url", c.health_url is not None),
+        ("--body-template", c.body_template is not None)) if on]
     if one_shot:
         raise ConfigError(f"{', '.join(one_shot)}: not for a generation from a --target "
                           "(its server is yours; its inputs are --prompts)")
+    if c.model not in (base.model, TARGET_MODEL, c.served_model):
+        raise ConfigError(f"--model {c.model}: a generation from a --target asks its server "
+                          f"for a model by --served-model {c.model} (--model names our "
+                          "pipelines)")
     if not length_given:
         c.requests = DEFAULT_GEN_REQUESTS
     LengthSpec.parse(c.output_tokens or "64", "--output-tokens")
@@ -104,4 +117,4 @@ def target_generation_checked(c: RunConfig, length_given: bool) -> None:
 
         TokenCounter(c.tokenizer)  # ConfigError in one line when it does not load
         c.tokenizer = str(Path(c.tokenizer).expanduser().resolve())
-    c.model = c.served_model or "target"
+    c.model = c.served_model or TARGET_MODEL
