@@ -1,20 +1,15 @@
-"""A generation from a server of yours (``run --target URL`` with a generation flag): against a
-real third-party server (``transformers serve`` on a random-weight Llama built here), against
-our own server (whose account splits every request), against a replay of llama.cpp's stream
-shape as its documentation gives it (its ``timings`` join each request), and bad input that is
-one line and exit 2 before the run."""
+"""A generation from a server of yours (``run --target URL`` with a generation flag), against our
+own server (whose account splits every request: exact sums, trace ids, no key written, scraped
+metrics, compare by the split), and bad input that is one line and exit 2 before the run. A
+real third-party server: tests/test_transformers_serve.py; other servers' stream shapes:
+tests/test_llm_server_replays.py."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,22 +19,7 @@ from latency.core.config import RunConfig
 from latency.execution.gen_engine import execute_generation
 from latency.loadgen.sse_client import chunk_counts, fitted
 from latency.serve.http_server import ServerProcess
-from tests.conftest import QuietHandler, loopback_server, require_extra
-
-REASON = "transformers serve is the third-party OpenAI-compatible server (requirements-hf.txt)"
-SECRET = "sk-never-stored-0123456789"
-
-
-def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300
-        ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "latency", "run", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.target_support import SECRET, cli, free_port
 
 
 @pytest.fixture(scope="module")
@@ -82,229 +62,6 @@ def test_our_server_as_a_target_is_split_by_its_own_account(ours, tmp_path):
     assert (frame["server_report"] == "Latency Lab's account").all()
     # the key was sent, and is written nowhere
     assert SECRET not in out.read_text() + csv.read_text() + r.stdout + r.stderr
-
-
-# ---- replays of other servers' OpenAI-compatible streams, in the shapes their docs give -------
-WORDS = ["Once", " upon", " a", " time", " there", " was", " a", " cat", " who", " sang"]
-PROMPT_MS = 1.5  # what the replayed server says its prefill took (it waits longer: 4 ms)
-
-
-def _replay(events) -> type[QuietHandler]:
-    """A server that answers each POST with ``events(ask)``: (seconds to wait, event) pairs,
-    an event a dict or "[DONE]", each written as its own chunk."""
-    class H(QuietHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True  # each event leaves as written, as servers do
-
-        def _chunk(self, data: bytes) -> None:
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
-
-        def do_GET(self) -> None:
-            body = json.dumps({"object": "list", "data": [{"id": "served", "object":
-                                                            "model"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_POST(self) -> None:
-            ask = json.loads(self.read_body())
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            for wait, ev in events(ask):
-                time.sleep(wait)
-                data = ev.encode() if isinstance(ev, str) else json.dumps(ev).encode()
-                self._chunk(b"data: " + data + b"\n\n")
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-
-    return H
-
-
-def _llamacpp(ask: dict) -> list:
-    """llama-server's stream: a role chunk, a chunk a token, the last with ``timings``."""
-    n = min(int(ask.get("max_tokens") or 4), len(WORDS))
-    out: list = [(0.004, {"choices": [{"index": 0, "delta": {"role": "assistant"}}]})]
-    out += [(0.002, {"choices": [{"index": 0, "delta": {"content": WORDS[i]},
-                                  "finish_reason": None}]}) for i in range(n)]
-    out.append((0.0, {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
-                      "usage": {"prompt_tokens": 7, "completion_tokens": n,
-                                "total_tokens": 7 + n},
-                      "timings": {"prompt_n": 7, "prompt_ms": PROMPT_MS,
-                                  "prompt_per_token_ms": PROMPT_MS / 7, "predicted_n": n,
-                                  "predicted_ms": 1.0 * n, "cache_n": 0}}))
-    return [*out, (0.0, "[DONE]")]
-
-
-def _vllm_speculative(ask: dict) -> list:
-    """vLLM with speculative decoding: two tokens a chunk, the running count in each chunk's
-    ``usage`` (``continuous_usage_stats``), its per-request ``metrics`` at the end."""
-    n = int(ask.get("max_tokens") or 4)
-    chunks = (n + 1) // 2
-    per_chunk = "continuous_usage_stats" in (ask.get("stream_options") or {})
-    out: list = [(0.003, {"choices": [{"index": 0, "delta": {"role": "assistant",
-                                                             "content": ""}}]})]
-    for c in range(chunks):
-        ev: dict = {"choices": [{"index": 0, "delta": {"content": f" w{c}a w{c}b"},
-                                 "finish_reason": None}]}
-        if per_chunk:
-            done = min(2 * (c + 1), n)
-            ev["usage"] = {"prompt_tokens": 9, "completion_tokens": done,
-                           "total_tokens": 9 + done}
-        out.append((0.003, ev))
-    out.append((0.0, {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
-                      "metrics": {"queue_time_ms": 0.2, "time_to_first_token_ms": 1.0,
-                                  "generation_time_ms": 1.0}}))
-    out.append((0.0, {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": n,
-                                               "total_tokens": 9 + n}}))
-    return [*out, (0.0, "[DONE]")]
-
-
-def test_llamacpp_timings_join_each_request_as_prefill_and_decode():
-    with loopback_server(_replay(_llamacpp), path="/v1") as url:
-        cfg = RunConfig(target=url, output_tokens="6", requests=8, concurrency=2, warmup=1)
-        result = execute_generation(cfg, force=True)
-    assert result.status == "completed", result.failure
-    assert result.summary.successful == 8
-    view = result.target_view
-    assert view is not None and view.split.sources == {"llama.cpp timings": 8}
-    # prefill is what llama.cpp reported; queue is derived and takes the rest of its TTFT
-    assert view.parts_ms["prefill"].p50 == pytest.approx(PROMPT_MS, abs=1e-6)
-    assert view.parts_ms["decode"].p50 == pytest.approx(6.0, abs=1e-6)
-    assert view.split.provenance["llama.cpp timings"]["queue"] == "derived"
-    assert (view.split.parts["queue"] >= 0).all()
-    # the role-only first event is not a token: six content tokens each, TTFT at the first
-    assert (result.rows["output_tokens"] == 6).all()
-    assert view.count_compared == 0  # no tokenizer: nothing counted on the client
-    assert "llama.cpp timings" in repr(result)
-
-
-def test_per_chunk_usage_counts_each_chunks_tokens_and_vllm_metrics_split_them():
-    with loopback_server(_replay(_vllm_speculative), path="/v1") as url:
-        cfg = RunConfig(target=url, output_tokens="8", requests=6, concurrency=2, warmup=1)
-        result = execute_generation(cfg, force=True)
-    assert result.status == "completed", result.failure
-    assert result.environment["target"]["chunk_usage"] is True
-    rows = result.rows[~result.rows["warmup"]]
-    # eight tokens in four chunks: each token gets its chunk's stamp
-    assert (rows["output_tokens"] == 8).all() and (rows["stream_chunks"] == 4).all()
-    view = result.target_view
-    assert view is not None and view.counted_by == "the server's per-chunk usage"
-    assert view.tokens_per_chunk == pytest.approx(2.0)
-    assert view.split.sources == {"vLLM per-request metrics": 6}
-    assert view.parts_ms["queue"].p50 == pytest.approx(0.2, abs=1e-6)
-    text = repr(result)
-    assert "chunks carry 2.00 tokens on average" in text and "per token" in text
-    # a chunk's tokens are 0 ms apart; the gaps between chunks are kept beside them
-    assert result.summary.itl_ms.p50 == 0.0
-    assert view.itl_chunk_ms.p50 is not None and view.itl_chunk_ms.p50 > 1.0
-
-
-# ---- transformers serve: a real third-party OpenAI-compatible server -------------------------
-@pytest.fixture(scope="module")
-def tserve(tmp_path_factory) -> Iterator[tuple[str, Path]]:
-    """`transformers serve` on a random-weight 2-layer Llama with a BPE tokenizer and a chat
-    template, built here (nothing is downloaded)."""
-    transformers = require_extra("transformers", REASON)
-    require_extra("fastapi", REASON)
-    require_extra("uvicorn", REASON)
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-    out = tmp_path_factory.mktemp("tserve-llama")
-    text = ["the weather today is sunny with a light breeze from the west",
-            "a recipe for bread needs flour, water, salt and a little time",
-            "once upon a time a cat lived in a cottage near the sea"] * 30
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(text, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
-    bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[
-        ("<s>", bos)])
-    wrapped = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-    wrapped.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n"
-                             "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
-    wrapped.save_pretrained(out)
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=128,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=1024, bos_token_id=bos, eos_token_id=eos,
-        initializer_range=0.2)
-    transformers.LlamaForCausalLM(config).eval().save_pretrained(out)
-    port = free_port()
-    exe = Path(sys.executable).with_name("transformers")
-    proc = subprocess.Popen(
-        [str(exe), "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
-         str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                err = proc.stderr.read() if proc.stderr else ""
-                pytest.fail(f"transformers serve did not start: {err[-1500:]}")
-            time.sleep(0.5)
-        yield f"{base}/v1", out
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def test_transformers_serve_streams_are_measured_per_token_with_its_tokenizer(tserve, tmp_path):
-    url, model = tserve
-    out = tmp_path / "run.json"
-    r = cli("--target", url, "--api", "chat", "--tokenizer", str(model), "--output-tokens", "6",
-            "--requests", "8", "--concurrency", "2", "--warmup", "1", "--json", str(out),
-            "--max-error-rate", "0.3", "--no-save")
-    assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
-    d = json.loads(out.read_text())
-    # (a random model may end a request at its end-of-sequence token before any text: that
-    # one is a counted error, "no content")
-    s = d["summary"]
-    assert s["successful"] + s["errors"] == 8 and s["successful"] >= 6, s
-    assert all("no content" in m for m in s["error_messages"]), s["error_messages"]
-    assert d["environment"]["target"]["model"] == str(model)
-    # it reports nothing of its requests' insides: the split says so instead of guessing
-    assert d["server_split"]["requests_split"] == 0
-    assert "server split: unavailable" in r.stdout
-    # what it does not do is named: no [DONE], no forced lengths
-    assert "without [DONE]" in r.stdout and "ignore_eos/min_tokens" in r.stdout
-    # its usage count is each request's token count, spread over the chunks by the tokenizer
-    reports = d["reports"]["columns"]
-    rows = d["requests"]["columns"]
-    for i, warm in enumerate(rows["warmup"]):
-        if not warm and rows["status"][i] == 0:
-            assert 1 <= rows["output_tokens"][i] == reports["output_tokens"][i] <= 6
-            assert 1 <= rows["stream_chunks"][i] <= rows["output_tokens"][i]
-    assert d["server_split"]["counted_by"] == "tokenizer"
-
-
-def test_transformers_serve_completions_without_a_tokenizer_counts_chunks(tserve, tmp_path):
-    url, _ = tserve
-    r = cli("--target", url, "--api", "completions", "--output-tokens", "5", "--requests", "6",
-            "--concurrency", "2", "--warmup", "1", "--no-save")
-    assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
-    assert "(completions)" in r.stdout
-    assert "gaps: per chunk (tokens counted by chunks)" in r.stdout
 
 
 # ---- bad input: one line, exit 2, before the run -------------------------------------------

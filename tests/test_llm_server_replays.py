@@ -1,0 +1,132 @@
+"""Other servers' OpenAI-compatible streams replayed in the shapes their documentation gives
+(llama.cpp's ``timings``, vLLM's per-chunk usage and per-request ``metrics``): each request is
+joined with the report and split, each part labelled where it came from."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from latency.core.config import RunConfig
+from latency.execution.gen_engine import execute_generation
+from tests.conftest import QuietHandler, loopback_server
+
+# ---- replays of other servers' OpenAI-compatible streams, in the shapes their docs give -------
+WORDS = ["Once", " upon", " a", " time", " there", " was", " a", " cat", " who", " sang"]
+PROMPT_MS = 1.5  # what the replayed server says its prefill took (it waits longer: 4 ms)
+
+
+def _replay(events) -> type[QuietHandler]:
+    """A server that answers each POST with ``events(ask)``: (seconds to wait, event) pairs,
+    an event a dict or "[DONE]", each written as its own chunk."""
+    class H(QuietHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # each event leaves as written, as servers do
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def do_GET(self) -> None:
+            body = json.dumps({"object": "list", "data": [{"id": "served", "object":
+                                                            "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            ask = json.loads(self.read_body())
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for wait, ev in events(ask):
+                time.sleep(wait)
+                data = ev.encode() if isinstance(ev, str) else json.dumps(ev).encode()
+                self._chunk(b"data: " + data + b"\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    return H
+
+
+def _llamacpp(ask: dict) -> list:
+    """llama-server's stream: a role chunk, a chunk a token, the last with ``timings``."""
+    n = min(int(ask.get("max_tokens") or 4), len(WORDS))
+    out: list = [(0.004, {"choices": [{"index": 0, "delta": {"role": "assistant"}}]})]
+    out += [(0.002, {"choices": [{"index": 0, "delta": {"content": WORDS[i]},
+                                  "finish_reason": None}]}) for i in range(n)]
+    out.append((0.0, {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                      "usage": {"prompt_tokens": 7, "completion_tokens": n,
+                                "total_tokens": 7 + n},
+                      "timings": {"prompt_n": 7, "prompt_ms": PROMPT_MS,
+                                  "prompt_per_token_ms": PROMPT_MS / 7, "predicted_n": n,
+                                  "predicted_ms": 1.0 * n, "cache_n": 0}}))
+    return [*out, (0.0, "[DONE]")]
+
+
+def _vllm_speculative(ask: dict) -> list:
+    """vLLM with speculative decoding: two tokens a chunk, the running count in each chunk's
+    ``usage`` (``continuous_usage_stats``), its per-request ``metrics`` at the end."""
+    n = int(ask.get("max_tokens") or 4)
+    chunks = (n + 1) // 2
+    per_chunk = "continuous_usage_stats" in (ask.get("stream_options") or {})
+    out: list = [(0.003, {"choices": [{"index": 0, "delta": {"role": "assistant",
+                                                             "content": ""}}]})]
+    for c in range(chunks):
+        ev: dict = {"choices": [{"index": 0, "delta": {"content": f" w{c}a w{c}b"},
+                                 "finish_reason": None}]}
+        if per_chunk:
+            done = min(2 * (c + 1), n)
+            ev["usage"] = {"prompt_tokens": 9, "completion_tokens": done,
+                           "total_tokens": 9 + done}
+        out.append((0.003, ev))
+    out.append((0.0, {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                      "metrics": {"queue_time_ms": 0.2, "time_to_first_token_ms": 1.0,
+                                  "generation_time_ms": 1.0}}))
+    out.append((0.0, {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": n,
+                                               "total_tokens": 9 + n}}))
+    return [*out, (0.0, "[DONE]")]
+
+
+def test_llamacpp_timings_join_each_request_as_prefill_and_decode():
+    with loopback_server(_replay(_llamacpp), path="/v1") as url:
+        cfg = RunConfig(target=url, output_tokens="6", requests=8, concurrency=2, warmup=1)
+        result = execute_generation(cfg, force=True)
+    assert result.status == "completed", result.failure
+    assert result.summary.successful == 8
+    view = result.target_view
+    assert view is not None and view.split.sources == {"llama.cpp timings": 8}
+    # prefill is what llama.cpp reported; queue is derived and takes the rest of its TTFT
+    assert view.parts_ms["prefill"].p50 == pytest.approx(PROMPT_MS, abs=1e-6)
+    assert view.parts_ms["decode"].p50 == pytest.approx(6.0, abs=1e-6)
+    assert view.split.provenance["llama.cpp timings"]["queue"] == "derived"
+    assert (view.split.parts["queue"] >= 0).all()
+    # the role-only first event is not a token: six content tokens each, TTFT at the first
+    assert (result.rows["output_tokens"] == 6).all()
+    assert view.count_compared == 0  # no tokenizer: nothing counted on the client
+    assert "llama.cpp timings" in repr(result)
+
+
+def test_per_chunk_usage_counts_each_chunks_tokens_and_vllm_metrics_split_them():
+    with loopback_server(_replay(_vllm_speculative), path="/v1") as url:
+        cfg = RunConfig(target=url, output_tokens="8", requests=6, concurrency=2, warmup=1)
+        result = execute_generation(cfg, force=True)
+    assert result.status == "completed", result.failure
+    assert result.environment["target"]["chunk_usage"] is True
+    rows = result.rows[~result.rows["warmup"]]
+    # eight tokens in four chunks: each token gets its chunk's stamp
+    assert (rows["output_tokens"] == 8).all() and (rows["stream_chunks"] == 4).all()
+    view = result.target_view
+    assert view is not None and view.counted_by == "the server's per-chunk usage"
+    assert view.tokens_per_chunk == pytest.approx(2.0)
+    assert view.split.sources == {"vLLM per-request metrics": 6}
+    assert view.parts_ms["queue"].p50 == pytest.approx(0.2, abs=1e-6)
+    text = repr(result)
+    assert "chunks carry 2.00 tokens on average" in text and "per token" in text
+    # a chunk's tokens are 0 ms apart; the gaps between chunks are kept beside them
+    assert result.summary.itl_ms.p50 == 0.0
+    assert view.itl_chunk_ms.p50 is not None and view.itl_chunk_ms.p50 > 1.0

@@ -1,0 +1,123 @@
+"""A generation from a real third-party OpenAI-compatible server: ``transformers serve`` on a
+random-weight Llama with a BPE tokenizer and a chat template, built here (nothing is
+downloaded), measured through the CLI as a user would."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_extra
+from tests.target_support import cli, free_port
+
+REASON = "transformers serve is the third-party OpenAI-compatible server (requirements-hf.txt)"
+
+
+# ---- transformers serve: a real third-party OpenAI-compatible server -------------------------
+@pytest.fixture(scope="module")
+def tserve(tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    """`transformers serve` on a random-weight 2-layer Llama with a BPE tokenizer and a chat
+    template, built here (nothing is downloaded)."""
+    transformers = require_extra("transformers", REASON)
+    require_extra("fastapi", REASON)
+    require_extra("uvicorn", REASON)
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    out = tmp_path_factory.mktemp("tserve-llama")
+    text = ["the weather today is sunny with a light breeze from the west",
+            "a recipe for bread needs flour, water, salt and a little time",
+            "once upon a time a cat lived in a cottage near the sea"] * 30
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(text, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[
+        ("<s>", bos)])
+    wrapped = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    wrapped.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n"
+                             "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
+    wrapped.save_pretrained(out)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=128,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=1024, bos_token_id=bos, eos_token_id=eos,
+        initializer_range=0.2)
+    transformers.LlamaForCausalLM(config).eval().save_pretrained(out)
+    port = free_port()
+    exe = Path(sys.executable).with_name("transformers")
+    proc = subprocess.Popen(
+        [str(exe), "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
+         str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err = proc.stderr.read() if proc.stderr else ""
+                pytest.fail(f"transformers serve did not start: {err[-1500:]}")
+            time.sleep(0.5)
+        yield f"{base}/v1", out
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_transformers_serve_streams_are_measured_per_token_with_its_tokenizer(tserve, tmp_path):
+    url, model = tserve
+    out = tmp_path / "run.json"
+    r = cli("--target", url, "--api", "chat", "--tokenizer", str(model), "--output-tokens", "6",
+            "--requests", "8", "--concurrency", "2", "--warmup", "1", "--json", str(out),
+            "--max-error-rate", "0.3", "--no-save")
+    assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
+    d = json.loads(out.read_text())
+    # (a random model may end a request at its end-of-sequence token before any text: that
+    # one is a counted error, "no content")
+    s = d["summary"]
+    assert s["successful"] + s["errors"] == 8 and s["successful"] >= 6, s
+    assert all("no content" in m for m in s["error_messages"]), s["error_messages"]
+    assert d["environment"]["target"]["model"] == str(model)
+    # it reports nothing of its requests' insides: the split says so instead of guessing
+    assert d["server_split"]["requests_split"] == 0
+    assert "server split: unavailable" in r.stdout
+    # what it does not do is named: no [DONE], no forced lengths
+    assert "without [DONE]" in r.stdout and "ignore_eos/min_tokens" in r.stdout
+    # its usage count is each request's token count, spread over the chunks by the tokenizer
+    reports = d["reports"]["columns"]
+    rows = d["requests"]["columns"]
+    for i, warm in enumerate(rows["warmup"]):
+        if not warm and rows["status"][i] == 0:
+            assert 1 <= rows["output_tokens"][i] == reports["output_tokens"][i] <= 6
+            assert 1 <= rows["stream_chunks"][i] <= rows["output_tokens"][i]
+    assert d["server_split"]["counted_by"] == "tokenizer"
+
+
+def test_transformers_serve_completions_without_a_tokenizer_counts_chunks(tserve, tmp_path):
+    url, _ = tserve
+    r = cli("--target", url, "--api", "completions", "--output-tokens", "5", "--requests", "6",
+            "--concurrency", "2", "--warmup", "1", "--no-save")
+    assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
+    assert "(completions)" in r.stdout
+    assert "gaps: per chunk (tokens counted by chunks)" in r.stdout
