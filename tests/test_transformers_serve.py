@@ -57,10 +57,13 @@ def tserve(tmp_path_factory) -> Iterator[tuple[str, Path]]:
         initializer_range=0.2)
     transformers.LlamaForCausalLM(config).eval().save_pretrained(out)
     port = free_port()
-    exe = Path(sys.executable).with_name("transformers")
+    # its console script's own entry, run by this interpreter (wherever pip put the script)
+    log = (out / "serve.log").open("w")  # a file: a pipe nobody reads could fill and block it
+    launch = [sys.executable, "-c", "import sys; from transformers.cli.transformers import "
+              "main; sys.argv[0] = 'transformers'; sys.exit(main())"]
     proc = subprocess.Popen(
-        [str(exe), "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
-         str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [*launch, "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
+         str(out)], stdout=subprocess.DEVNULL, stderr=log, text=True,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     base = f"http://127.0.0.1:{port}"
     try:
@@ -73,7 +76,8 @@ def tserve(tmp_path_factory) -> Iterator[tuple[str, Path]]:
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                err = proc.stderr.read() if proc.stderr else ""
+                log.flush()
+                err = (out / "serve.log").read_text(errors="replace")
                 pytest.fail(f"transformers serve did not start: {err[-1500:]}")
             time.sleep(0.5)
         yield f"{base}/v1", out
@@ -83,6 +87,7 @@ def tserve(tmp_path_factory) -> Iterator[tuple[str, Path]]:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
 
 
 def test_transformers_serve_streams_are_measured_per_token_with_its_tokenizer(tserve, tmp_path):
