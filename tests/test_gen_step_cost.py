@@ -41,17 +41,22 @@ def test_the_fit_predicts_the_runs_own_steps_within_the_error_it_states(run):
 @pytest.mark.timing
 def test_the_fit_of_the_calls_recovers_the_set_costs(run):
     """Of the pipeline's calls alone, the fit predicts each kind of step's measured calls and
-    the per-token cost the pipeline was set to; a whole step adds the scheduler's own work
-    (and detokenizing) on top. Judged on the steps' predicted costs, not on single
-    coefficients: the KV a step holds grows with its sequences, so the two slopes can trade
-    between them."""
+    the per-token slope of its prefill calls (each at least what the pipeline was set to); a
+    whole step adds the scheduler's own work (and detokenizing) on top. Judged on the steps'
+    predicted costs, not on single coefficients: the KV a step holds grows with its
+    sequences, so the two slopes can trade between them."""
     calls = fit_step_cost(run.steps, of="calls")
     note = machine_note(run)
     said = (calls.describe(), note)
     # (the median error, not R²: one call a busy core stretched moves R², not the median)
     assert calls.median_error < 0.1, said
-    assert calls.per_prefill_token_ms == pytest.approx(0.02, rel=0.15), said
     st = run.steps
+    # its per-token cost is the slope of this run's own prefill calls over their tokens
+    pre = st[st["prefill_tokens"] > 0]
+    slope = np.polyfit(pre["prefill_tokens"], (pre["t_prefill_end"] - pre["t_start"]) / 1e6,
+                       1)[0]
+    assert calls.per_prefill_token_ms == pytest.approx(slope, rel=0.2), (slope, said)
+    assert slope >= 0.98 * 0.02, (slope, note)  # a held cost is never shorter than set
     for seqs, chunk in ((4, 0), (4, 128), (2, 0)):
         group = st[(st["decode_seqs"] == seqs) & ((st["prefill_tokens"] > 0) == bool(chunk))]
         if not len(group):
