@@ -19,6 +19,7 @@ import torch
 from latency.core.errors import PipelineError
 from latency.pipelines.generative import DecodeInput, PrefillChunk
 from tests.conftest import require_extra
+from tests.tiny_llama import build_tiny_llama
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported: never reach a hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -53,30 +54,7 @@ def model_dir(tmp_path_factory) -> Path:
     """A directory as ``save_pretrained`` leaves it: a 2-layer Llama with random weights and
     a byte-level BPE tokenizer trained on a few sentences."""
     transformers = require_extra("transformers", REASON)
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-    out = tmp_path_factory.mktemp("tiny-llama")
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(SENTENCES, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
-    bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[
-        ("<s>", bos)])
-    wrapped = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-    wrapped.save_pretrained(out)
-
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=128,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=256, bos_token_id=bos, eos_token_id=eos,
-        initializer_range=0.2)  # wide logits: no near-ties for argmax to flip on
-    transformers.LlamaForCausalLM(config).eval().save_pretrained(out)
-    return out
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), transformers, SENTENCES)
 
 
 @pytest.fixture(scope="module")

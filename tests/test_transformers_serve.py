@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import require_extra
 from tests.target_support import cli, free_port
+from tests.tiny_llama import build_tiny_llama
 
 REASON = "transformers serve is the third-party OpenAI-compatible server (requirements-hf.txt)"
 
@@ -28,34 +29,14 @@ def tserve(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     transformers = require_extra("transformers", REASON)
     require_extra("fastapi", REASON)
     require_extra("uvicorn", REASON)
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-    out = tmp_path_factory.mktemp("tserve-llama")
-    text = ["the weather today is sunny with a light breeze from the west",
-            "a recipe for bread needs flour, water, salt and a little time",
-            "once upon a time a cat lived in a cottage near the sea"] * 30
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(text, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
-    bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[
-        ("<s>", bos)])
-    wrapped = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-    wrapped.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n"
-                             "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
-    wrapped.save_pretrained(out)
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=128,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=1024, bos_token_id=bos, eos_token_id=eos,
-        initializer_range=0.2)
-    transformers.LlamaForCausalLM(config).eval().save_pretrained(out)
+    out = build_tiny_llama(
+        tmp_path_factory.mktemp("tserve-llama"), transformers,
+        ["the weather today is sunny with a light breeze from the west",
+         "a recipe for bread needs flour, water, salt and a little time",
+         "once upon a time a cat lived in a cottage near the sea"] * 30,
+        max_positions=1024,
+        chat_template=("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n"
+                       "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"))
     port = free_port()
     # its console script's own entry, run by this interpreter (wherever pip put the script)
     log = (out / "serve.log").open("w")  # a file: a pipe nobody reads could fill and block it

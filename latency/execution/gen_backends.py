@@ -43,6 +43,15 @@ MAX_CONNECTIONS = 2048
 MIN_IDLE_S = 5.0
 
 
+def stream_limits(c: RunConfig) -> dict[str, Any]:
+    """The streaming client's bounds for a run: connections for its clients (or its open
+    loop's backlog), each stream's time (--request-timeout) and its longest silence."""
+    return {"connections": min(MAX_CONNECTIONS, max(c.concurrency or 1,
+                                                    c.backlog_limit() or 1)),
+            "timeout_s": c.request_timeout_s,
+            "idle_s": max(c.request_timeout_s / 10, MIN_IDLE_S)}
+
+
 class GenBackend(Protocol):
     def start(self, timings: Timings, env: dict[str, Any]) -> Submit: ...
 
@@ -88,12 +97,8 @@ class HttpGen:
         self.server = ServerProcess(c, c.max_body_mb).start()
         timings.server_start_s = time.perf_counter() - t
         timings.update(self.server.ready.get("timings") or {})  # measured in the server
-        connections = min(MAX_CONNECTIONS, max(c.concurrency or 1, c.backlog_limit() or 1))
         self.transport = SseTransport(f"{self.server.url}/v1/completions", c.model,
-                                      connections=connections,
-                                      timeout_s=c.request_timeout_s,
-                                      idle_s=max(c.request_timeout_s / 10, MIN_IDLE_S),
-                                      ignore_eos=not c.stop_on_eos)
+                                      ignore_eos=not c.stop_on_eos, **stream_limits(c))
         return self.transport.submit
 
     def abandon(self) -> None:
@@ -151,14 +156,12 @@ class TargetGen:
     def start(self, timings: Timings, env: dict[str, Any]) -> Submit:
         c, t = self.config, self.target
         counter = TokenCounter(c.tokenizer) if c.tokenizer else None
-        connections = min(MAX_CONNECTIONS, max(c.concurrency or 1, c.backlog_limit() or 1))
         ignore_eos = (not c.stop_on_eos) if t.forces_length else None
         self.transport = SseTransport(
-            t.url, t.model, chat=t.api == "chat", connections=connections,
-            ignore_eos=ignore_eos, min_tokens=t.forces_length,
-            headers=auth_headers(api_key(c.api_key_env)), counter=counter, trace=True,
-            needs_done=t.sends_done, chunk_usage=t.chunk_usage,
-            timeout_s=c.request_timeout_s, idle_s=max(c.request_timeout_s / 10, MIN_IDLE_S))
+            t.url, t.model, chat=t.api == "chat", ignore_eos=ignore_eos,
+            min_tokens=t.forces_length, headers=auth_headers(api_key(c.api_key_env)),
+            counter=counter, trace=True, needs_done=t.sends_done, chunk_usage=t.chunk_usage,
+            **stream_limits(c))
         env["target"] = t.describe()
         self.env = env
         if c.scrape_metrics:
