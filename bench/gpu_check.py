@@ -5,7 +5,11 @@
     python bench/gpu_check.py --device cpu # the dry run on purpose
 
 On a machine without CUDA it runs the same checks on the CPU (a dry run: the script itself
-cannot rot) and says so in its first line.
+cannot rot) and says so in its first line. A dry run fails on what does not depend on the
+machine's speed (parts that do not sum, an INVALID run, a check that cannot run); its timing
+agreements are printed, marked "dry run", and do not fail it: a shared CPU's speed drifts by
+more than the tolerance between two timings taken a minute apart (CI once saw a decode step
+timed directly at 5.8 ms and by the engine at 4.3 ms, both right for their minute).
 
 Why these checks: CUDA work is asynchronous, so a clock read without a synchronisation
 charges the forward pass to whatever comes next (postprocess, or nothing at all). Each
@@ -62,9 +66,9 @@ class Check:
         hi = self.direct_ms * (1 + TOLERANCE) + SLACK_MS
         return lo <= self.engine_ms <= hi
 
-    @property
-    def passed(self) -> bool:
-        return self.agrees and self.sums_exactly and self.valid
+    def passed(self, dry: bool) -> bool:
+        """Sums exactly, VALID, and agrees (a dry run's timing does not fail it)."""
+        return self.sums_exactly and self.valid and (dry or self.agrees)
 
 
 def _sync(device: torch.device) -> None:
@@ -160,7 +164,7 @@ def gen_checks(model: str, device: str, dtype: str, quick: bool) -> tuple[list[G
     # direct timing, or a CPU dry run compares two threads with one
     torch.set_num_threads(1)
     p = build_pipeline(model, dev, DTYPES[dtype], parse_model_args(model, {}))
-    repeats = 10 if quick else 50
+    repeats = 15 if quick else 50
     ids = []
     for text in p.sample_inputs(16, 0):
         ids += p.tokenize(text)
@@ -168,8 +172,7 @@ def gen_checks(model: str, device: str, dtype: str, quick: bool) -> tuple[list[G
         ids += ids
     start, stop = _timer(dev)
 
-    def direct(fn) -> float:  # type: ignore[no-untyped-def]
-        times = []
+    def direct(fn, times: list[float]) -> list[float]:  # type: ignore[no-untyped-def]
         with torch.inference_mode():
             for i in range(repeats + 3):
                 start()
@@ -177,7 +180,7 @@ def gen_checks(model: str, device: str, dtype: str, quick: bool) -> tuple[list[G
                 ms = stop()
                 if i >= 3:
                     times.append(ms)
-        return statistics.median(times)
+        return times
 
     def prefill_256() -> None:
         kv = p.allocate(300)
@@ -198,9 +201,11 @@ def gen_checks(model: str, device: str, dtype: str, quick: bool) -> tuple[list[G
             pos[0] += 1
         return step
 
-    out = [GenCheck("prefill 256", dtype, direct(prefill_256), 0.0)]
-    out.append(GenCheck("decode b=1", dtype, direct(decoder(1)), 0.0))
-    out.append(GenCheck("decode b=8", dtype, direct(decoder(8)), 0.0))
+    # timed directly before and after the engine's runs, the samples pooled: the direct
+    # figure then spans the same minutes as the engine's (a machine whose speed drifts
+    # between the two would otherwise fail the check for the drift)
+    kinds = (("prefill 256", prefill_256), ("decode b=1", decoder(1)), ("decode b=8", decoder(8)))
+    samples: list[list[float]] = [direct(fn, []) for _, fn in kinds]
     n = 4 if quick else 16
     engine = []
     for batch in (1, 8):
@@ -214,8 +219,12 @@ def gen_checks(model: str, device: str, dtype: str, quick: bool) -> tuple[list[G
     d1 = steps1[(steps1["decode_seqs"] == 1) & (steps1["prefill_seqs"] == 0)]
     d8 = steps8[(steps8["decode_seqs"] == 8) & (steps8["prefill_seqs"] == 0)]
     med = lambda a: statistics.median(a["call_ns"].tolist()) / 1e6 if len(a) else float("nan")  # noqa: E731
-    out = [GenCheck(c.what, c.dtype, c.direct_ms, m)
-           for c, m in zip(out, (med(pre), med(d1), med(d8)), strict=True)]
+    fns = (prefill_256, decoder(1), decoder(8))  # fresh caches: the first ones are full
+    for times, fn in zip(samples, fns, strict=True):
+        direct(fn, times)
+    out = [GenCheck(what, dtype, statistics.median(times), m)
+           for (what, _), times, m in zip(kinds, samples, (med(pre), med(d1), med(d8)),
+                                          strict=True)]
     exact = valid = True
     for r in engine:
         rows = r.rows[(r.rows["status"] == 0) & ~r.rows["warmup"]]
@@ -243,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"gpu_check: no CUDA here — a DRY RUN on {device} (torch {torch.__version__})")
         dtypes = ["float32"]
+    dry = not device.startswith("cuda")
+    mark = lambda ok: "yes" if ok else ("NO (dry run)" if dry else "NO")  # noqa: E731
     models = MODELS[:1] if a.quick else MODELS
     print(f"{'model':<18}{'dtype':<10}{'direct fwd':>11}{'engine fwd':>11}{'total p50':>10}"
           f"  sums  valid  agrees")
@@ -253,13 +264,17 @@ def main(argv: list[str] | None = None) -> int:
             checks.append(c)
             print(f"{c.model:<18}{c.dtype:<10}{c.direct_ms:>9.3f}ms{c.engine_ms:>9.3f}ms"
                   f"{c.total_p50_ms:>8.3f}ms  {'yes' if c.sums_exactly else 'NO':<5} "
-                  f"{'yes' if c.valid else 'NO':<6} {'yes' if c.agrees else 'NO'}")
+                  f"{'yes' if c.valid else 'NO':<6} {mark(c.agrees)}")
     ev, clock = copy_check(torch.device(device), 20 if a.quick else 100)
     copy_ok = abs(ev - clock) <= TOLERANCE * clock + SLACK_MS
     print(f"host→device copy of 8×3×224×224 float32: {ev:.3f} ms (events) vs {clock:.3f} ms "
-          f"(clock) {'agrees' if copy_ok else 'DISAGREES'}")
-    failed: list[object] = [c for c in checks if not c.passed] + ([] if copy_ok else ["copy"])
+          f"(clock) {'agrees' if copy_ok else 'DISAGREES'}"
+          f"{' (dry run)' if dry and not copy_ok else ''}")
+    # a dry run fails on what does not depend on the machine's speed (module docstring)
+    failed: list[object] = [c for c in checks if not c.passed(dry)]
+    failed += [] if copy_ok or dry else ["copy"]
     total = [len(checks) + 1]
+    timing_off = [sum(not c.agrees for c in checks) + (not copy_ok)]
     print(f"\ngeneration ({a.gen_model}): direct vs the engine's own call stamps")
     print(f"{'what':<14}{'dtype':<10}{'direct':>10}{'engine':>10}  agrees")
     try:
@@ -267,14 +282,18 @@ def main(argv: list[str] | None = None) -> int:
             gchecks, sums_valid = gen_checks(a.gen_model, device, dtype, a.quick)
             for g in gchecks:
                 print(f"{g.what:<14}{g.dtype:<10}{g.direct_ms:>8.3f}ms{g.engine_ms:>8.3f}ms  "
-                      f"{'yes' if g.agrees else 'NO'}")
+                      f"{mark(g.agrees)}")
             print(f"{'':<14}{dtype:<10} parts add up to E2E and VALID: "
                   f"{'yes' if sums_valid else 'NO'}")
-            failed += [g for g in gchecks if not g.agrees] + ([] if sums_valid else ["sums"])
+            failed += [g for g in gchecks if not (g.agrees or dry)]
+            timing_off[0] += sum(not g.agrees for g in gchecks)
+            failed += [] if sums_valid else ["sums"]
             total[0] += len(gchecks) + 1
     except (ValueError, latency.ConfigError) as exc:  # no such pipeline here (no weights)
         print(f"  not checked: {exc}")
-    print(f"{total[0] - len(failed)} passed, {len(failed)} failed")
+    print(f"{total[0] - len(failed)} passed, {len(failed)} failed"
+          + (f" ({timing_off[0]} timing agreement(s) off in this dry run, not failing it)"
+             if dry and timing_off[0] else ""))
     return 1 if failed else 0
 
 
