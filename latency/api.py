@@ -27,7 +27,6 @@ from latency.core.errors import ConfigError
 if TYPE_CHECKING:
     from latency.analysis.gen_result import GenResult
     from latency.analysis.result import RunResult
-    from latency.simulation.simulator import SimSummary
 
 _CONFIG_FIELDS = {f.name for f in fields(RunConfig)}
 
@@ -175,27 +174,72 @@ def simulate(rate: float | None = None, *, service_ms: float | None = None,
              service_dist: str | None = None, service_cv: float | None = None,
              from_run: Any = None, replicas: int | None = None,
              batch_size: int | None = None, max_batch_delay_ms: float | None = None,
-             arrival: str = "poisson",
-             preprocess_workers: int | None = None, requests: int = 100_000,
-             seed: int = 0, clients: int | None = None) -> SimSummary:
+             arrival: str | None = None,
+             preprocess_workers: int | None = None, requests: int | None = None,
+             seed: int = 0, clients: int | None = None, db: str | None = None,
+             **generation: Any) -> Any:
     """Simulate the serving system (no model runs) and return its SimSummary (``repr``: the
     summary, marked SIMULATED). ``from_run``: a RunResult, a run JSON/CSV path or a history
     id whose service times — and, unless given, its rate (or, for a closed-loop run, its
     clients), batching, replicas and preprocess workers — are taken. ``clients``: a closed
     loop of that many clients instead of arrivals at a rate. ``service_*``: the parametric
     service (None: ``ServiceModel``'s default). Every value is checked as the CLI checks it,
-    by the same ``simulation_setup`` (ConfigError, the same one line)."""
+    by the same ``simulation_setup`` (ConfigError, the same one line).
+
+    A generation run as ``from_run`` (a GenResult, its JSON or a history id ``g…``): its
+    server simulated step by step, the step cost fitted from its own steps; returns a
+    GenResult labelled simulated. ``generation``: what to change — ``max_running``,
+    ``max_step_tokens``, ``chunked_prefill`` (0: off), ``kv_tokens``, ``batching``,
+    ``prompt_tokens``, ``output_tokens``, ``slo``/``slo_ttft_ms``/``slo_tpot_ms``,
+    ``decode_scale``/``prefill_scale`` (what-ifs: 0.6 is a 40 % faster call)."""
     from latency.simulation.setup import simulation_setup
     from latency.simulation.simulator import summarize_simulation
-    from latency.storage.run_files import load_run
+    from latency.storage.run_files import is_generation_file, load_generation, load_run
 
+    gen_run = from_run if getattr(from_run, "kind", None) == "generation" else (
+        load_generation(from_run, db) if isinstance(from_run, str)
+        and is_generation_file(from_run) else None)
+    if gen_run is not None:
+        return _simulate_generation(gen_run, from_run, rate=rate, clients=clients,
+                                    arrival=arrival, replicas=replicas, requests=requests,
+                                    seed=seed, one_shot={
+                                        "service_ms": service_ms, "service_dist": service_dist,
+                                        "service_cv": service_cv, "batch_size": batch_size,
+                                        "max_batch_delay_ms": max_batch_delay_ms,
+                                        "preprocess_workers": preprocess_workers},
+                                    generation=generation)
+    if generation:
+        raise ConfigError(f"{', '.join(sorted(generation))}: generation settings; give "
+                          "from_run a generation run")
     setup = simulation_setup(
         rate=rate, clients=clients, replicas=replicas, batch_size=batch_size,
-        max_batch_delay_ms=max_batch_delay_ms, arrival=arrival,
-        preprocess_workers=preprocess_workers, requests=requests, seed=seed,
+        max_batch_delay_ms=max_batch_delay_ms, arrival=arrival or "poisson",
+        preprocess_workers=preprocess_workers,
+        requests=100_000 if requests is None else requests, seed=seed,
         service_ms=service_ms, service_dist=service_dist, service_cv=service_cv,
-        from_run=from_run, load=load_run)
+        from_run=from_run, load=lambda source: load_run(source, db))
     return summarize_simulation(setup.config, setup.service)
+
+
+def _simulate_generation(run: Any, named: Any, *, one_shot: dict[str, Any],
+                         generation: dict[str, Any], **load: Any) -> Any:
+    from latency.simulation.gen_config import GEN_SETTINGS
+    from latency.simulation.gen_replay import gen_replay
+
+    wrong = sorted(k for k, v in one_shot.items() if v is not None)
+    if wrong:
+        raise ConfigError(f"{', '.join(wrong)}: one-shot settings; the run is a generation "
+                          "(its scheduler's settings: max_running, chunked_prefill, …)")
+    unknown = sorted(set(generation) - set(GEN_SETTINGS))
+    if unknown:
+        raise ConfigError(f"unknown simulation setting(s): {', '.join(unknown)}")
+    g = dict(generation)
+    return gen_replay(run, prompt_tokens=g.pop("prompt_tokens", None),
+                      output_tokens=g.pop("output_tokens", None),
+                      decode_scale=g.pop("decode_scale", 1.0),
+                      prefill_scale=g.pop("prefill_scale", 1.0),
+                      source=named if isinstance(named, str) else "the given run",
+                      **load, **g).run()
 
 
 __all__ = ["profile", "simulate"]

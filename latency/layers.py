@@ -8,7 +8,8 @@ and that the stages in ``TORCH_FREE`` import neither torch nor Streamlit.
 from __future__ import annotations
 
 LAYERS: dict[str, set[str]] = {
-    # values: records, configuration, errors, clocks, formatting
+    # values: records, configuration, errors, clocks, formatting; the generation scheduler's
+    # policy (pure decisions, which the server and the simulator both run)
     "core": set(),
     # the machine: devices, cores, environment (torch from here up)
     "host": {"core"},

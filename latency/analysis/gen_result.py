@@ -73,6 +73,11 @@ class GenResult:
         """A generation from a server of yours (``--target``)."""
         return self.config.target is not None
 
+    @property
+    def is_simulated(self) -> bool:
+        """A run of the generation simulator (``simulation.gen_simulator``): no model ran."""
+        return "simulated" in self.environment
+
     @cached_property
     def target_view(self) -> TargetView | None:
         """The server split, chunk gaps and token counts of a target run (None otherwise)."""

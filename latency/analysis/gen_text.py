@@ -114,7 +114,9 @@ def format_generation_block(s: GenSummary, config: RunConfig,
 def format_generation(result: Any) -> str:
     """A generation result for the terminal: what ran, how it ended, its numbers, findings,
     verdict, the machine and validity."""
-    lines = [f"run {result.status}: {describe_generation(result.config)}"]
+    simulated = getattr(result, "is_simulated", False)
+    lines = [(f"SIMULATED (no model ran; {result.status}): " if simulated
+              else f"run {result.status}: ") + describe_generation(result.config)]
     if result.failure:
         lines.append(f"failure: {result.failure}")
     view = getattr(result, "target_view", None)
@@ -136,7 +138,8 @@ def format_generation(result: Any) -> str:
     machine = machine_line(result.environment)
     if machine:
         lines.append(machine)
-    lines.append(f"validity: {result.validity.line()}")
+    if not simulated:  # a simulation has no machine, and nothing it measured to judge
+        lines.append(f"validity: {result.validity.line()}")
     return "\n".join(lines)
 
 

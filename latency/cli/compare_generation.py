@@ -10,47 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
-from typing import Any
 
-from latency.core.errors import ConfigError
+from latency.storage.run_files import load_generation
 
 EXIT_OK, EXIT_REGRESSION = 0, 1
-
-
-def is_generation_file(ref: str) -> bool:
-    """Whether ``ref`` is a generation: an id of one in the history (``g…``) or a generation
-    run's JSON file (``"kind": "generation"``)."""
-    from latency.storage.gen_store import is_generation_id
-
-    if is_generation_id(ref) and not Path(ref).exists():
-        return True
-    if not ref.lower().endswith(".json") or not Path(ref).is_file():
-        return False
-    try:
-        with open(ref, "rb") as f:
-            head = f.read(64)
-        return b'"kind": "generation"' in head or b'"kind":"generation"' in head
-    except OSError:
-        return False
-
-
-def load_generation(ref: str, db: str | None = None) -> Any:
-    from latency.analysis.gen_result import GenResult
-    from latency.storage.gen_store import GenerationStore, is_generation_id
-
-    if is_generation_id(ref) and not Path(ref).exists():
-        return GenerationStore(db).load(ref)[1]
-
-    try:
-        data = json.loads(Path(ref).read_text())
-        return GenResult.from_dict(data)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ConfigError(f"{ref}: not a readable generation run JSON "
-                          f"({type(exc).__name__})") from None
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{ref}: damaged generation run JSON ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
 
 
 def cmd_compare_generations(a: argparse.Namespace) -> int:

@@ -16,10 +16,11 @@ from latency.cli.args import NO_DEFAULT, number
 from latency.core.config import GROUPS, RunConfig
 from latency.core.flags import Flag, default_of, flags_of
 from latency.simulation.config import SimConfig
+from latency.simulation.gen_config import GenSimSettings
 from latency.simulation.service import ServiceModel
 
 #: the dataclasses whose fields are ``simulate``'s flags
-SIMULATED: tuple[type, ...] = (SimConfig, ServiceModel)
+SIMULATED: tuple[type, ...] = (SimConfig, ServiceModel, GenSimSettings)
 
 #: how each ``Flag.type`` is read from the command line (a one-line error when it cannot be)
 _TYPES: dict[str, Any] = {"str": None, "int": int, "float": number}

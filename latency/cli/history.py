@@ -216,7 +216,8 @@ def cmd_compare(a: argparse.Namespace) -> int:
     pct = a.fail_if_p99_worse
     if pct is not None and not (math.isfinite(pct) and pct >= 0):
         raise ConfigError("--fail-if-p99-worse must be a percentage >= 0")
-    from latency.cli.compare_generation import cmd_compare_generations, is_generation_file
+    from latency.cli.compare_generation import cmd_compare_generations
+    from latency.storage.run_files import is_generation_file
 
     generation = [is_generation_file(ref) for ref in a.ids]
     if any(generation):

@@ -15,6 +15,9 @@ from latency.cli.config_flags import SIMULATED, add_config_flags
 from latency.core import fmt
 from latency.core.errors import ConfigError
 
+#: a one-shot simulation's requests when none are given
+DEFAULT_REQUESTS = 100_000
+
 
 def add_parser(sub: Any) -> None:
     sm = sub.add_parser("simulate", help="simulate the serving system (no model runs)",
@@ -24,13 +27,29 @@ def add_parser(sub: Any) -> None:
                     help="resample service times (every component; forward per batch size) "
                          "from a recorded run: the JSON or CSV `run --json/--csv` wrote, or a "
                          "history run id; its rate (or clients), replicas, batching and "
-                         "preprocess workers are the defaults")
+                         "preprocess workers are the defaults. A generation run (a history id "
+                         "g…, or its JSON): its server is simulated step by step, the step "
+                         "cost fitted from its own steps, its load, scheduler and lengths the "
+                         "defaults")
     history_cli.add_db_flag(sm)
     sm.add_argument("--json", metavar="PATH", help="write the summary as JSON")
     sm.add_argument("--force", action="store_true", help="overwrite an existing --json file")
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
+    from latency.cli.simulate_generation import cmd_simulate_generation, generation_flags_given
+    from latency.storage.run_files import is_generation_file
+
+    if a.from_run and is_generation_file(a.from_run):
+        return cmd_simulate_generation(a)
+    given = generation_flags_given(a)
+    if given:
+        raise ConfigError(f"{', '.join(given)} simulate a generation server: give --from-run "
+                          "a generation run (a run of a generative pipeline)")
+    return _cmd_simulate_one_shot(a)
+
+
+def _cmd_simulate_one_shot(a: argparse.Namespace) -> int:
     from latency.analysis.summary_text import format_table
     from latency.simulation.setup import simulation_setup
     from latency.simulation.simulator import summarize_simulation
@@ -44,8 +63,9 @@ def cmd_simulate(a: argparse.Namespace) -> int:
                      inputs=(a.from_run,))
     setup = simulation_setup(
         rate=a.rate, clients=a.clients, replicas=a.replicas, batch_size=a.batch_size,
-        max_batch_delay_ms=a.max_batch_delay_ms, arrival=a.arrival,
-        preprocess_workers=a.preprocess_workers, requests=a.requests, seed=a.seed,
+        max_batch_delay_ms=a.max_batch_delay_ms, arrival=a.arrival or "poisson",
+        preprocess_workers=a.preprocess_workers,
+        requests=a.requests if a.requests is not None else DEFAULT_REQUESTS, seed=a.seed,
         service_ms=a.service_ms, service_dist=a.service_dist, service_cv=a.service_cv,
         from_run=a.from_run, load=lambda source: load_run(source, a.db))
     cfg, svc, source = setup.config, setup.service, setup.source

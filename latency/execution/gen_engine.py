@@ -170,6 +170,9 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
                 assert pipeline is not None
                 timings.model_load_s = time.perf_counter() - t
                 work = build_work(pipeline, config, total, prompts)
+                # the context one sequence may hold: the KV budget's default (a simulator of
+                # this run needs it)
+                env["max_context"] = int(pipeline.max_context)
                 server = gen_backend(config, pipeline, given, steps.add)
             driver = GenDriver(server.start(timings, env), work, rec.record, cancel)
             rng = np.random.default_rng(config.seed)

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import torch
 
 from latency.core.config import RunConfig
+from latency.core.gen_scheduler import SchedulerConfig
 from latency.host.devices import DTYPES, resolve_device
 from latency.pipelines.generative import GenerativePipeline, is_generative
 from latency.pipelines.registry import build_pipeline
-from latency.serve.gen_scheduler import SchedulerConfig
 from latency.serve.gen_server import GenServer, GenServerConfig, StepCallback
 
 

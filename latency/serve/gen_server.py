@@ -22,10 +22,10 @@ import torch
 
 from latency.core.errors import error_text
 from latency.core.gen_records import KIND_DECODE, KIND_FIRST, KIND_RECOMPUTE, GenRequest
+from latency.core.gen_scheduler import Plan, Scheduler, SchedulerConfig, Seq
 from latency.core.timing import now_ns
 from latency.host.devices import synchronize
 from latency.pipelines.generative import DecodeInput, GenerativePipeline, PrefillChunk
-from latency.serve.gen_scheduler import Plan, Scheduler, SchedulerConfig, Seq
 
 _STOP = object()
 STOP_JOIN_S = 3.0

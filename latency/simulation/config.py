@@ -61,9 +61,11 @@ class SimConfig:
         "--arrival", "Arrivals: poisson (independent, the usual model of many users), "
         "constant (evenly spaced), bursty (Poisson at twice the rate for a second, then none "
         "for a second: the same mean rate, far longer queues) or recorded (a recorded run's "
-        "own arrival times, replayed).", commands=SIMULATE, group=LOAD))
+        "own arrival times, replayed).", commands=SIMULATE, group=LOAD, unset=True,
+        default_text="poisson; a generation run's own kind"))
     requests: int = field(default=100_000, metadata=flag(
-        "--requests", "Simulated requests.", commands=SIMULATE, group=LOAD, type="int"))
+        "--requests", "Simulated requests.", commands=SIMULATE, group=LOAD, type="int",
+        unset=True, default_text="100,000; a generation run's own measured count"))
     seed: int = field(default=0, metadata=flag(
         "--seed", field_help("seed"), commands=SIMULATE, group=LOAD, type="int"))
     warmup_fraction: float = 0.1  # the transient from an empty system, dropped

@@ -9,13 +9,16 @@ sequence (in another); its time is modelled as
 
 — Vidur's and DistServe's form (a prefill is compute-bound in its tokens, a decode step
 memory-bound in its batch and its context). The coefficients are non-negative least squares
-over the recorded steps (``scipy.optimize.nnls``: a negative cost is not physical), and the fit
+of the relative error over the recorded steps (``scipy.optimize.nnls``: a negative cost is not
+physical), and the fit
 says how good it is — R² and the median and p90 relative error of the steps it predicts — so
 a simulator that uses it can show its error beside its figures.
 
 Why the two indicators: a call has a cost of its own (a kernel launch, a Python call into the
 pipeline) whether it carries one token or a thousand; without them a fit through the origin
-charges that cost to the tokens.
+charges that cost to the tokens. The step's own ``fixed`` is fitted only where it can be told
+apart from them — a whole step's, over steps that hold both calls (chunked prefill): in a
+prefill-first run every step holds one call, and the three fixed terms are one sum.
 """
 from __future__ import annotations
 
@@ -100,10 +103,20 @@ def fit_step_cost(steps: np.ndarray, of: str = "step") -> StepCost:
     took = steps["t_end"] - steps["t_start"] if of == "step" else steps["call_ns"]
     measured = took.astype(np.float64) / 1e6
     x = _design(steps["prefill_tokens"], steps["decode_seqs"], steps["kv_used"])
-    used = np.flatnonzero(x.any(axis=0))  # a term no step exercised is left at zero
+    exercised = np.asarray(x.any(axis=0))  # a term no step exercised is left at zero
+    # the step's own fixed cost is told apart from the calls' only by steps holding both
+    # calls; without them (prefill-first) it is the calls' fixed costs' sum, and a call's
+    # time never holds the step's own work at all: left to the calls' own fixed terms
+    both = bool(((x[:, 1] > 0) & (x[:, 3] > 0)).any())
+    exercised[0] = of == "step" and both
+    used = np.flatnonzero(exercised)
     coef = np.zeros(len(TERMS))
     scale = np.maximum(np.abs(x[:, used]).max(axis=0), 1e-12)  # conditioning
-    solved, _ = nnls(x[:, used] / scale, measured)
+    # relative errors, not absolute ones: each step weighs 1/its time, so a run's few long
+    # prefills do not buy their fit with its many short decode steps' (the gaps between
+    # tokens are made of those)
+    weight = 1.0 / np.maximum(measured, 1e-6)
+    solved, _ = nnls(x[:, used] / scale * weight[:, None], measured * weight)
     coef[used] = solved / scale
     predicted = x @ coef
     resid = measured - predicted

@@ -58,7 +58,7 @@ class ServiceModel:
 
     forward_ms: float = field(default=5.0, metadata=flag(
         "--service-ms", "Mean time (ms) one batch spends in the model's forward pass.",
-        commands=SIMULATE, group=SERVICE, type="float"))
+        commands=SIMULATE, group=SERVICE, type="float", unset=True, default_text="5"))
     forward_per_item_ms: float = 0.0
     #: the serving machinery's own fixed costs, for predicting a real server: ``network_ms``
     #: per request (both directions together) and ``turnaround_ms`` per batch (the replica's
@@ -73,10 +73,11 @@ class ServiceModel:
     dist: str = field(default="exponential", metadata=flag(
         "--service-dist", "Forward-time distribution: constant, exponential or lognormal. "
         "Variable service times queue far more than constant ones at the same utilisation.",
-        commands=SIMULATE, group=SERVICE))
+        commands=SIMULATE, group=SERVICE, unset=True, default_text="exponential"))
     cv: float = field(default=1.0, metadata=flag(
         "--service-cv", "Lognormal spread: the forward time's standard deviation ÷ its mean "
-        "(coefficient of variation).", commands=SIMULATE, group=SERVICE, type="float"))
+        "(coefficient of variation).", commands=SIMULATE, group=SERVICE, type="float",
+        unset=True, default_text="1"))
     samples: dict[str, np.ndarray] = field(default_factory=dict)
     forward_by_batch: dict[int, np.ndarray] = field(default_factory=dict)
     #: replay: the forward time of the k-th batch is ``forward_trace_ms[k]`` (cycled) — the

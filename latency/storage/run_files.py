@@ -71,8 +71,8 @@ def load_run(source: str, db: str | None = None) -> tuple[np.ndarray, RunConfig 
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise ConfigError(f"{source}: not valid JSON ({_why(exc)})") from None
         if isinstance(data, dict) and data.get("kind") == "generation":
-            raise ConfigError(f"{source} is a generation run: simulating generation is not "
-                              "built yet (this reads one-shot runs)")
+            raise ConfigError(f"{source} is a generation run (this reads one-shot runs; "
+                              "load_generation reads it)")
         table = data.get("requests") if isinstance(data, dict) else None
         if not isinstance(table, dict) or "columns" not in table:
             raise ValueError(f"{source} has no per-request records: write the run with "
@@ -175,3 +175,40 @@ def _machine(environment: Any) -> dict[str, Any] | None:
     """A run file's machine while it measured, as the history lists it (without the series)."""
     d = environment.get("disturbance") if isinstance(environment, dict) else None
     return {k: v for k, v in d.items() if k != "series"} if isinstance(d, dict) else None
+
+
+def is_generation_file(ref: str) -> bool:
+    """Whether ``ref`` is a generation: an id of one in the history (``g…``) or a generation
+    run's JSON file (``"kind": "generation"``)."""
+    from latency.storage.gen_store import is_generation_id
+
+    if is_generation_id(ref) and not Path(ref).exists():
+        return True
+    if not ref.lower().endswith(".json") or not Path(ref).is_file():
+        return False
+    try:
+        with open(ref, "rb") as f:
+            head = f.read(64)
+        return b'"kind": "generation"' in head or b'"kind":"generation"' in head
+    except OSError:
+        return False
+
+
+def load_generation(ref: str, db: str | None = None) -> Any:
+    """A generation run as its GenResult: a history id (``g…``) or a ``run --json`` file;
+    ConfigError (one line) for a file that is not one."""
+    from latency.analysis.gen_result import GenResult
+    from latency.storage.gen_store import GenerationStore, is_generation_id
+
+    if is_generation_id(ref) and not Path(ref).exists():
+        return GenerationStore(db).load(ref)[1]
+
+    try:
+        data = json.loads(Path(ref).read_text())
+        return GenResult.from_dict(data)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{ref}: not a readable generation run JSON "
+                          f"({type(exc).__name__})") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{ref}: damaged generation run JSON ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''})") from None

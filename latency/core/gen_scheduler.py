@@ -19,7 +19,9 @@ admitted only when its tokens fit; when a decode step needs more than is free, t
 admitted last is **preempted**: its cache is freed and it goes back to the front of the queue,
 to be prefilled again from its prompt and what it already generated (recompute).
 
-This module decides only; ``gen_server`` runs the calls and stamps the clock.
+This module decides only: the server (``serve.gen_server``) runs the calls and stamps the
+clock, and the generation simulator (``simulation.gen_simulator``) runs the same decisions
+against a fitted step cost — one policy, so the simulator cannot drift from the server.
 """
 from __future__ import annotations
 
