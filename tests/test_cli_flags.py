@@ -125,14 +125,20 @@ SAME_AS_RUN = ("replicas", "batch_size", "max_batch_delay_ms", "preprocess_worke
 
 
 def test_every_simulated_setting_that_is_a_flag_has_its_metadata(monkeypatch):
-    """simulate's flags are made from SimConfig's and ServiceModel's fields, as run's are from
-    RunConfig's: each flag but the command's own is a field's, and ``--help`` says its help."""
+    """simulate's flags are made from SimConfig's, ServiceModel's and GenSimSettings' fields,
+    as run's are from RunConfig's: each flag but the command's own is a field's, ``--help``
+    says its help, and a generation setting named as a run flag means what that flag means."""
     from latency.core.config import field_help
     from latency.core.flags import flags_of
     from latency.simulation.config import SimConfig, setting_help
+    from latency.simulation.gen_config import GenSimSettings
     from latency.simulation.service import ServiceModel
 
-    declared = {**flags_of(SimConfig), **flags_of(ServiceModel)}
+    gen = flags_of(GenSimSettings)
+    declared = {**flags_of(SimConfig), **flags_of(ServiceModel), **gen}
+    for name, f in gen.items():
+        if name not in ("decode_scale", "prefill_scale"):
+            assert f.help == field_help(name), name
     assert set(flags_of(SimConfig)) == {f.name for f in dataclasses.fields(SimConfig)} - API_ONLY
     assert set(flags_of(ServiceModel)) == {"forward_ms", "dist", "cv"}
     sub = next(a for a in build_parser()._actions if hasattr(a, "choices") and a.choices

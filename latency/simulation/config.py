@@ -152,7 +152,11 @@ def _whole(flag: str, value: Any, limit: int) -> None:
 
 
 def setting_help(name: str) -> str:
-    """What a simulated setting means — a ``SimConfig`` or parametric ``ServiceModel`` field —
+    """What a simulated setting means — a ``SimConfig``, parametric ``ServiceModel`` or
+    generation ``GenSimSettings`` field —
     as ``simulate --help`` says it and the Load Simulator's tooltips show it. Where a
     setting means what a RunConfig field means, its help is that field's."""
-    return {**flags_of(ServiceModel), **flags_of(SimConfig)}[name].help
+    from latency.simulation.gen_config import GenSimSettings
+
+    return {**flags_of(ServiceModel), **flags_of(SimConfig),
+            **flags_of(GenSimSettings)}[name].help
