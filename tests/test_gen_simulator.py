@@ -223,3 +223,17 @@ def test_the_machines_drift_is_told_apart_from_single_steps_spikes():
     assert float(simulated.std()) == pytest.approx(got_spread, rel=0.25)
     z = simulated - simulated.mean()
     assert float(np.mean(z[:-1] * z[1:]) / np.mean(z * z)) == pytest.approx(got_rho, abs=0.01)
+
+
+def test_a_simulation_beyond_the_calibrations_range_says_it_extrapolates(recorded):
+    import latency
+
+    result, _ = recorded  # prompts up to 300 tokens, 4 slots
+    far = latency.simulate(from_run=result, prompt_tokens="1500", max_running=8,
+                           requests=40)
+    said = " ".join(far.warnings)
+    assert "prefill calls of up to 1,500 prompt tokens" in said and "extrapolated" in said
+    assert "decode steps of up to" in said
+    near = latency.simulate(from_run=result, requests=40)
+    assert not any("extrapolated" in w for w in near.warnings)
+    assert any("extrapolated" in w for w in far.findings)  # shown with the result's findings

@@ -78,3 +78,36 @@ def test_the_fit_of_the_calls_recovers_the_set_costs(run):
 def test_too_few_steps_are_one_line():
     with pytest.raises(FitError, match="at least 20"):
         fit_step_cost(np.zeros(5, dtype=STEP_DTYPE))
+
+
+def test_a_prefill_that_grows_faster_than_its_length_is_fitted_by_its_attention():
+    """Emulated steps (not a measurement): prefill calls of 2 + 0.01·tokens + 1e-5·pairs ms
+    over one whole prompt each; the fit recovers the attention term, and predicts a prompt
+    three times longer than any it saw."""
+    from latency.core.gen_records import prefill_attention
+
+    rng = np.random.default_rng(0)
+    n = rng.integers(16, 400, 200)
+    steps = np.zeros(len(n), dtype=STEP_DTYPE)
+    steps["prefill_tokens"], steps["prefill_seqs"] = n, 1
+    steps["prefill_attn"] = [prefill_attention([(0, int(k))]) for k in n]
+    took = 2 + 0.01 * n + 1e-5 * steps["prefill_attn"]
+    steps["t_start"] = np.arange(len(n)) * 10**9
+    steps["call_ns"] = (took * 1e6).astype(np.int64)
+    steps["t_end"] = steps["t_start"] + steps["call_ns"]
+    cost = fit_step_cost(steps, of="calls")
+    assert cost.per_attention_ms == pytest.approx(1e-5, rel=0.01)
+    long = prefill_attention([(0, 1200)])
+    assert cost.predict_ms(np.array([1200]), np.array([0]), np.array([0]),
+                           np.array([long]))[0] == pytest.approx(2 + 12 + 1e-5 * long, rel=0.01)
+
+
+def test_a_saved_step_of_the_layout_before_attention_reads_back_with_it_unknown():
+    from latency.core.gen_records import STEP_DTYPE_V1, steps_from_bytes
+
+    old = np.zeros(3, dtype=STEP_DTYPE_V1)
+    old["prefill_tokens"], old["t_end"] = [5, 6, 7], [10, 20, 30]
+    back = steps_from_bytes(old.tobytes(), 1)
+    assert back.dtype == STEP_DTYPE and list(back["prefill_tokens"]) == [5, 6, 7]
+    assert list(back["t_end"]) == [10, 20, 30] and not back["prefill_attn"].any()
+    assert (steps_from_bytes(back.tobytes(), 2) == back).all()

@@ -73,13 +73,41 @@ TOKEN_DTYPE = np.dtype([
 
 #: one row a scheduler step: when it began, its prefill call ended, it ended; the time inside
 #: the pipeline's calls (prefill, decode, sampling: the rest of a step is the scheduler's own
-#: work and detokenizing); what it held.
+#: work and detokenizing); what it held; and its prefill's attention work — each chunk's
+#: tokens times the positions they attend (``prefill_attention``): what makes a long prompt's
+#: prefill grow faster than its length.
 STEP_DTYPE = np.dtype([
     ("t_start", "<i8"), ("t_prefill_end", "<i8"), ("t_end", "<i8"), ("call_ns", "<i8"),
     ("prefill_tokens", "<i4"), ("prefill_seqs", "<i2"), ("decode_seqs", "<i2"),
     ("waiting", "<i4"), ("running", "<i2"), ("kv_used", "<i4"), ("preempted", "<i2"),
-    ("replica", "<i2"),
+    ("replica", "<i2"), ("prefill_attn", "<i8"),
 ])
+#: the step rows of history saved before ``prefill_attn`` existed (read back with it 0)
+STEP_DTYPE_V1 = np.dtype([(n, STEP_DTYPE[n]) for n in STEP_DTYPE.names or ()
+                          if n != "prefill_attn"])
+
+
+def prefill_attention(chunks: list[tuple[int, int]]) -> int:
+    """A prefill call's attention work: for each chunk (its first position, its length),
+    every one of its tokens attends to the positions up to its own (causal) — ``n·start +
+    n(n+1)/2`` token pairs."""
+    return sum(n * start + n * (n + 1) // 2 for start, n in chunks)
+
+
+#: the layout of ``STEP_DTYPE`` (a saved run says which it was written in)
+STEP_LAYOUT = 2
+
+
+def steps_from_bytes(data: bytes, layout: int) -> np.ndarray:
+    """Step rows from their raw bytes in ``layout`` (1: before ``prefill_attn``, which is
+    then 0: unknown)."""
+    if layout >= STEP_LAYOUT:
+        return np.frombuffer(data, dtype=STEP_DTYPE).copy()
+    old = np.frombuffer(data, dtype=STEP_DTYPE_V1)
+    out = np.zeros(len(old), dtype=STEP_DTYPE)
+    for name in STEP_DTYPE_V1.names or ():
+        out[name] = old[name]
+    return out
 
 
 def gap_parts(prev_delivered: np.ndarray, call_start: np.ndarray, produced: np.ndarray,

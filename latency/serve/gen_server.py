@@ -21,7 +21,13 @@ from typing import Any
 import torch
 
 from latency.core.errors import error_text
-from latency.core.gen_records import KIND_DECODE, KIND_FIRST, KIND_RECOMPUTE, GenRequest
+from latency.core.gen_records import (
+    KIND_DECODE,
+    KIND_FIRST,
+    KIND_RECOMPUTE,
+    GenRequest,
+    prefill_attention,
+)
 from latency.core.gen_scheduler import Plan, Scheduler, SchedulerConfig, Seq
 from latency.core.timing import now_ns
 from latency.host.devices import synchronize
@@ -322,7 +328,8 @@ class _Replica:
         if self.server.on_step is not None:
             self.server.on_step((t_start, t_prefill_end, now_ns(), call_ns, plan.prefill_tokens,
                                  len(chunks), len(decodes), len(s.waiting), len(s.running),
-                                 s.kv_used, len(plan.preempted), self.index))
+                                 s.kv_used, len(plan.preempted), self.index,
+                                 prefill_attention([(start, n) for _, start, n in chunks])))
 
     def _emit(self, seq: Seq, token: int, t0: int, t1: int, kind: int, batch: int) -> None:
         """A new token: detokenize it, hand it to the client, and end the sequence when it

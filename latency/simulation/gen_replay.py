@@ -51,8 +51,14 @@ class GenSimSetup:
     about: dict[str, Any]
 
     def run(self) -> GenResult:
-        return simulate_generation(self.config, self.load, self.service, self.prompt_tokens,
-                                   self.output_tokens, self.about)
+        """The simulated run; its warnings name any step beyond what the cost was fitted on."""
+        from latency.analysis.findings import Finding
+
+        result = simulate_generation(self.config, self.load, self.service, self.prompt_tokens,
+                                     self.output_tokens, self.about)
+        result.warnings.extend(Finding(f"simulated {why}", "run")
+                               for why in self.service.extrapolations(result.steps))
+        return result
 
     def describe(self) -> str:
         """The simulated system in one line (the CLI's header, the page's caption)."""

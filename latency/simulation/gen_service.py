@@ -40,7 +40,7 @@ steady; a median ignores the odd outlier the machine made):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -48,8 +48,12 @@ import numpy as np
 from latency.core.gen_records import STATUS_OK
 from latency.simulation.gen_step_cost import FitError, StepCost, fit_step_cost
 
-#: how many quantiles of measured/predicted step time are kept (0 %, 1 %, …, 100 %)
-RATIO_QUANTILES = 101
+#: how many quantiles of a kind's spikes are kept (every 0.05 %): fine enough that the top
+#: 1 % of draws are spread as the run's top 1 % were — with a percentile grid, the 1 % of
+#: draws between p99 and the maximum would land evenly up to a single step's worst hiccup
+RATIO_QUANTILES = 2001
+#: the quantiles a result's JSON shows of each kind (every percentile)
+SHOWN_QUANTILES = 101
 #: the kinds of step whose spreads are kept apart; "all" pools them (for a kind with too few)
 STEP_KINDS = ("prefill", "decode", "mixed", "all")
 #: the fewest steps of a kind whose own spread is kept
@@ -88,16 +92,38 @@ class GenService:
     #: the machine's level (log ratio): its mean, spread and per-step correlation; a spread
     #: of 0 leaves each step's ratio its spike alone
     ratio_level: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    #: the largest prefill call (prompt tokens) and decode batch (sequences) the fit saw:
+    #: beyond them a simulation extrapolates, and says so
+    seen_prefill_tokens: int = 0
+    seen_decode_seqs: int = 0
     #: the whole step's fit over the run's steps: R², median and p90 relative error
     step_r2: float = 0.0
     step_median_error: float = 0.0
     step_p90_error: float = 0.0
 
     def step_ms(self, prefill_tokens: np.ndarray, decode_seqs: np.ndarray,
-                kv_tokens: np.ndarray, emitted: np.ndarray) -> np.ndarray:
+                kv_tokens: np.ndarray, emitted: np.ndarray,
+                attention: np.ndarray | None = None) -> np.ndarray:
         """Each step's predicted time (ms): its own work, its calls, its tokens."""
-        return (self.step_own_ms + self.calls.predict_ms(prefill_tokens, decode_seqs, kv_tokens)
+        calls = self.calls.predict_ms(prefill_tokens, decode_seqs, kv_tokens, attention)
+        return (self.step_own_ms + calls
                 + self.detokenize_ms * np.asarray(emitted, dtype=np.float64))
+
+    def extrapolations(self, steps: np.ndarray) -> list[str]:
+        """What a simulation's steps asked of the fit beyond what it was fitted on, in words
+        (none: every step inside the calibration's range)."""
+        out = []
+        pre = int(steps["prefill_tokens"].max(initial=0))
+        dec = int(steps["decode_seqs"].max(initial=0))
+        if pre > 1.1 * self.seen_prefill_tokens:
+            out.append(f"prefill calls of up to {pre:,} prompt tokens, the calibration run's "
+                       f"reached {self.seen_prefill_tokens:,}: their cost is extrapolated — "
+                       "calibrate on a run with prompts as long")
+        if dec > self.seen_decode_seqs:
+            out.append(f"decode steps of up to {dec} sequences, the calibration run's reached "
+                       f"{self.seen_decode_seqs}: their cost is extrapolated — calibrate on a "
+                       "run with as many running")
+        return out
 
     def tokenize_ms(self, prompt_tokens: int) -> float:
         return self.tokenize_fixed_ms + self.tokenize_per_token_ms * prompt_tokens
@@ -117,22 +143,29 @@ class GenService:
         """The same server with its decode (or prefill) calls this many times as long: a
         what-if ("a 40 % faster decode step" is ``decode=0.6``)."""
         s = self.calls
-        calls = StepCost(s.fixed_ms, s.prefill_fixed_ms * prefill, s.per_prefill_token_ms * prefill,
-                         s.decode_fixed_ms * decode, s.per_sequence_ms * decode,
-                         s.per_kv_token_ms * decode, s.steps, s.r2, s.median_error, s.p90_error)
-        return GenService(**{**self.__dict__, "calls": calls})
+        calls = replace(s, prefill_fixed_ms=s.prefill_fixed_ms * prefill,
+                        per_prefill_token_ms=s.per_prefill_token_ms * prefill,
+                        per_attention_ms=s.per_attention_ms * prefill,
+                        decode_fixed_ms=s.decode_fixed_ms * decode,
+                        per_sequence_ms=s.per_sequence_ms * decode,
+                        per_kv_token_ms=s.per_kv_token_ms * decode)
+        return replace(self, calls=calls)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["step_ratio"] = {k: list(v) for k, v in self.step_ratio.items()}
+        every = (RATIO_QUANTILES - 1) // (SHOWN_QUANTILES - 1)
+        d["step_ratio"] = {k: list(v[::every]) if len(v) == RATIO_QUANTILES else list(v)
+                           for k, v in self.step_ratio.items()}
         return d
 
     def describe(self) -> str:
         """The fit in words, with its error (the simulator's outputs show it)."""
         c = self.calls
         kv = f" + {c.per_kv_token_ms:.2e}/KV token" if c.per_kv_token_ms else ""
+        attn = f" + {c.per_attention_ms:.2e}/attention pair" if c.per_attention_ms else ""
         return (f"step = {self.step_own_ms:.3f} own + prefill call ({c.prefill_fixed_ms:.3f} + "
-                f"{c.per_prefill_token_ms:.4f}/token) + decode call ({c.decode_fixed_ms:.3f} + "
+                f"{c.per_prefill_token_ms:.4f}/token{attn}) + decode call "
+                f"({c.decode_fixed_ms:.3f} + "
                 f"{c.per_sequence_ms:.4f}/sequence{kv}) + {self.detokenize_ms:.3f}/token "
                 f"emitted ms; a step predicted within {self.step_median_error:.1%} (median), "
                 f"{self.step_p90_error:.1%} (p90), R² {self.step_r2:.3f}, over "
@@ -197,7 +230,7 @@ def fit_gen_service(rows: np.ndarray, tokens: np.ndarray, steps: np.ndarray,
     # a step's tokens: one a decoding sequence, at most one a prefilled one
     emitted = steps["decode_seqs"].astype(np.float64) + steps["prefill_seqs"]
     predicted_calls = calls.predict_ms(steps["prefill_tokens"], steps["decode_seqs"],
-                                       steps["kv_used"])
+                                       steps["kv_used"], steps["prefill_attn"])
     own = float(np.median(np.maximum(measured - predicted_calls - detok * emitted, 0)))
     predicted = own + predicted_calls + detok * emitted
     ratio = measured / np.maximum(predicted, 1e-6)
@@ -215,6 +248,8 @@ def fit_gen_service(rows: np.ndarray, tokens: np.ndarray, steps: np.ndarray,
         network_ms=_median_ms(ok["t_received"] - ok["t_sent"]),
         send_lag_ms=_median_ms(ok["t_sent"] - ok["t_intended"]),
         max_context=max_context,
+        seen_prefill_tokens=int(steps["prefill_tokens"].max(initial=0)),
+        seen_decode_seqs=int(steps["decode_seqs"].max(initial=0)),
         step_r2=1.0 - float((resid ** 2).sum()) / total if total > 0 else 1.0,
         step_median_error=float(np.median(rel)), step_p90_error=float(np.quantile(rel, 0.9)))
 

@@ -38,6 +38,7 @@ from latency.core.gen_records import (
     STEP_DTYPE,
     GenLog,
     GenRequest,
+    prefill_attention,
 )
 from latency.core.gen_scheduler import Scheduler, SchedulerConfig, Seq
 from latency.simulation.config import SimConfig
@@ -166,7 +167,8 @@ class _Sim:
         self.stopped = False
         s = service.calls
         self.coef = (s.fixed_ms, s.prefill_fixed_ms, s.per_prefill_token_ms,
-                     s.decode_fixed_ms, s.per_sequence_ms, s.per_kv_token_ms)
+                     s.decode_fixed_ms, s.per_sequence_ms, s.per_kv_token_ms,
+                     s.per_attention_ms)
         self.own_ms = service.step_own_ms
         self.between_ns = int(service.between_steps_ms * 1e6)
         self.detok_ns = int(service.detokenize_ms * 1e6)
@@ -274,10 +276,11 @@ class _Sim:
             q for q in decodes if q.generated + 1 >= q.max_tokens]
         kv = s.kv_used - sum(q.reserved for q in ending)
         prefill_tokens = plan.prefill_tokens
-        _, pf, pt, df, ps, pk = self.coef
+        _, pf, pt, df, ps, pk, pa = self.coef
+        attention = prefill_attention([(start, n) for _, start, n in chunks])
         ratio = rep.level.next() * self.service.draw_ratio(
             self.rng, step_kind(prefill_tokens, len(decodes)))
-        pre_ns = int((pf + pt * prefill_tokens) * ratio * 1e6) if chunks else 0
+        pre_ns = int((pf + pt * prefill_tokens + pa * attention) * ratio * 1e6) if chunks else 0
         dec_ns = int((df + ps * len(decodes) + pk * kv) * ratio * 1e6) if decodes else 0
         detok_ns = int(self.detok_ns * ratio)
         clock = t + int(self.own_ms * ratio * 1e6)
@@ -306,7 +309,7 @@ class _Sim:
                 self.emit(q, t0, t1, clock, KIND_DECODE, len(decodes))
         t_end = clock
         row = [t, t_prefill_end, t_end, call_ns, prefill_tokens, len(chunks), len(decodes)]
-        self.push(t_end, _STEP_END, (rep, ending, row, len(plan.preempted)))
+        self.push(t_end, _STEP_END, (rep, ending, row, len(plan.preempted), attention))
 
     def emit(self, seq: Seq, t0: int, t1: int, t_detok: int, kind: int, batch: int) -> None:
         req = seq.req
@@ -324,14 +327,14 @@ class _Sim:
             req.t_first_deliv = t_detok + self.delivery_ns
 
     def step_end(self, t: int, rep: _Replica, ending: list[Seq], row: list[int],
-                 preempted: int) -> None:
+                 preempted: int, attention: int) -> None:
         s = rep.scheduler
         for seq in ending:
             s.finish(seq)
             seq.req.t_done = seq.req.delivered[-1]
             self.done(seq.req, t)
         self.steps.append((*row, len(s.waiting) + len(rep.incoming), len(s.running),
-                           s.kv_used, preempted, rep.index))
+                           s.kv_used, preempted, rep.index, attention))
         self.end_ns = max(self.end_ns, t)
         if s.idle and not rep.incoming:
             rep.busy = False

@@ -30,7 +30,13 @@ from latency.analysis.machine import is_disturbed
 from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
 from latency.core.describe import load_description, setup_description
-from latency.core.gen_records import GEN_DTYPE, STEP_DTYPE, TOKEN_DTYPE
+from latency.core.gen_records import (
+    GEN_DTYPE,
+    STEP_DTYPE,
+    STEP_LAYOUT,
+    TOKEN_DTYPE,
+    steps_from_bytes,
+)
 from latency.storage.store import DAMAGE, RunStore, StoreError, checked_name, listing_sql
 
 PREFIX = "g"
@@ -122,7 +128,7 @@ class GenerationStore:
     def save(self, result: GenResult, name: str | None = None, source: str = "cli") -> str:
         name = checked_name(name) if name is not None else None
         s, c = result.summary, result.config
-        meta = result.to_dict(requests=False)
+        meta = {**result.to_dict(requests=False), "step_layout": STEP_LAYOUT}
         blob = {k: zlib.compress(np.ascontiguousarray(a, dtype=d).tobytes(), ZLIB_LEVEL)
                 for k, a, d in (("rows", result.rows, GEN_DTYPE),
                                 ("tokens", result.tokens, TOKEN_DTYPE),
@@ -211,7 +217,7 @@ class GenerationStore:
                 environment=dict(d.get("environment") or {}), status=info.status,
                 rows=np.frombuffer(zlib.decompress(rows), dtype=GEN_DTYPE).copy(),
                 tokens=np.frombuffer(zlib.decompress(tokens), dtype=TOKEN_DTYPE).copy(),
-                steps=np.frombuffer(zlib.decompress(steps), dtype=STEP_DTYPE).copy(),
+                steps=steps_from_bytes(zlib.decompress(steps), int(d.get("step_layout", 1))),
                 errors={int(k): str(v) for k, v in json.loads(errors).items()},
                 timings=Timings.from_dict(d.get("timings")), warnings=json.loads(warnings),
                 failure=d.get("failure"),
