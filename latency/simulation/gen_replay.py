@@ -162,19 +162,15 @@ def _lengths(ok: np.ndarray, prompt_spec: str | None, output_spec: str | None, s
     requests' own, in the order they were sent."""
     order = np.argsort(ok["t_intended"], kind="stable")
     rng = np.random.default_rng(seed)
-    words = []
-    if prompt_spec is not None:
-        prompts = LengthSpec.parse(prompt_spec, "--prompt-tokens").draw(rng, MAX_DRAWS)
-        words.append(f"prompts {prompt_spec} tokens")
-    else:
-        prompts = ok["prompt_tokens"][order].astype(np.int64)
-        words.append("the run's prompt lengths")
-    if output_spec is not None:
-        outputs = LengthSpec.parse(output_spec, "--output-tokens").draw(rng, MAX_DRAWS)
-        words.append(f"outputs {output_spec} tokens")
-    else:
-        outputs = ok["output_tokens"][order].astype(np.int64)
-        words.append("the run's output lengths")
+
+    def lengths(spec: str | None, flag: str, column: str, what: str) -> tuple[np.ndarray, str]:
+        if spec is not None:
+            return LengthSpec.parse(spec, flag).draw(rng, MAX_DRAWS), f"{what}s {spec} tokens"
+        return ok[column][order].astype(np.int64), f"the run's {what} lengths"
+
+    prompts, said_prompts = lengths(prompt_spec, "--prompt-tokens", "prompt_tokens", "prompt")
+    outputs, said_outputs = lengths(output_spec, "--output-tokens", "output_tokens", "output")
+    words = [said_prompts, said_outputs]
     n = min(len(prompts), len(outputs))
     if len(prompts) != len(outputs):  # one recorded, one drawn: the recorded one cycles
         n = max(len(prompts), len(outputs))
