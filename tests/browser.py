@@ -10,10 +10,10 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from tests.health_check import wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -40,18 +40,9 @@ def streamlit_server(env: dict[str, str] | None = None) -> Iterator[str]:
         stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                out = proc.stdout.read().decode() if proc.poll() is not None else ""
-                raise RuntimeError(f"streamlit did not start: {out[-2000:]}")
-            time.sleep(0.3)
+        if not wait_healthy(f"{url}/_stcore/health", proc, 60):
+            out = proc.stdout.read().decode() if proc.poll() is not None else ""
+            raise RuntimeError(f"streamlit did not start: {out[-2000:]}")
         yield url
     finally:
         proc.terminate()

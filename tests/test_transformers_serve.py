@@ -7,14 +7,13 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import require_extra
+from tests.health_check import wait_healthy
 from tests.target_support import cli, free_port
 from tests.tiny_llama import build_tiny_llama
 
@@ -48,19 +47,10 @@ def tserve(tmp_path_factory) -> Iterator[tuple[str, Path]]:
         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                err = (out / "serve.log").read_text(errors="replace")
-                pytest.fail(f"transformers serve did not start: {err[-1500:]}")
-            time.sleep(0.5)
+        if not wait_healthy(f"{base}/health", proc, 120):
+            log.flush()
+            err = (out / "serve.log").read_text(errors="replace")
+            pytest.fail(f"transformers serve did not start: {err[-1500:]}")
         yield f"{base}/v1", out
     finally:
         proc.terminate()

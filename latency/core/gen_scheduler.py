@@ -42,6 +42,14 @@ class SchedulerConfig:
     batching: str = "continuous"
 
 
+def scheduler_config(config: Any, max_context: int) -> SchedulerConfig:
+    """The scheduler's limits of a RunConfig, for the server and the simulator alike: the KV
+    budget, when not given, is ``--max-running`` whole contexts (no preemption)."""
+    kv = config.kv_tokens or config.max_running * int(max_context)
+    return SchedulerConfig(config.max_running, config.max_step_tokens, config.chunked_prefill,
+                           kv, config.batching)
+
+
 @dataclass(eq=False)
 class Seq:
     """One sequence as the scheduler sees it: its tokens and how many are in its cache.

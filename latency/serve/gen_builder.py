@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from latency.core.config import RunConfig
-from latency.core.gen_scheduler import SchedulerConfig
+from latency.core.gen_scheduler import scheduler_config
 from latency.host.devices import DTYPES, resolve_device
 from latency.pipelines.generative import GenerativePipeline, is_generative
 from latency.pipelines.registry import build_pipeline
@@ -23,11 +23,8 @@ from latency.serve.gen_server import GenServer, GenServerConfig, StepCallback
 def gen_server_config(config: RunConfig, pipeline: GenerativePipeline) -> GenServerConfig:
     """The scheduler's limits and the server's settings of ``config`` (the KV budget, when
     not given, is ``--max-running`` whole contexts: no preemption)."""
-    kv = config.kv_tokens or config.max_running * int(pipeline.max_context)
-    return GenServerConfig(
-        SchedulerConfig(config.max_running, config.max_step_tokens, config.chunked_prefill,
-                        kv, config.batching),
-        replicas=config.replicas, stop_on_eos=config.stop_on_eos)
+    return GenServerConfig(scheduler_config(config, int(pipeline.max_context)),
+                           replicas=config.replicas, stop_on_eos=config.stop_on_eos)
 
 
 @dataclass

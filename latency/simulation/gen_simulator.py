@@ -40,7 +40,7 @@ from latency.core.gen_records import (
     GenRequest,
     prefill_attention,
 )
-from latency.core.gen_scheduler import Scheduler, SchedulerConfig, Seq
+from latency.core.gen_scheduler import Scheduler, SchedulerConfig, Seq, scheduler_config
 from latency.simulation.config import SimConfig
 from latency.simulation.gen_service import GenService, MachineLevel, step_kind
 from latency.simulation.simulator import arrivals_ms
@@ -85,14 +85,6 @@ class _Replica:
     def load(self) -> int:
         s = self.scheduler
         return len(s.waiting) + len(s.running) + len(self.incoming)
-
-
-def scheduler_config(config: RunConfig, max_context: int | None) -> SchedulerConfig:
-    """The scheduler's limits of a run's config: the server's own rule (``gen_builder``), the
-    KV budget's default being ``--max-running`` whole contexts."""
-    kv = config.kv_tokens or config.max_running * int(max_context or DEFAULT_CONTEXT)
-    return SchedulerConfig(config.max_running, config.max_step_tokens, config.chunked_prefill,
-                           kv, config.batching)
 
 
 def simulate_generation(config: RunConfig, load: SimConfig, service: GenService,
@@ -150,7 +142,8 @@ class _Sim:
         self.load = load
         self.service = service
         self.prompts, self.outputs = prompts, outputs
-        self.sched = scheduler_config(config, service.max_context)
+        # the server's own rule (a run that did not record its context: the contract's)
+        self.sched = scheduler_config(config, service.max_context or DEFAULT_CONTEXT)
         self.max_context = service.max_context
         self.rng = np.random.default_rng(load.seed)
         self.replicas = [_Replica(i, self.sched, MachineLevel(service.ratio_level, self.rng))
