@@ -39,3 +39,54 @@ def assert_adds_up(result: Any, rows: np.ndarray) -> dict[str, np.ndarray]:
         assert len(mine) == result.rows["output_tokens"][i]
         assert (np.diff(mine["t_delivered"]) >= 0).all()
     return comps
+
+
+def decode_steps(result: Any, seqs: int) -> np.ndarray:
+    """The result's steps that decoded ``seqs`` sequences and prefilled nothing, in order."""
+    s = result.steps
+    return s[(s["prefill_seqs"] == 0) & (s["decode_seqs"] == seqs)]
+
+
+#: what a synthetic-lm decode call adds to the time it holds: its own logits and the sampling
+#: (a few torch operations on a few rows — ~0.1 ms on a quiet VM, 0.35 ms seen on a slow one)
+CALL_OWN_MS = 0.6
+
+
+def assert_call_holds(result: Any, seqs: int, held_ms: float, note: Any) -> None:
+    """The median decode call of ``seqs`` sequences held ``held_ms`` (never less) plus at most
+    its own work (``CALL_OWN_MS``)."""
+    call = decode_call_ms(result, seqs)
+    assert held_ms <= call <= held_ms + CALL_OWN_MS, (call, held_ms, note)
+
+
+def decode_call_ms(result: Any, seqs: int) -> float:
+    """The median decode call of ``seqs`` sequences, as the scheduler stamped it (ms): what
+    the pipeline held, whatever the machine did around it."""
+    return float(np.median(decode_steps(result, seqs)["call_ns"])) / 1e6
+
+
+def step_period_ms(result: Any, seqs: int) -> float:
+    """The median time from one decode-only step of ``seqs`` sequences to the next on the same
+    replica (ms), measured in the run: the gap between tokens when each gap is one step — the
+    call, the scheduler's own work and the hand-offs, at the speed this machine ran them."""
+    s = result.steps
+    cur, nxt = s[:-1], s[1:]
+    both = ((cur["prefill_seqs"] == 0) & (nxt["prefill_seqs"] == 0)
+            & (cur["decode_seqs"] == seqs) & (nxt["decode_seqs"] == seqs)
+            & (cur["replica"] == nxt["replica"]))
+    return float(np.median(nxt["t_start"][both] - cur["t_start"][both])) / 1e6
+
+
+def recorded_synthetic_lm_run(rate: float = 30) -> Any:
+    """A short measured synthetic-lm generation (80 requests at ``rate``/s, prompts 16-300,
+    outputs 4-24 tokens, 4 slots): a recorded run for the simulator to fit and replay."""
+    from latency.core.config import RunConfig
+    from latency.execution.gen_engine import execute_generation
+
+    cfg = RunConfig(model="synthetic-lm", rate=rate, max_running=4, requests=80, warmup=4,
+                    prompt_tokens="uniform:16:300", output_tokens="uniform:4:24",
+                    model_args={"prefill_ms": 1.0, "prefill_ms_per_token": 0.02,
+                                "step_ms": 2.0, "step_ms_per_seq": 0.5})
+    result = execute_generation(cfg, force=True)
+    assert result.status == "completed", result.failure
+    return result

@@ -20,7 +20,13 @@ from latency.core.gen_records import (
 )
 from latency.execution.gen_engine import execute_generation
 from sample_models.synthetic_lm import SyntheticLMPipeline
-from tests.gen_support import assert_adds_up, gaps
+from tests.gen_support import (
+    CALL_OWN_MS,
+    assert_adds_up,
+    assert_call_holds,
+    gaps,
+    step_period_ms,
+)
 from tests.timing_support import machine_note
 
 FAST = {"prefill_ms": 1.0, "prefill_ms_per_token": 0.02, "step_ms": 2.0,
@@ -66,14 +72,19 @@ def test_alone_ttft_is_tokenize_plus_prefill_and_itl_is_one_step():
     # the prefill part is the prefill call's own time, as the scheduler stamped it ...
     calls = float(np.median(prefill_calls_ms(result)))
     assert s.components_ms["prefill"].p50 == pytest.approx(calls, rel=0.02, abs=0.05), note
-    # ... and that is the cost set, plus what sharing one GIL with the in-process client
-    # costs it (the client records the last request while the next one prefills)
-    assert calls == pytest.approx(prefill, rel=0.1, abs=0.5), note
+    # ... and that is the cost set (never less), plus what sharing one GIL with the
+    # in-process client costs it (the client records the last request while the next one
+    # prefills) and the call's own logits
+    assert prefill <= calls <= prefill * 1.1 + CALL_OWN_MS, (calls, note)
     # TTFT is its prefill, its tokenize and small hand-offs
     assert s.ttft_ms.p50 == pytest.approx(calls + s.components_ms["tokenize"].p50,
                                           rel=0.1, abs=0.6), note
-    assert s.itl_ms.p50 == pytest.approx(p.step_time_ms(1), rel=0.05, abs=0.3), note
-    assert s.tpot_ms.p50 == pytest.approx(p.step_time_ms(1), rel=0.08, abs=0.4), note
+    # each gap is one decode step: the step's period measured in this run, its call the
+    # cost set (what the machine adds around the call is in the period, not in the check)
+    assert_call_holds(result, 1, p.step_time_ms(1), note)
+    period = step_period_ms(result, 1)
+    assert s.itl_ms.p50 == pytest.approx(period, rel=0.05, abs=0.15), note
+    assert s.tpot_ms.p50 == pytest.approx(period, rel=0.08, abs=0.3), note
 
 
 @pytest.mark.timing
@@ -83,10 +94,11 @@ def test_n_clients_share_each_decode_step():
                  output_tokens="40", model_args={"prefill_ms": 0.2,
                                                  "prefill_ms_per_token": 0.0})
     s = result.summary
-    running = s.scheduler["mean_running"]
-    # the typical gap is one step of about as many sequences as run on average
-    assert s.itl_ms.p50 == pytest.approx(p.step_time_ms(4), rel=0.08, abs=0.4), \
-        (running, machine_note(result))
+    note = (s.scheduler["mean_running"], machine_note(result))
+    # the typical gap is one step shared by the four sequences: its call holds the cost of
+    # four, and the gap is that step's period as this run measured it (not four steps)
+    assert_call_holds(result, 4, p.step_time_ms(4), note)
+    assert s.itl_ms.p50 == pytest.approx(step_period_ms(result, 4), rel=0.08, abs=0.2), note
     assert s.itl_mean_parts_ms["decode"] > 0.8 * s.itl_ms.mean
 
 
