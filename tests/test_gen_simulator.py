@@ -16,6 +16,7 @@ from latency.simulation.config import SimConfig
 from latency.simulation.gen_service import RATIO_QUANTILES, GenService
 from latency.simulation.gen_simulator import simulate_generation
 from latency.simulation.gen_step_cost import StepCost
+from tests.gen_support import recorded_synthetic_lm_run
 
 #: an emulated server (not a measurement): costs in ms, every step exactly at the model
 CALLS = StepCost(fixed_ms=0.0, prefill_fixed_ms=1.0, per_prefill_token_ms=0.01,
@@ -132,14 +133,7 @@ def test_a_simulation_too_large_to_store_is_refused_in_one_line():
 # ---- simulate --from-run, on a recorded run ------------------------------------------------
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    from latency.execution.gen_engine import execute_generation
-
-    cfg = RunConfig(model="synthetic-lm", rate=40, max_running=4, requests=80, warmup=4,
-                    prompt_tokens="uniform:16:300", output_tokens="uniform:4:24",
-                    model_args={"prefill_ms": 1.0, "prefill_ms_per_token": 0.02,
-                                "step_ms": 2.0, "step_ms_per_seq": 0.5})
-    result = execute_generation(cfg, force=True)
-    assert result.status == "completed", result.failure
+    result = recorded_synthetic_lm_run(rate=40)
     path = tmp_path_factory.mktemp("gen") / "run.json"
     path.write_text(result.json_text())
     return result, path

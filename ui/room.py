@@ -51,15 +51,16 @@ TRAVELS = frozenset({
     # Load Simulator
     "sim_source", "sim_service", "sim_dist", "sim_cv", "sim_per_item", "sim_arrival",
     "sim_replicas", "sim_batch", "sim_delay", "sim_rate", "sim_slo", "sim_plan", "sim_val_len",
-    "sim_as_recorded",
+    "sim_as_recorded", "sim_kind",
     # Compare Runs: the filters, the runs compared, the run being renamed
     "cmp_text", "cmp_models", "cmp_status", "cmp_runs", "cmp_logy", "cmp_target",
     # Workshop: the lesson a shared link opened
     "workshop_focus",
 })
 #: prefixes of controls made per item that travel: a pipeline's own arguments
-#: (``arg_<model>_<name>``), the what-if's load per arm, a run's new name
-TRAVEL_PREFIXES = ("arg_", "wi_load_", "wi_rate_", "cmp_name_")
+#: (``arg_<model>_<name>``), the what-if's load per arm, a run's new name; and the Load
+#: Simulator's generation mode (``gsim_``, ui/gen_simulator_page.py)
+TRAVEL_PREFIXES = ("arg_", "wi_load_", "wi_rate_", "cmp_name_", "gsim_")
 
 
 def travels(key: str) -> bool:

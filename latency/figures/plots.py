@@ -39,6 +39,8 @@ COMPONENT_COLOURS: dict[str, str] = {
     "postprocess": "#009E73",  # bluish green
     "overhead": "#999999",  # grey
 }
+#: components whose segments are dark enough for white text
+DARK_COMPONENTS = frozenset({"queue", "forward", "prefill", "decode"})
 
 #: colours for lines that are not components (runs compared, p50/p99), also Okabe–Ito.
 SERIES_COLOURS: tuple[str, ...] = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
@@ -173,7 +175,10 @@ def _percentile_label(key: str) -> str:
 
 def stacked_components_figure(makeup_ms: Mapping[str, Mapping[str, float]],
                               title: str | None = None,
-                              labels: Mapping[str, str] | None = None) -> go.Figure:
+                              labels: Mapping[str, str] | None = None,
+                              components: Sequence[str] = COMPONENTS,
+                              y_title: str = "latency (ms)",
+                              colours: Mapping[str, str] = COMPONENT_COLOURS) -> go.Figure:
     """Stacked bars of what the mean, p50, p90 and p99 requests are made of.
 
     This is the chart that answers "why is my tail slow": the p99 bar (built from the requests
@@ -181,27 +186,28 @@ def stacked_components_figure(makeup_ms: Mapping[str, Mapping[str, float]],
     the tail compared to the median. All six components are always traces, even when zero, so
     colours and legend entries never move between refreshes. ``labels``: a component's name
     as shown, where it is not its key (``records.component_labels``: an in-process run's
-    network is its hand-off).
+    network is its hand-off). ``components``: the parts stacked, in order (a generation's TTFT
+    or gap parts) with their ``colours``.
     """
     named = dict(labels or {})
     points = [k for k in MAKEUP_LABELS if k in makeup_ms and makeup_ms[k]]
     if not points:
         return empty_figure(title)
     cats = [MAKEUP_LABELS[k] for k in points]
-    values = {c: [float(makeup_ms[k].get(c, 0.0) or 0.0) for k in points] for c in COMPONENTS}
-    totals = [sum(values[c][i] for c in COMPONENTS) for i in range(len(points))]
+    values = {c: [float(makeup_ms[k].get(c, 0.0) or 0.0) for k in points] for c in components}
+    totals = [sum(values[c][i] for c in components) for i in range(len(points))]
     traces = []
-    for c in COMPONENTS:
+    for c in components:
         ys = values[c]
         shares = [y / t if t > 0 else 0.0 for y, t in zip(ys, totals)]
         traces.append(go.Bar(
             name=named.get(c, c), x=cats, y=ys,
-            marker={"color": COMPONENT_COLOURS[c], "line": {"width": 0}}, customdata=shares,
+            marker={"color": colours[c], "line": {"width": 0}}, customdata=shares,
             # the share inside the segment when it is big enough to matter; uniformtext
             # hides the ones that would not fit at a readable size.
             text=[f"{s:.0%}" if s >= 0.08 else "" for s in shares],
             textposition="inside", insidetextanchor="middle",
-            textfont={"size": 12, "color": "#ffffff" if c in ("queue", "forward") else "#111111"},
+            textfont={"size": 12, "color": "#ffffff" if c in DARK_COMPONENTS else "#111111"},
             hovertemplate=f"<b>{named.get(c, c)}</b> · %{{x}}<br>%{{y:.3f}} ms "
                           "(%{customdata:.1%} of the bar)<extra></extra>"))
     top = max(totals) if totals else 0.0
@@ -211,7 +217,7 @@ def stacked_components_figure(makeup_ms: Mapping[str, Mapping[str, float]],
         uniformtext={"minsize": 11, "mode": "hide"},
         xaxis={"type": "category",
                "categoryorder": "array", "categoryarray": cats},
-        yaxis={"title": {"text": "latency (ms)"}, "rangemode": "tozero",
+        yaxis={"title": {"text": y_title}, "rangemode": "tozero",
                # room above the tallest bar for its total
                "range": [0, top * 1.14] if top > 0 else None},
         annotations=[{"x": cat, "y": t, "xref": "x", "yref": "y", "text": f"{fmt.ms(t)} ms",
@@ -231,7 +237,9 @@ def latency_histogram_figure(edges_ms: Sequence[float] | np.ndarray | None,
                              percentiles: Mapping[str, float | None] | None = None,
                              slo_ms: float | None = None,
                              share_within_slo: float | None = None,
-                             title: str | None = None) -> go.Figure:
+                             title: str | None = None, x_title: str = "total latency",
+                             counted: str = "requests", slo_label: str = "SLO"
+                             ) -> go.Figure:
     """Request counts over the fixed log-spaced bins, with percentile and SLO lines.
 
     A log x axis because latency spans decades and the tail is the point; the bins are already
@@ -240,7 +248,9 @@ def latency_histogram_figure(edges_ms: Sequence[float] | np.ndarray | None,
     few near-zero outliers lie decades below the rest, the axis opens where the fastest 0.1 %
     end (``HIST_LEFT_SHARE``) rather than leave the chart half empty. The y axis counts in
     whole numbers. Each line label sits on its own row in the headroom above the bars, so
-    labels never overlap however close p95 and p99 are.
+    labels never overlap however close p95 and p99 are. ``x_title``, ``counted`` and
+    ``slo_label`` name what is counted (a generation's TTFT of requests, or its gaps between
+    tokens against the TPOT target).
     """
     edges = np.asarray(edges_ms if edges_ms is not None else [], dtype=np.float64)
     cnt = np.asarray(counts if counts is not None else [], dtype=np.float64)
@@ -254,14 +264,14 @@ def latency_histogram_figure(edges_ms: Sequence[float] | np.ndarray | None,
     total = float(cnt.sum())
     custom = np.column_stack([left, right, c / total])
     bars = go.Bar(
-        x=centres, y=c, name="requests", showlegend=False,
+        x=centres, y=c, name=counted, showlegend=False,
         # plotly places bars on a log axis in linear data units: so each bar is pinned to
         # its bin exactly, [left, right], while x stays the bin's geometric centre.
         offset=left - centres, width=right - left,
         marker={"color": HIST_COLOUR, "line": {"width": 0}},
         customdata=custom,
-        hovertemplate="%{customdata[0]:.3g}–%{customdata[1]:.3g} ms<br>%{y:,} requests "
-                      "(%{customdata[2]:.1%})<extra></extra>")
+        hovertemplate="%{customdata[0]:.3g}–%{customdata[1]:.3g} ms<br>%{y:,} " + counted
+                      + " (%{customdata[2]:.1%})<extra></extra>")
 
     # x range: the trimmed bins to the slowest request — the tail is the point — except that
     # a few near-zero outliers (an exponential service time draws some) would open the axis
@@ -277,7 +287,7 @@ def latency_histogram_figure(edges_ms: Sequence[float] | np.ndarray | None,
         if v is not None and math.isfinite(v) and v > 0:
             lines.append((f"{_percentile_label(key)} {fmt.ms(v)} ms", float(v), False))
     if slo_ms is not None and math.isfinite(slo_ms) and slo_ms > 0:
-        text = f"SLO {fmt.tick(slo_ms)} ms"
+        text = f"{slo_label} {fmt.tick(slo_ms)} ms"
         if share_within_slo is not None:
             text += f": {share_within_slo:.1%} within"
         lines.append((text, float(slo_ms), True))
@@ -342,9 +352,9 @@ def latency_histogram_figure(edges_ms: Sequence[float] | np.ndarray | None,
     layout = _base_layout(title, 440, top=60)
     layout.update(
         bargap=0.0, showlegend=False,
-        xaxis={"type": "log", "title": {"text": "total latency (ms, log scale)"},
+        xaxis={"type": "log", "title": {"text": f"{x_title} (ms, log scale)"},
                "range": [log_lo, log_hi], **_log_ticks(x_lo, x_hi), "showgrid": True},
-        yaxis={"title": {"text": "requests"}, **_count_ticks(y_top), "tickformat": ",d"},
+        yaxis={"title": {"text": counted}, **_count_ticks(y_top), "tickformat": ",d"},
         shapes=shapes, annotations=annotations)
     return _figure([bars], layout)
 

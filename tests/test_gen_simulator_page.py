@@ -1,0 +1,131 @@
+"""The Load Simulator's generation mode through AppTest: its figures agree with its headline
+(the marker on the curve, the bars' totals with the metrics), chunked prefill takes the
+stalls off the waterfall, the what-ifs say which lever moves what, a saved generation run's
+fitted costs replace the parametric ones, and bad settings are one error box."""
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from latency.core import fmt
+from tests.gen_support import recorded_synthetic_lm_run
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def generation_mode() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("views/load_simulator.py").run()
+    at.sidebar.segmented_control(key="sim_kind").set_value("generation").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def specs(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def chart(at: AppTest, trace_name: str) -> dict:
+    return next(s for s in specs(at) if any(t.get("name") == trace_name for t in s["data"]))
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label.startswith(label))
+
+
+def longest_stall(at: AppTest) -> float:
+    fig = chart(at, "stalled (another request's prefill)")
+    trace = next(t for t in fig["data"] if t["name"].startswith("stalled"))
+    return max(trace.get("x") or [0.0])
+
+
+def test_the_headline_lies_on_its_curve_and_the_bars_sum_to_it():
+    at = generation_mode()
+    assert not at.error
+    assert any("**Simulated**" in c.value and "parametric server" in c.value for c in at.caption)
+    rate = chart(at, "TTFT p99")
+    line = next(t for t in rate["data"] if t["name"] == "TTFT p99")
+    mark = next(t for t in rate["data"] if t["name"] == "your setting")
+    i = line["x"].index(mark["x"][1])  # a vertex of the line, not a point near it
+    assert line["y"][i] == mark["y"][1]
+    assert metric(at, "TTFT p99") == fmt.duration(mark["y"][1])
+    bars = chart(at, "prefill stall")
+    p99 = sum(t["y"][-1] for t in bars["data"])
+    assert fmt.duration(p99) == metric(at, "TTFT p99")
+    answer = next(m.value for m in at.markdown if m.value.startswith("**Highest arrival rate"))
+    assert "requests/s with 90% of them meeting TTFT ≤ 100 ms and TPOT ≤ 10 ms" in answer
+    goodput = chart(at, "goodput (meeting both targets)")
+    star = next(t for t in goodput["data"] if t["name"].startswith("highest rate"))
+    assert f"{star['x'][0]:.2f} requests/s" in answer
+
+
+def test_chunked_prefill_under_a_small_step_budget_shortens_the_stalls():
+    at = generation_mode()
+    before = longest_stall(at)
+    at.sidebar.toggle(key="gsim_chunked").set_value(True).run()
+    at.sidebar.slider(key="gsim_chunk").set_value(64).run()
+    at.sidebar.slider(key="gsim_step_tokens").set_value(128).run()
+    assert not at.exception and not at.error
+    assert any("chunked prefill 64" in c.value and "step ≤ 128 tokens" in c.value
+               for c in at.caption)
+    assert before > 20 and longest_stall(at) < before / 2, (before, longest_stall(at))
+
+
+def test_the_what_ifs_name_the_lever_that_moves_tpot():
+    at = generation_mode()
+    at.toggle(key="gsim_whatif").set_value(True).run()
+    assert not at.exception
+    table = at.table[0].value
+    assert list(table.iloc[:, 0]) == ["as set", "chunked prefill 256, step ≤ 264 tokens",
+                                      "twice the slots (16)", "a 40 % faster decode step"]
+    assert list(table.iloc[:, -1]) == ["0"] * 4  # nobody refused
+    faster = table.iloc[3]["TPOT p50 (ms)"]
+    assert faster.endswith("%)") and "(−" in faster  # a faster decode step: shorter TPOT
+
+
+def test_a_preset_sets_both_targets():
+    at = generation_mode()
+    at.sidebar.selectbox(key="gsim_preset").set_value("llama3.1-8b-interactive").run()
+    assert at.sidebar.number_input(key="gsim_ttft").value == 500.0
+    assert at.sidebar.number_input(key="gsim_tpot").value == 30.0
+    assert any("TTFT ≤ 500 ms and TPOT ≤ 30 ms" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("key,value,says", [
+    ("gsim_prompts", "lots", "--prompt-tokens must be a number of tokens"),
+    ("gsim_outputs", "", "needs prompt and output lengths"),
+])
+def test_a_bad_setting_is_one_error_box(key, value, says):
+    at = generation_mode()
+    at.sidebar.text_input(key=key).set_value(value).run()
+    assert not at.exception
+    assert len(at.error) == 1 and says in at.error[0].value
+
+
+def test_a_saved_generation_runs_costs_are_fitted_and_simulated():
+    from latency.storage.gen_store import GenerationStore
+
+    result = recorded_synthetic_lm_run()
+    run_id = GenerationStore().save(result)
+    at = generation_mode()
+    at.sidebar.selectbox(key="gsim_source").set_value(f"history:{run_id}").run()
+    assert not at.exception and not at.error
+    # the run's own scheduler and lengths, its costs fitted with their error
+    assert at.sidebar.slider(key="gsim_max_running").value == 4
+    assert at.sidebar.text_input(key="gsim_prompts").value == ""
+    caption = next(c.value for c in at.caption if "**Simulated**" in c.value)
+    assert "the run's prompt lengths" in caption and "a step predicted within" in caption
+    assert "parametric" not in caption
+
+
+def test_prompts_that_cannot_fit_a_step_are_refused_alone_and_counted():
+    at = generation_mode()
+    at.sidebar.slider(key="gsim_step_tokens").set_value(256).run()  # whole prompts up to 900
+    assert not at.exception and not at.error
+    warning = next(w.value for w in at.warning if "requests refused" in w.value)
+    refused = int(warning.split("**")[1].split(" of ")[0].replace(",", ""))
+    # uniform:16:900 prompts: those over the 256-token step cannot be prefilled whole
+    assert 0.6 * 400 < refused < 0.85 * 400, warning
+    assert any(f"({refused:,} refused)" in c.value for c in at.caption)

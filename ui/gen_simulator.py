@@ -1,0 +1,205 @@
+"""The Load Simulator's generation mode: its settings (one frozen ``GenSimPage``) and its
+computations, cached per setting and shared by every session. The work is in
+``latency.simulation`` (a recorded generation replayed by ``gen_replay``, a parametric server by
+``gen_parametric``, the curves by ``gen_capacity``), as for ``simulate --from-run``; this module
+only chooses and caches it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import streamlit as st
+
+from latency.analysis.gen_result import GenResult
+from latency.analysis.gen_view import GenView, view_of
+from latency.core import fmt
+from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
+from latency.simulation.gen_capacity import (
+    DEFAULT_ATTAINMENT,
+    BestRate,
+    GenCurve,
+    GenPoint,
+    best_rate,
+    gen_sweep,
+    point_of,
+)
+from latency.simulation.gen_parametric import ParametricCosts, parametric_setup
+from latency.simulation.gen_replay import GenSimSetup, fitted_service, gen_replay
+from latency.simulation.gen_service import GenService
+
+PARAMETRIC = "parametric"
+HISTORY = "history:"  # source keys of generations read back from the saved history
+#: a what-if's chunk when chunked prefill is off (Sarathi-Serve's budgets are a few hundred)
+WHATIF_CHUNK = 256
+#: a what-if's step budget when it turns chunked prefill off: the server's default
+WHOLE_PROMPT_BUDGET = RunConfig.max_step_tokens
+
+
+@dataclass(frozen=True)
+class GenSimPage:
+    """The sidebar as one value (the key of every cached computation). ``prompt_tokens`` and
+    ``output_tokens`` are length specs; empty for a recorded source: the run's own lengths.
+    ``clients`` set: a closed loop (``rate`` unused); ``chunked_prefill`` 0: off;
+    ``kv_tokens`` 0: the default (every slot a whole context)."""
+
+    source: str = PARAMETRIC
+    costs: ParametricCosts | None = None
+    prompt_tokens: str = "uniform:16:900"
+    output_tokens: str = "uniform:8:48"
+    rate: float = 8.0
+    clients: int | None = None
+    arrival: str = "poisson"
+    replicas: int = 1
+    batching: str = RunConfig.batching
+    max_running: int = RunConfig.max_running
+    max_step_tokens: int = RunConfig.max_step_tokens
+    chunked_prefill: int = 0
+    kv_tokens: int = 0
+    ttft_target_ms: float = 100.0
+    tpot_target_ms: float = 10.0
+    requests: int = 400
+    decode_scale: float = 1.0
+
+    @property
+    def parametric(self) -> bool:
+        return self.source == PARAMETRIC
+
+    @property
+    def objectives(self) -> str:
+        return (f"TTFT ≤ {fmt.tick(self.ttft_target_ms)} ms and TPOT ≤ "
+                f"{fmt.tick(self.tpot_target_ms)} ms")
+
+    def curve_key(self) -> GenSimPage:
+        """The setting less what a curve sweeps (its load): every rate shares one curve."""
+        return replace(self, rate=1.0, clients=None)
+
+
+def setup_of(p: GenSimPage) -> GenSimSetup:
+    """The simulation of the page's setting (ConfigError, one line, for one it cannot run)."""
+    scheduler: dict[str, Any] = dict(max_running=p.max_running, max_step_tokens=p.max_step_tokens,
+                     chunked_prefill=p.chunked_prefill or None, kv_tokens=p.kv_tokens or None,
+                     batching=p.batching, slo_ttft_ms=p.ttft_target_ms,
+                     slo_tpot_ms=p.tpot_target_ms)
+    load: dict[str, Any] = dict(rate=None if p.clients else p.rate, clients=p.clients,
+                                replicas=p.replicas, requests=p.requests)
+    if p.parametric:
+        if p.costs is None:
+            raise ConfigError("a parametric server needs its costs")
+        costs = p.costs if p.decode_scale == 1.0 else replace(
+            p.costs, step_ms=p.costs.step_ms * p.decode_scale,
+            step_ms_per_seq=p.costs.step_ms_per_seq * p.decode_scale,
+            step_ms_per_context_token=p.costs.step_ms_per_context_token * p.decode_scale)
+        if p.batching == "static":
+            scheduler["chunked_prefill"] = None
+        return parametric_setup(costs, prompt_tokens=p.prompt_tokens,
+                                output_tokens=p.output_tokens, arrival=p.arrival,
+                                **load, **scheduler)
+    run, service = recorded(p.source)
+    # 0: off, as simulate's flag; static batching prefills whole
+    scheduler["chunked_prefill"] = 0 if p.batching == "static" else p.chunked_prefill
+    return gen_replay(run, arrival=p.arrival, prompt_tokens=p.prompt_tokens or None,
+                      output_tokens=p.output_tokens or None, decode_scale=p.decode_scale,
+                      service=service, source=p.source[len(HISTORY):], **load, **scheduler)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def recorded(source: str) -> tuple[GenResult, GenService]:
+    """A saved generation and its fitted costs (fitted once for every session)."""
+    from latency.storage.gen_store import GenerationStore
+    from latency.storage.store import StoreError
+
+    try:
+        _, run = GenerationStore().load(source[len(HISTORY):])
+    except StoreError as exc:
+        raise ConfigError(str(exc)) from None
+    return run, fitted_service(run)
+
+
+def recorded_generations() -> dict[str, str]:
+    """The saved history's completed generations of our own pipelines, {source key: label}
+    (a ``--target`` run records no steps, so it has no costs to fit)."""
+    from latency.storage.gen_store import GenerationStore
+    from latency.storage.store import StoreError
+
+    try:
+        runs = GenerationStore().list(limit=30, status="completed")
+    except (StoreError, OSError):
+        return {}
+    return {f"{HISTORY}{r.id}": f"{r.id} · {r.model} · {r.load} (history)"
+            for r in runs if r.n and "://" not in r.model}
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The setting's own simulation and what the page draws of it."""
+
+    result: GenResult
+    view: GenView
+    point: GenPoint
+    describe: str
+    fit: str
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def headline(p: GenSimPage) -> Headline:
+    setup = setup_of(p)
+    result = setup.run()
+    return Headline(result, view_of(result), point_of(p.rate, result.summary),
+                    setup.describe(), setup.about["fit"])
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def curve(p: GenSimPage) -> GenCurve:
+    """The load curve of the setting (its rate swept: ``p.curve_key()``)."""
+    return gen_sweep(setup_of(p))
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def best(p: GenSimPage, attainment: float = DEFAULT_ATTAINMENT) -> tuple[BestRate, GenCurve]:
+    return best_rate(setup_of(p), curve(p), attainment)
+
+
+def marked_curve(p: GenSimPage, attainment: float) -> tuple[BestRate, GenCurve]:
+    """The curve with the bisection's points and, in open loop, the headline's own point
+    marked on it (the marker lies on the line)."""
+    answer, c = best(p.curve_key(), attainment)
+    if p.clients is None:
+        c = c.with_point(headline(p).point)
+    return answer, c
+
+
+def what_ifs(p: GenSimPage) -> dict[str, GenSimPage]:
+    """The what-ifs the page sets beside the setting: name → the setting with one lever
+    moved. Chunked prefill comes with a step budget of its chunk (and a token for each slot's
+    decode): Sarathi-Serve's token budget, vLLM's ``max_num_batched_tokens`` — with the
+    default budget, several prompts' chunks can still fill one long step."""
+    out: dict[str, GenSimPage] = {}
+    if p.batching != "static":  # static batching prefills whole
+        if p.chunked_prefill:  # whole prompts need a step as long as the longest
+            budget = max(p.max_step_tokens, WHOLE_PROMPT_BUDGET)
+            out[f"chunked prefill off, step ≤ {budget:,} tokens"] = replace(
+                p, chunked_prefill=0, max_step_tokens=budget)
+        else:
+            budget = WHATIF_CHUNK + p.max_running
+            out[f"chunked prefill {WHATIF_CHUNK}, step ≤ {budget} tokens"] = replace(
+                p, chunked_prefill=WHATIF_CHUNK, max_step_tokens=budget)
+    out[f"twice the slots ({2 * p.max_running})"] = replace(p, max_running=2 * p.max_running)
+    out["a 40 % faster decode step"] = replace(p, decode_scale=p.decode_scale * 0.6)
+    return out
+
+
+@st.cache_resource(show_spinner=False)
+def synthetic_lm_args() -> dict[str, Any]:
+    """synthetic-lm's arguments (their defaults, help and ranges): the parametric server's
+    costs are these, so the page and the pipeline cannot disagree."""
+    from latency.pipelines.registry import pipeline_class
+
+    cls = pipeline_class("synthetic-lm")
+    assert cls is not None  # a sample: always registered
+    return {a.name: a for a in cls.model_args}
+
+
+def figures_of(point: GenPoint) -> dict[str, Any]:
+    return {k: getattr(point, k) for k in ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
+                                           "tpot_p99_ms", "goodput_rps", "errors")}
