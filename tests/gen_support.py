@@ -90,3 +90,39 @@ def recorded_synthetic_lm_run(rate: float = 30) -> Any:
     result = execute_generation(cfg, force=True)
     assert result.status == "completed", result.failure
     return result
+
+
+def crashing_lm_source(after_calls: int = 0, step_s: float = 0.0) -> str:
+    """The source of a generative pipeline (``CrashLM``) whose decode kills its process — a
+    crashing native library, not an exception — once it has decoded ``after_calls`` steps of
+    ``step_s`` each."""
+    return f'''
+import os
+import time
+import torch
+from latency.pipelines.generative import GenerativePipeline
+
+class CrashLM(GenerativePipeline):
+    name = "crash-lm"
+    max_context = 256
+    calls = 0
+
+    def sample_inputs(self, n, seed):
+        return ["1 2 3"] * n
+
+    def tokenize(self, prompt):
+        return [int(w) for w in prompt.split()]
+
+    def detokenize(self, ids):
+        return " ".join(map(str, ids))
+
+    def prefill(self, chunks):
+        return torch.zeros(len(chunks), 8)
+
+    def decode(self, inputs):
+        CrashLM.calls += 1
+        if CrashLM.calls > {after_calls}:
+            os._exit(3)
+        time.sleep({step_s})
+        return torch.zeros(len(inputs), 8)
+'''

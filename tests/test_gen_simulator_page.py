@@ -2,41 +2,21 @@
 (the marker on the curve, the bars' totals with the metrics), chunked prefill takes the
 stalls off the waterfall, the what-ifs say which lever moves what, a saved generation run's
 fitted costs replace the parametric ones, and bad settings are one error box."""
-import json
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from latency.core import fmt
+from tests.app_support import chart_with, metric_value, page_in_mode
 from tests.gen_support import recorded_synthetic_lm_run
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
 def generation_mode() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    at.switch_page("views/load_simulator.py").run()
-    at.sidebar.segmented_control(key="sim_kind").set_value("generation").run()
-    assert not at.exception, at.exception
-    return at
-
-
-def specs(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
-def chart(at: AppTest, trace_name: str) -> dict:
-    return next(s for s in specs(at) if any(t.get("name") == trace_name for t in s["data"]))
-
-
-def metric(at: AppTest, label: str) -> str:
-    return next(m.value for m in at.metric if m.label.startswith(label))
+    return page_in_mode("views/load_simulator.py", "sim_kind", "generation")
 
 
 def longest_stall(at: AppTest) -> float:
-    fig = chart(at, "stalled (another request's prefill)")
+    fig = chart_with(at, "stalled (another request's prefill)")
     trace = next(t for t in fig["data"] if t["name"].startswith("stalled"))
     return max(trace.get("x") or [0.0])
 
@@ -45,18 +25,18 @@ def test_the_headline_lies_on_its_curve_and_the_bars_sum_to_it():
     at = generation_mode()
     assert not at.error
     assert any("**Simulated**" in c.value and "parametric server" in c.value for c in at.caption)
-    rate = chart(at, "TTFT p99")
+    rate = chart_with(at, "TTFT p99")
     line = next(t for t in rate["data"] if t["name"] == "TTFT p99")
     mark = next(t for t in rate["data"] if t["name"] == "your setting")
     i = line["x"].index(mark["x"][1])  # a vertex of the line, not a point near it
     assert line["y"][i] == mark["y"][1]
-    assert metric(at, "TTFT p99") == fmt.duration(mark["y"][1])
-    bars = chart(at, "prefill stall")
+    assert metric_value(at, "TTFT p99") == fmt.duration(mark["y"][1])
+    bars = chart_with(at, "prefill stall")
     p99 = sum(t["y"][-1] for t in bars["data"])
-    assert fmt.duration(p99) == metric(at, "TTFT p99")
+    assert fmt.duration(p99) == metric_value(at, "TTFT p99")
     answer = next(m.value for m in at.markdown if m.value.startswith("**Highest arrival rate"))
     assert "requests/s with 90% of them meeting TTFT ≤ 100 ms and TPOT ≤ 10 ms" in answer
-    goodput = chart(at, "goodput (meeting both targets)")
+    goodput = chart_with(at, "goodput (meeting both targets)")
     star = next(t for t in goodput["data"] if t["name"].startswith("highest rate"))
     assert f"{star['x'][0]:.2f} requests/s" in answer
 

@@ -24,6 +24,7 @@ from tests.gen_support import (
     CALL_OWN_MS,
     assert_adds_up,
     assert_call_holds,
+    crashing_lm_source,
     gaps,
     step_period_ms,
 )
@@ -355,30 +356,7 @@ def test_compare_two_generation_runs_names_the_setting_and_gates(tmp_path):
     assert sim.returncode == 0 and sim.stdout.startswith("SIMULATED (no model ran)"), sim.stderr
 
 
-CRASHING_LM = '''
-import os
-import torch
-from latency.pipelines.generative import GenerativePipeline
-
-class CrashLM(GenerativePipeline):
-    name = "crash-lm"
-    max_context = 256
-
-    def sample_inputs(self, n, seed):
-        return ["1 2 3"] * n
-
-    def tokenize(self, prompt):
-        return [int(w) for w in prompt.split()]
-
-    def detokenize(self, ids):
-        return " ".join(map(str, ids))
-
-    def prefill(self, chunks):
-        return torch.zeros(len(chunks), 8)
-
-    def decode(self, inputs):
-        os._exit(3)  # the process, not an exception: a crashing native library
-'''
+CRASHING_LM = crashing_lm_source()
 
 
 def test_a_pipeline_that_kills_its_process_is_a_failed_run_not_a_crash(tmp_path):

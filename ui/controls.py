@@ -53,6 +53,22 @@ def pipeline_infos() -> dict[str, Any]:
             if i.name != "model-file" and not i.generative}
 
 
+def model_arg_inputs(sb: Any, info: Any) -> dict[str, Any]:
+    """A pipeline's own arguments as text inputs (``arg_<pipeline>_<name>``), those changed
+    from their defaults out."""
+    model_args: dict[str, Any] = {}
+    if not info.model_args:
+        return model_args
+    with sb.expander("Model arguments"):
+        for arg in info.model_args:
+            key = f"arg_{info.name}_{arg.name}"
+            value = st.text_input(arg.name, default(key, str(arg.default), ""), key=key,
+                                  help=arg.help or None)
+            if value != str(arg.default):
+                model_args[arg.name] = value
+    return model_args
+
+
 def profiler_controls() -> tuple[RunConfig, float]:
     """Render the sidebar controls; return the configuration they describe and the SLO (ms)."""
     infos = pipeline_infos()
@@ -64,15 +80,7 @@ def profiler_controls() -> tuple[RunConfig, float]:
     info = infos[model]
     sb.caption(plain(info.description)
                + ("" if info.origin == "sample" else f" · {plain(info.origin)}"))
-    model_args: dict[str, Any] = {}
-    if model != "synthetic" and info.model_args:
-        with sb.expander("Model arguments"):
-            for arg in info.model_args:
-                key = f"arg_{model}_{arg.name}"
-                value = st.text_input(arg.name, default(key, str(arg.default), ""), key=key,
-                                      help=arg.help or None)
-                if value != str(arg.default):
-                    model_args[arg.name] = value
+    model_args: dict[str, Any] = model_arg_inputs(sb, info) if model != "synthetic" else {}
     if model == "synthetic":
         c1, c2, c3 = sb.columns(3)
         model_args["preprocess_ms"] = c1.number_input(

@@ -27,6 +27,7 @@ from latency.simulation.gen_capacity import (
 from latency.simulation.gen_parametric import ParametricCosts, parametric_setup
 from latency.simulation.gen_replay import GenSimSetup, fitted_service, gen_replay
 from latency.simulation.gen_service import GenService
+from ui.gen_controls import OUTPUT_TOKENS, PROMPT_TOKENS, TPOT_TARGET_MS, TTFT_TARGET_MS
 
 PARAMETRIC = "parametric"
 HISTORY = "history:"  # source keys of generations read back from the saved history
@@ -45,8 +46,8 @@ class GenSimPage:
 
     source: str = PARAMETRIC
     costs: ParametricCosts | None = None
-    prompt_tokens: str = "uniform:16:900"
-    output_tokens: str = "uniform:8:48"
+    prompt_tokens: str = PROMPT_TOKENS
+    output_tokens: str = OUTPUT_TOKENS
     rate: float = 8.0
     clients: int | None = None
     arrival: str = "poisson"
@@ -56,8 +57,8 @@ class GenSimPage:
     max_step_tokens: int = RunConfig.max_step_tokens
     chunked_prefill: int = 0
     kv_tokens: int = 0
-    ttft_target_ms: float = 100.0
-    tpot_target_ms: float = 10.0
+    ttft_target_ms: float = TTFT_TARGET_MS
+    tpot_target_ms: float = TPOT_TARGET_MS
     requests: int = 400
     decode_scale: float = 1.0
 
@@ -187,17 +188,6 @@ def what_ifs(p: GenSimPage) -> dict[str, GenSimPage]:
     out[f"twice the slots ({2 * p.max_running})"] = replace(p, max_running=2 * p.max_running)
     out["a 40 % faster decode step"] = replace(p, decode_scale=p.decode_scale * 0.6)
     return out
-
-
-@st.cache_resource(show_spinner=False)
-def synthetic_lm_args() -> dict[str, Any]:
-    """synthetic-lm's arguments (their defaults, help and ranges): the parametric server's
-    costs are these, so the page and the pipeline cannot disagree."""
-    from latency.pipelines.registry import pipeline_class
-
-    cls = pipeline_class("synthetic-lm")
-    assert cls is not None  # a sample: always registered
-    return {a.name: a for a in cls.model_args}
 
 
 def figures_of(point: GenPoint) -> dict[str, Any]:

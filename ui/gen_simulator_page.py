@@ -6,14 +6,21 @@ from __future__ import annotations
 
 import streamlit as st
 
-from latency.core import fmt
 from latency.core.config import field_help
 from latency.core.errors import ConfigError
-from latency.core.slo import PRESETS
 from latency.figures import gen_plots
 from latency.simulation.gen_capacity import DEFAULT_ATTAINMENT
 from latency.simulation.gen_parametric import ParametricCosts
 from ui.controls import KEEP, default
+from ui.gen_controls import (
+    cost_inputs,
+    length_inputs,
+    load_inputs,
+    objective_inputs,
+    scheduler_inputs,
+    synthetic_lm_args,
+)
+from ui.gen_figures import generation_figures, headline_metrics
 from ui.gen_simulator import (
     PARAMETRIC,
     GenSimPage,
@@ -23,19 +30,11 @@ from ui.gen_simulator import (
     marked_curve,
     recorded,
     recorded_generations,
-    synthetic_lm_args,
     what_ifs,
 )
 from ui.text import plain
 
-CUSTOM = "custom"
-
-
-def take_preset() -> None:
-    """A preset's targets fill the two objective inputs (MLPerf's, checked at p99)."""
-    name = st.session_state.get("gsim_preset")
-    if name in PRESETS:
-        st.session_state["gsim_ttft"], st.session_state["gsim_tpot"] = PRESETS[name]
+PREFIX = "gsim_"  # the widgets' keys (ui/gen_controls.py)
 
 
 def take_run_setup() -> None:
@@ -80,76 +79,14 @@ def sidebar() -> tuple[GenSimPage, float]:
              "fit's error shown, and its spread and drift kept.", **KEEP)
     costs = None
     if source == PARAMETRIC:
-        args = synthetic_lm_args()
-
-        def cost(label: str, name: str, step: float) -> float:
-            a = args[name]
-            return float(sb.number_input(label, 0.0, float(a.high),
-                                         default(f"gsim_{name}", float(a.default), "min"), step,
-                                         format="%.3f", key=f"gsim_{name}",
-                                         help=f"synthetic-lm's {name}: {a.help}.", **KEEP))
-
-        costs = ParametricCosts(
-            prefill_ms=cost("Prefill call, fixed (ms)", "prefill_ms", 0.5),
-            prefill_ms_per_token=cost("Prefill, per prompt token (ms)", "prefill_ms_per_token",
-                                      0.01),
-            step_ms=cost("Decode step, fixed (ms)", "step_ms", 0.5),
-            step_ms_per_seq=cost("Decode step, per sequence (ms)", "step_ms_per_seq", 0.1),
-            max_context=int(args["max_context"].default))
-    own = "" if source != PARAMETRIC else None
-    prompts = sb.text_input("Prompt tokens", default("gsim_prompts", d.prompt_tokens),
-                            key="gsim_prompts", placeholder="the run's own lengths",
-                            help=field_help("prompt_tokens") + (
-                                " Empty: the recorded run's own." if own == "" else ""), **KEEP)
-    outputs = sb.text_input("Output tokens", default("gsim_outputs", d.output_tokens),
-                            key="gsim_outputs", placeholder="the run's own lengths",
-                            help=field_help("output_tokens") + (
-                                " Empty: the recorded run's own." if own == "" else ""), **KEEP)
-    closed = sb.toggle("Closed loop (clients)", key="gsim_closed",
-                       help="Clients that each send again when their stream ends, instead of "
-                            "arrivals at a rate.", **KEEP)
-    clients = rate = None
-    if closed:
-        clients = int(sb.slider("Clients", 1, 128, default("gsim_clients", 8),
-                                key="gsim_clients", help=field_help("concurrency"), **KEEP))
-    else:
-        rate = float(sb.number_input("Arrival rate (requests/s)", 0.01, 10_000.0,
-                                     default("gsim_rate", d.rate, "min"), 0.5, key="gsim_rate",
-                                     help=field_help("rate"), **KEEP))
-    arrival = sb.selectbox("Arrivals", ["poisson", "constant", "bursty"], key="gsim_arrival",
-                           disabled=closed, help=field_help("arrival"), **KEEP)
-    batching = sb.selectbox("Batching", ["continuous", "static"], key="gsim_batching",
-                            help=field_help("batching"), **KEEP)
-    max_running = sb.slider("Max running sequences (slots)", 1, 64,
-                            default("gsim_max_running", d.max_running), key="gsim_max_running",
-                            help=field_help("max_running"), **KEEP)
-    step_tokens = sb.slider("Max tokens per step", 64, 8192,
-                            default("gsim_step_tokens", d.max_step_tokens), 64,
-                            key="gsim_step_tokens", help=field_help("max_step_tokens"),
-                            **KEEP)
-    chunked = sb.toggle("Chunked prefill", key="gsim_chunked", disabled=batching == "static",
-                        help=field_help("chunked_prefill"), **KEEP)
-    chunk = 0
-    if chunked and batching != "static":
-        chunk = int(sb.slider("Chunk size (tokens)", 16, 2048, default("gsim_chunk", 256), 16,
-                              key="gsim_chunk",
-                              help="The most prompt tokens one step prefills: smaller chunks "
-                                   "stall the decoding streams less, and take longer to "
-                                   "reach a long prompt's first token.", **KEEP))
-    kv = int(sb.number_input("KV budget (tokens; 0: every slot a whole context)", 0,
-                             10_000_000, default("gsim_kv", 0, "min"), 1024, key="gsim_kv",
-                             help=field_help("kv_tokens"), **KEEP))
+        costs = ParametricCosts(**cost_inputs(sb, PREFIX),
+                                max_context=int(synthetic_lm_args()["max_context"].default))
+    prompts, outputs = length_inputs(sb, PREFIX, own=source != PARAMETRIC)
+    load = load_inputs(sb, PREFIX, d.rate, ("poisson", "constant", "bursty"))
+    scheduler = scheduler_inputs(sb, PREFIX)
     replicas = sb.slider("Replicas", 1, 8, default("gsim_replicas", 1), key="gsim_replicas",
                          help=field_help("replicas"), **KEEP)
-    sb.subheader("Objectives")
-    sb.selectbox("Preset (MLPerf's)", [CUSTOM, *PRESETS], key="gsim_preset",
-                 on_change=take_preset, help=field_help("slo"), **KEEP)
-    ttft = sb.number_input("TTFT target (ms)", 0.1, 3_600_000.0,
-                           default("gsim_ttft", d.ttft_target_ms, "min"), 10.0, key="gsim_ttft",
-                           help=field_help("slo_ttft_ms"), **KEEP)
-    tpot = sb.number_input("TPOT target (ms)", 0.01, 3_600_000.0,
-                           default("gsim_tpot", d.tpot_target_ms, "min"), 1.0, key="gsim_tpot",
-                           help=field_help("slo_tpot_ms"), **KEEP)
+    ttft, tpot = objective_inputs(sb, PREFIX)
     attainment = sb.slider("Requests that must meet both (%)", 50, 99,
                            default("gsim_attain", int(DEFAULT_ATTAINMENT * 100)),
                            key="gsim_attain",
@@ -160,12 +97,10 @@ def sidebar() -> tuple[GenSimPage, float]:
                          key="gsim_requests",
                          help="Each simulation's length (the curves simulate as many at "
                               "each rate). More pins the p99 down, and takes longer.", **KEEP)
-    page = GenSimPage(source=source, costs=costs, prompt_tokens=(prompts or "").strip(),
-                      output_tokens=(outputs or "").strip(), rate=rate or 1.0, clients=clients,
-                      arrival=arrival, replicas=replicas, batching=batching,
-                      max_running=max_running, max_step_tokens=step_tokens,
-                      chunked_prefill=chunk, kv_tokens=kv, ttft_target_ms=float(ttft),
-                      tpot_target_ms=float(tpot), requests=requests)
+    page = GenSimPage(source=source, costs=costs, prompt_tokens=prompts, output_tokens=outputs,
+                      rate=load.rate or 1.0, clients=load.clients, arrival=load.arrival,
+                      replicas=replicas, ttft_target_ms=ttft, tpot_target_ms=tpot,
+                      requests=requests, **scheduler)
     return page, float(attainment)
 
 
@@ -188,40 +123,13 @@ def render() -> None:
         why, n = max(s.error_messages.items(), key=lambda kv: kv[1], default=("", 0))
         st.warning(f"**{s.errors:,} of {s.requests:,} requests refused** by the simulated "
                    f"server ({n:,}: {plain(why)}).")
-    m = st.columns(5)
-    m[0].metric("TTFT p50 (simulated)", fmt.duration(s.ttft_ms.p50))
-    m[1].metric("TTFT p99", fmt.duration(s.ttft_ms.p99))
-    m[2].metric("TPOT p99", fmt.duration(s.tpot_ms.p99))
-    m[3].metric("meeting both targets",
-                f"{s.slo_met_share:.1%}" if s.slo_met_share is not None else fmt.DASH)
-    m[4].metric("output tokens/s", f"{s.output_tokens_per_s:,.0f}")
+    headline_metrics(s, " (simulated)")
     st.caption(f"{s.successful:,} requests simulated ({s.errors:,} refused), "
                f"{s.throughput_rps:.2f} served a second; objectives {page.objectives}; "
                f"mean {s.scheduler.get('mean_running', 0):.1f} running and "
                f"{s.scheduler.get('mean_waiting', 0):.1f} waiting, "
                f"{s.preemptions:,} preemption(s).")
-    left, right = st.columns(2)
-    with left:
-        st.caption("Time to first token, by part (each bar: the requests around it).")
-        st.plotly_chart(gen_plots.ttft_bars_figure(v), key="gsimfig_ttft_bars")
-        st.plotly_chart(gen_plots.ttft_histogram_figure(v, page.ttft_target_ms),
-                        key="gsimfig_ttft_hist")
-    with right:
-        st.caption("A gap between tokens, by part (stall: another request's prefill held "
-                   "the step).")
-        st.plotly_chart(gen_plots.gap_bars_figure(v), key="gsimfig_gap_bars")
-        st.plotly_chart(gen_plots.itl_histogram_figure(v, page.tpot_target_ms),
-                        key="gsimfig_itl_hist")
-    st.subheader("The last requests, step by step")
-    st.caption("A row a request: waiting for a slot, prefill, then decoding; a tick per "
-               "token delivered, and in red each stall — the stream standing still while "
-               "another request's prefill holds the step, as long as it lasted. A whole "
-               "prompt's prefill draws one long red bar through every running stream; turn on "
-               "chunked prefill with a small step budget (*Max tokens per step*, vLLM's "
-               "max_num_batched_tokens) and it becomes many short ones.")
-    st.plotly_chart(gen_plots.waterfall_figure(v.waterfall), key="gsimfig_waterfall")
-    st.subheader("The scheduler over time")
-    st.plotly_chart(gen_plots.scheduler_figure(v), key="gsimfig_scheduler")
+    generation_figures(v, page.ttft_target_ms, page.tpot_target_ms, key="gsimfig_")
     curves(page, attainment)
     whatifs(page)
 

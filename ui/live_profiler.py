@@ -52,6 +52,36 @@ second. Under open-loop overload p99 climbs steadily: the queue is growing.
 """
 
 
+def run_buttons(config: RunConfig, handle: Any, say: str, keys: tuple[str | None, str | None]
+                = (None, None)) -> None:
+    """Start (queue ``config`` as this session's run, and watch it) and Stop (the shown run:
+    yours, or any for an instructor), with what they do as a caption beside them — not as
+    their tooltips: a tooltip opens above its button, over the page's title."""
+    from latency.core.errors import ConfigError
+    from latency.execution.manager import PermissionDenied
+    from ui.rights import is_instructor
+    from ui.session import session_id
+
+    mgr, me = run_manager(), session_id()
+    in_flight = handle is not None and not handle.done()
+    mine = handle is not None and mgr.owner(handle.run_id) == me
+    b1, b2, caption = st.columns([1, 1, 4], vertical_alignment="center")
+    caption.caption(say)
+    if b1.button("Start", icon=":material/play_arrow:", type="primary", key=keys[0]):
+        try:
+            ticket = mgr.submit(config, owner=me)
+            st.session_state["watch"] = ticket.run_id
+            st.rerun()
+        except ConfigError as exc:
+            st.error(f"Cannot start: {plain(exc)}")
+    can_stop = in_flight and (mine or is_instructor())
+    if b2.button("Stop", icon=":material/stop:", disabled=not can_stop, key=keys[1]):
+        try:
+            mgr.stop(handle.run_id, requester=me, instructor=is_instructor())
+        except (PermissionDenied, KeyError) as exc:
+            st.error(plain(exc))
+
+
 def render(handle: RunHandle, slo_ms: float, snap: Snapshot | None = None) -> Snapshot:
     """The run's live view, all of it from one snapshot — ``snap``, the one the page took in
     this run, else one taken here, once — which it returns (the page decides from the same

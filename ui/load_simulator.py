@@ -161,7 +161,8 @@ def recorded_runs() -> dict[str, str]:
     # the snapshot of a finished run is built once and memoised: no copy of its rows per rerun
     out = {h.run_id: f"{h.run_id} · {h.config.model} (this session)"
            for h in reversed(run_manager().finished())
-           if h.status in ("completed", "stopped") and h.snapshot().progress.get("measured")}
+           if h.kind == "one-shot" and h.status in ("completed", "stopped")
+           and h.snapshot().progress.get("measured")}
     out.update(_history_runs(history_stamp()))
     return out
 

@@ -51,7 +51,7 @@ TRAVELS = frozenset({
     # Load Simulator
     "sim_source", "sim_service", "sim_dist", "sim_cv", "sim_per_item", "sim_arrival",
     "sim_replicas", "sim_batch", "sim_delay", "sim_rate", "sim_slo", "sim_plan", "sim_val_len",
-    "sim_as_recorded", "sim_kind",
+    "sim_as_recorded", "sim_kind", "live_kind",
     # Compare Runs: the filters, the runs compared, the run being renamed
     "cmp_text", "cmp_models", "cmp_status", "cmp_runs", "cmp_logy", "cmp_target",
     # Workshop: the lesson a shared link opened
@@ -59,8 +59,9 @@ TRAVELS = frozenset({
 })
 #: prefixes of controls made per item that travel: a pipeline's own arguments
 #: (``arg_<model>_<name>``), the what-if's load per arm, a run's new name; and the Load
-#: Simulator's generation mode (``gsim_``, ui/gen_simulator_page.py)
-TRAVEL_PREFIXES = ("arg_", "wi_load_", "wi_rate_", "cmp_name_", "gsim_")
+#: Simulator's and the Live Profiler's generation modes (``gsim_``, ``glive_``:
+#: ui/gen_controls.py)
+TRAVEL_PREFIXES = ("arg_", "wi_load_", "wi_rate_", "cmp_name_", "gsim_", "glive_")
 
 
 def travels(key: str) -> bool:

@@ -63,23 +63,6 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
                         "scrape_metrics": bool(getattr(a, "scrape_metrics", False))})
 
 
-def generative_run(config: RunConfig) -> bool:
-    """Whether ``run`` measures a generation: a generation flag is given, or the pipeline is
-    a generative sample (a ``--pipeline`` of your own is known generative once imported:
-    without a generation flag the run process says so, in one line)."""
-    if config.generation_flags():
-        return True
-    if config.pipeline is not None:
-        return False
-    from latency.pipelines.generative import is_generative
-    from latency.pipelines.registry import SAMPLES, source
-
-    if config.model not in SAMPLES:
-        return False
-    cls = source(config.model).cls
-    return cls is not None and is_generative(cls)
-
-
 def cmd_run(a: argparse.Namespace) -> int:
     from latency.analysis.summary_text import format_summary, optimization_lines
     from latency.execution.process import RunOptions, run_watched
@@ -88,6 +71,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.arrival is not None and a.rate is None:
         raise ConfigError("--arrival applies to open loop only: give --rate too")
     raw = config_from_args(a)
+    from latency.pipelines.gen_checks import generative_run
+
     if generative_run(raw):
         from latency.cli.run_generation import cmd_run_generation
 

@@ -51,6 +51,9 @@ TEXT_SAMPLES = 3
 DRAIN_S = 60.0
 
 ProgressCallback = Callable[[dict[str, Any]], None]
+#: what a run measured since the last call: request rows, their tokens, scheduler steps and
+#: the new requests' errors (the rows' and tokens' indices continue the earlier calls')
+LogsCallback = Callable[[np.ndarray, np.ndarray, np.ndarray, dict[int, str]], None]
 
 
 class _Steps:
@@ -66,9 +69,9 @@ class _Steps:
         else:
             self.full = True
 
-    def array(self) -> np.ndarray:
-        return np.array(self.rows, dtype=STEP_DTYPE) if self.rows else \
-            np.zeros(0, dtype=STEP_DTYPE)
+    def array(self, start: int = 0) -> np.ndarray:
+        rows = self.rows[start:]
+        return np.array(rows, dtype=STEP_DTYPE) if rows else np.zeros(0, dtype=STEP_DTYPE)
 
 
 class _Recorder:
@@ -96,12 +99,15 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
                        who: str = "a run",
                        pipeline: GenerativePipeline | None = None,
                        prompts: list[str] | None = None,
-                       target: TargetInfo | None = None) -> GenResult:
+                       target: TargetInfo | None = None,
+                       on_logs: LogsCallback | None = None) -> GenResult:
     """Run the generation ``config`` describes (validated here) and return its GenResult.
     ``pipeline``: one built already, served as it is; ``prompts``: the prompt texts to send
     (instead of ``--prompts`` or the pipeline's samples). With ``--target``, the server is
     probed first (``target``: probed already): ConfigError, in one line, when it is not an
-    OpenAI-compatible streaming server the run can use."""
+    OpenAI-compatible streaming server the run can use. ``on_logs``: called about once a
+    second with what was measured since its last call (a live view, and what a run process
+    that dies leaves behind), and once more at the end."""
     config = validated(config, pipeline, generation=True)
     if config.target is not None and target is None:
         target = probe_target(config.target, config.api, config.served_model,
@@ -130,12 +136,27 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             on_progress({"phase": name, "done": rec.log.size})
 
     stop_progress = threading.Event()
+    sent = [0, 0, 0]  # rows, tokens and steps handed to on_logs so far
+
+    def send_logs() -> None:
+        if on_logs is None:
+            return
+        with rec.lock:
+            rows, tokens = rec.log.view()
+            new_rows, new_tokens = rows[sent[0]:].copy(), tokens[sent[1]:].copy()
+            errors = {i: m for i, m in rec.log.errors.items() if i >= sent[0]}
+            sent[0], sent[1] = len(rows), len(tokens)
+        new_steps = steps.array(sent[2])
+        sent[2] += len(new_steps)
+        on_logs(new_rows, new_tokens, new_steps, errors)
 
     def progress_loop() -> None:
         while not stop_progress.wait(1.0):
+            send_logs()
             if on_progress is not None:
                 on_progress({"phase": phase["name"], "done": rec.log.size,
-                             "elapsed_s": time.monotonic() - phase["since"]})
+                             "elapsed_s": time.monotonic() - phase["since"],
+                             "measure_start_ns": timings.measure_start_ns})
 
     reporter = threading.Thread(target=progress_loop, daemon=True, name="progress")
     reporter.start()
@@ -217,6 +238,8 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
     finally:
         set_phase("finishing")
         stop_progress.set()
+        reporter.join(timeout=5)
+        send_logs()
         if server is not None:
             warnings += server.close()
             if isinstance(server, TargetGen) and server.metrics is not None:

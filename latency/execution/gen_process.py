@@ -3,14 +3,12 @@
 Why: a pipeline that segfaults, aborts or calls ``os._exit`` takes the run process, not the
 caller — the caller still reports a failed run (exit 1) in one line — and the caller's threads
 cannot disturb the timings. The pipeline's module is imported there first; a config it refuses
-comes back as one line. The run process sends its progress about once a second and its whole
-result (request, token and step logs) when it ends. A stop sets the run's cancel event; a run
-process that has not ended ``KILL_AFTER_STOP_S`` after a stop is killed. A run process whose
-caller dies stops itself (it watches its parent).
-
-What a crash loses: the result travels at the end, so a run process that dies mid-run leaves
-a failed result with the reason and the config, not the requests measured until then (a
-one-shot run streams its rows and keeps them).
+comes back as one line. The run process sends its progress and what it measured since (the
+new request, token and step rows: ``GenLogs``) about once a second, and its whole result when
+it ends. A stop sets the run's cancel event; a run process that has not ended
+``KILL_AFTER_STOP_S`` after a stop is killed. A run process whose caller dies stops itself (it
+watches its parent). A run process that dies mid-run leaves a failed result with the reason
+and every request it had reported.
 """
 from __future__ import annotations
 
@@ -21,9 +19,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from latency.analysis.gen_result import GenResult
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError, error_text
+from latency.core.gen_records import GEN_DTYPE, STEP_DTYPE, TOKEN_DTYPE
 from latency.execution.process import KILL_AFTER_STOP_S
 from latency.host.processes import exit_now
 
@@ -59,6 +60,12 @@ def _child(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who: str
         except OSError:
             pass  # the caller is gone: watch_parent stops the run
 
+    def logs(rows: Any, tokens: Any, steps: Any, errors: dict[int, str]) -> None:
+        try:
+            conn.send(("logs", rows.tobytes(), tokens.tobytes(), steps.tobytes(), errors))
+        except OSError:
+            pass
+
     try:
         target = None
         try:
@@ -72,7 +79,7 @@ def _child(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who: str
             conn.send(("refused", str(exc)))
             return
         result = execute_generation(checked, cancel=stop, on_progress=progress, force=force,
-                                    who=who, target=target)
+                                    who=who, target=target, on_logs=logs)
         conn.send(("result", result))
     except BaseException as exc:  # noqa: BLE001 - report anything, then die
         try:
@@ -82,6 +89,51 @@ def _child(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who: str
     finally:
         conn.close()
         exit_now(0)
+
+
+class GenLogs:
+    """What a generation run process has reported so far: its request, token and step rows
+    (appended as they come, grown by doubling) and its requests' errors."""
+
+    def __init__(self) -> None:
+        self.rows = np.zeros(64, dtype=GEN_DTYPE)
+        self.tokens = np.zeros(1024, dtype=TOKEN_DTYPE)
+        self.steps = np.zeros(256, dtype=STEP_DTYPE)
+        self.n = [0, 0, 0]
+        self.errors: dict[int, str] = {}
+
+    def add(self, rows: bytes, tokens: bytes, steps: bytes, errors: dict[int, str]) -> None:
+        for k, (name, dtype, data) in enumerate((("rows", GEN_DTYPE, rows),
+                                                  ("tokens", TOKEN_DTYPE, tokens),
+                                                  ("steps", STEP_DTYPE, steps))):
+            new = np.frombuffer(data, dtype=dtype)
+            have = getattr(self, name)
+            need = self.n[k] + len(new)
+            if need > len(have):
+                grown = np.zeros(max(need, 2 * len(have)), dtype=dtype)
+                grown[: self.n[k]] = have[: self.n[k]]
+                setattr(self, name, have := grown)
+            have[self.n[k]: need] = new
+            self.n[k] = need
+        self.errors.update(errors)
+
+    def views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows so far (views: what is below ``n`` is never written again)."""
+        return self.rows[: self.n[0]], self.tokens[: self.n[1]], self.steps[: self.n[2]]
+
+    def result(self, config: RunConfig, status: str, failure: str | None = None,
+               traceback: str | None = None,
+               measure_start_ns: int | None = None) -> GenResult:
+        """A result of what was reported (a copy), for a run that sent no result of its own."""
+        from latency.analysis.timings import Timings
+
+        rows, tokens, steps = (a.copy() for a in self.views())
+        timings = Timings(measure_start_ns=measure_start_ns)
+        if measure_start_ns is not None and len(rows):
+            timings.measure_end_ns = int(rows["t_done"].max())
+        return GenResult(config=config, environment={}, status=status, rows=rows,
+                         tokens=tokens, steps=steps, errors=dict(self.errors),
+                         timings=timings, failure=failure, traceback=traceback)
 
 
 def run_generation_process(config: RunConfig, *, cancel: threading.Event,
@@ -98,6 +150,8 @@ def run_generation_process(config: RunConfig, *, cancel: threading.Event,
     stopped_at: float | None = None
     result: GenResult | None = None
     failure: tuple[str, str | None] | None = None
+    reported = GenLogs()
+    start_ns: int | None = None
     try:
         while True:
             if cancel.is_set() and stopped_at is None:
@@ -117,8 +171,12 @@ def run_generation_process(config: RunConfig, *, cancel: threading.Event,
             except (EOFError, OSError):
                 break
             kind = message[0]
-            if kind == "progress" and on_progress is not None:
-                on_progress(message[1])
+            if kind == "logs":
+                reported.add(*message[1:])
+            elif kind == "progress":
+                start_ns = message[1].get("measure_start_ns") or start_ns
+                if on_progress is not None:
+                    on_progress(message[1])
             elif kind == "refused":
                 raise ConfigError(message[1])
             elif kind == "result":
@@ -141,6 +199,5 @@ def run_generation_process(config: RunConfig, *, cancel: threading.Event,
                if code is not None and code < 0 and -code in signal.valid_signals()
                else f"exit code {code}")
         failure = (f"the run process ended without a result ({why}): the pipeline crashed "
-                   "the process (nothing it measured could be kept)", None)
-    return GenResult(config=config, environment={}, status="failed", failure=failure[0],
-                     traceback=failure[1])
+                   f"the process; the {reported.n[0]} requests it had reported are kept", None)
+    return reported.result(config, "failed", failure[0], failure[1], start_ns)

@@ -24,10 +24,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from latency.analysis.gen_result import GenResult
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
+from latency.execution.gen_handle import GenRunHandle
 from latency.execution.process import RunHandle, RunOptions
+from latency.pipelines.gen_checks import generative_run
 from latency.storage.store import RunStore
+
+#: a one-shot run's handle or a generation's: what the line holds
+Handle = RunHandle | GenRunHandle
 
 log = logging.getLogger(__name__)
 #: ``RunManager(store=DEFAULT_STORE)``: save finished runs to the default history database.
@@ -50,7 +56,7 @@ CLOSE_WAIT_S = 30.0
 class RunRecord:
     """Everything the manager keeps about one run."""
 
-    handle: RunHandle
+    handle: Handle
     owner: str
     #: what the run is called in the history (None: the history's default)
     name: str | None = None
@@ -93,9 +99,9 @@ class RunManager:
         self._lock = threading.Condition()
         self._submissions = itertools.count(1)
         self._runs: dict[str, RunRecord] = {}
-        self._queue: deque[RunHandle] = deque()
-        self._current: RunHandle | None = None
-        self._finished: deque[RunHandle] = deque()
+        self._queue: deque[Handle] = deque()
+        self._current: Handle | None = None
+        self._finished: deque[Handle] = deque()
         self._watchers: list[Callable[[], Any]] = []
         self._closed = False
         self._thread = threading.Thread(target=self._schedule, name="run-manager", daemon=True)
@@ -103,8 +109,10 @@ class RunManager:
 
     # ---- submitting and stopping ------------------------------------------------------------
     def submit(self, config: RunConfig, owner: str, inputs: list[Any] | None = None) -> Ticket:
-        """Validate and queue a run (ConfigError on bad input); returns its ticket."""
-        handle = RunHandle(config, inputs, options=self._options(None))  # validates
+        """Validate and queue a run (ConfigError on bad input); returns its ticket. A
+        generation (``generative_run``) gets a generation run's handle, watched and saved as
+        one."""
+        handle = self._handle(config, inputs, None)  # validates
         self._enqueue([(handle, owner, None)])
         return Ticket(handle.run_id, self.position(handle.run_id))  # type: ignore[arg-type]
 
@@ -114,11 +122,19 @@ class RunManager:
         else's run can land between them. Nothing is queued if any config is bad. ``names``:
         what each run is called in the history."""
         names = list(names or [])
-        handles = [RunHandle(c, options=self._options(names[i] if i < len(names) else None))
+        handles = [self._handle(c, None, names[i] if i < len(names) else None)
                    for i, c in enumerate(configs)]  # validates all first
         self._enqueue([(h, owner, names[i] if i < len(names) else None)
                        for i, h in enumerate(handles)])
         return [Ticket(h.run_id, self.position(h.run_id) or 0) for h in handles]
+
+    def _handle(self, config: RunConfig, inputs: list[Any] | None, name: str | None) -> Handle:
+        if generative_run(config):
+            if inputs is not None:
+                raise ConfigError("a generation takes its prompts from --prompts or the "
+                                  "pipeline's samples, not from inputs")
+            return GenRunHandle(config, options=self._options(name))
+        return RunHandle(config, inputs, options=self._options(name))
 
     def _options(self, name: str | None) -> RunOptions:
         """How this manager's runs run: a run process whose dashboard is killed saves its own
@@ -127,7 +143,7 @@ class RunManager:
         return RunOptions(history=str(path) if path is not None else None, name=name,
                           source="dashboard")
 
-    def _enqueue(self, runs: list[tuple[RunHandle, str, str | None]]) -> None:
+    def _enqueue(self, runs: list[tuple[Handle, str, str | None]]) -> None:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the run manager is closed")
@@ -217,7 +233,7 @@ class RunManager:
             self._watchers.append(check)
 
     # ---- reading ------------------------------------------------------------------------------
-    def get(self, run_id: str) -> RunHandle | None:
+    def get(self, run_id: str) -> Handle | None:
         record = self._runs.get(run_id)
         return record.handle if record is not None else None
 
@@ -225,10 +241,10 @@ class RunManager:
         record = self._runs.get(run_id)
         return record.owner if record is not None else None
 
-    def current(self) -> RunHandle | None:
+    def current(self) -> Handle | None:
         return self._current
 
-    def queued(self) -> list[RunHandle]:
+    def queued(self) -> list[Handle]:
         with self._lock:
             return list(self._queue)
 
@@ -242,14 +258,19 @@ class RunManager:
                     return i
             return None
 
-    def latest(self) -> RunHandle | None:
-        """The run to show a newcomer: the current one, else the most recently finished."""
+    def latest(self, kind: str | None = None) -> Handle | None:
+        """The run to show a newcomer: the current one, else the most recently finished —
+        of that ``kind`` (a handle's: one-shot, generation) when one is given."""
         with self._lock:
-            if self._current is not None:
+            runs = [*self._finished, *([self._current] if self._current is not None else [])]
+            if self._current is not None and kind is None:
                 return self._current
-            return self._finished[-1] if self._finished else None
+            for handle in reversed(runs):
+                if kind is None or handle.kind == kind:
+                    return handle
+            return None
 
-    def finished(self) -> list[RunHandle]:
+    def finished(self) -> list[Handle]:
         with self._lock:
             return list(self._finished)
 
@@ -305,14 +326,14 @@ class RunManager:
             except Exception:  # noqa: BLE001 - a watcher's bug must not stop the queue
                 log.exception("run manager watcher %r failed", check)
 
-    def _retire(self, handle: RunHandle) -> None:
+    def _retire(self, handle: Handle) -> None:
         """Keep ``handle`` among the finished runs; forget the oldest beyond the limit.
         Caller holds the lock."""
         self._finished.append(handle)
         while len(self._finished) > KEEP_FINISHED:
             self._runs.pop(self._finished.popleft().run_id, None)
 
-    def _save(self, handle: RunHandle) -> None:
+    def _save(self, handle: Handle) -> None:
         """Save a finished run to the history, here in the scheduler thread: off every
         dashboard script thread, and before the next run starts, so the write (compressing
         the rows) never competes with a measurement for the CPU. A failed save loses nothing:
@@ -321,8 +342,15 @@ class RunManager:
         if self._store is None or record is None:
             return
         try:
-            saved = self._store.save(handle.result(), name=record.name, source="dashboard",
-                                     origin_id=handle.run_id, owner=record.owner)
+            result = handle.result()
+            if isinstance(result, GenResult):  # the history's generations, beside the runs
+                from latency.storage.gen_store import GenerationStore
+
+                saved = GenerationStore(self._store.path).save(result, name=record.name,
+                                                               source="dashboard")
+            else:
+                saved = self._store.save(result, name=record.name, source="dashboard",
+                                         origin_id=handle.run_id, owner=record.owner)
         except Exception as exc:  # noqa: BLE001 - any failure: warn, keep the result
             message = f"{type(exc).__name__}: {exc}"
             log.warning("run %s was not saved to the history: %s", handle.run_id, message)

@@ -152,27 +152,25 @@ def _keep_orphan(result: RunResult, options: RunOptions) -> None:
         pass
 
 
-class RunHandle:
-    """The caller's side of a run process: snapshots, cancel, result."""
+class ProcessHandle:
+    """What every run process's handle shares — a one-shot run's (``RunHandle``) and a
+    generation's (``gen_handle.GenRunHandle``): one state machine, every transition under
+    ``_lock``: queued → running → final (completed, stopped, failed), or queued → stopped by
+    a cancel that came first; the stop, the kill after it, and the reading of its state.
+    ``_never_started()`` is the final value of a run stopped in line."""
 
-    _ids = itertools.count(1)
+    #: what a viewer draws of it
+    kind = "one-shot"
 
-    def __init__(self, config: RunConfig, inputs: list[Any] | None = None,
-                 run_id: str | None = None, options: RunOptions = RunOptions()) -> None:
+    def __init__(self, run_id: str, options: RunOptions) -> None:
         self.options = options
-        self.config = validated(config, user_code=options.user_code_here)
-        self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        self._inputs = inputs
+        self.run_id = run_id
         self._lock = threading.Lock()
         self._build_lock = threading.Lock()
-        self._rows = np.zeros(1024, dtype=RECORD_DTYPE)
-        self._n = 0
-        self._errors: dict[int, str] = {}
         self._progress: dict[str, Any] = {"phase": "queued", "elapsed_s": 0.0, "done": 0}
         self._version = 0
         self._status = "queued"
-        self._final: Final | None = None
-        self._snap: Snapshot | None = None
+        self._final: Any = None
         self._done = threading.Event()
         self._cancel = _ctx.Event()
         self._proc: Any = None
@@ -180,37 +178,23 @@ class RunHandle:
         self._refused: str | None = None
         self.started_at: float | None = None
 
-    # ---- lifecycle -------------------------------------------------------------------------
-    # One state machine, every transition under ``_lock``: queued → running → final (completed,
-    # stopped, failed), or queued → stopped by a cancel that came first. ``start`` of a run that
-    # is no longer queued does nothing, so a Stop landing between the scheduler's check and its
-    # call to ``start`` can never spawn a run that was already reported stopped.
-    def start(self) -> RunHandle:
-        """Spawn the run process — only if the run is still queued (returns self)."""
+    def _never_started(self) -> Any:
+        raise NotImplementedError
+
+    def _begin(self) -> bool:
+        """queued → running, once (False: no longer queued — a Stop landing between the
+        scheduler's check and its call to ``start`` can never spawn a run that was already
+        reported stopped)."""
         with self._lock:
             if self._status != "queued":
-                return self
+                return False
             self._status, self._version = "running", self._version + 1
             self._progress = dict(self._progress, phase="starting")
             self.started_at = time.monotonic()
-        parent, child = _ctx.Pipe(duplex=False)
-        self._proc = _ctx.Process(target=_child_main, name=f"latency-{self.run_id}",
-                                  args=(self.config.to_dict(), child, self._cancel,
-                                        self._inputs, self.options), daemon=True)
-        try:
-            _spawn(self._proc)
-        except Exception as exc:  # could not spawn: fail this run alone, say why
-            with self._lock:
-                self._final = Final.ended(self.config, "failed",
-                                          f"could not start the run process: {exc}")
-                self._status = "failed"
-                self._version += 1
-            self._done.set()
-            return self
-        child.close()
-        threading.Thread(target=self._read, args=(parent,), name=f"reader-{self.run_id}",
-                         daemon=True).start()
-        return self
+        return True
+
+    def result(self) -> Any:
+        raise NotImplementedError
 
     def cancel(self) -> None:
         """Stop issuing requests; in-flight ones finish; the result is marked ``stopped``. A
@@ -219,7 +203,7 @@ class RunHandle:
             first = not self._cancel.is_set()
             self._cancel.set()
             if self._status == "queued":  # never started: nothing measured
-                self._final = Final.ended(self.config, "stopped")
+                self._final = self._never_started()
                 self._status = "stopped"
                 self._version += 1
                 self._done.set()
@@ -233,7 +217,7 @@ class RunHandle:
             timer.start()
 
     def kill(self, why: str = "a second stop") -> None:
-        """End the run process now (SIGKILL); the rows it had sent are the result, ``stopped``
+        """End the run process now (SIGKILL); what it had sent is the result, ``stopped``
         with ``why`` among its warnings. Does nothing once the run has ended."""
         with self._lock:
             proc = self._proc
@@ -262,10 +246,65 @@ class RunHandle:
     def done(self) -> bool:
         return self._done.is_set()
 
-    def wait(self, timeout: float | None = None) -> RunResult:
+    def wait(self, timeout: float | None = None) -> Any:
         if not self._done.wait(timeout):
             raise TimeoutError(f"run {self.run_id} still in flight after {timeout} s")
         return self.result()
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def status(self) -> str:
+        return self._status
+
+
+class RunHandle(ProcessHandle):
+    """The caller's side of a run process: snapshots, cancel, result."""
+
+    #: what a viewer draws of it (a generation's handle is ``gen_handle.GenRunHandle``)
+    kind = "one-shot"
+    _ids = itertools.count(1)
+
+    def __init__(self, config: RunConfig, inputs: list[Any] | None = None,
+                 run_id: str | None = None, options: RunOptions = RunOptions()) -> None:
+        super().__init__(
+            run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}", options)
+        self.config = validated(config, user_code=options.user_code_here)
+        self._inputs = inputs
+        self._rows = np.zeros(1024, dtype=RECORD_DTYPE)
+        self._n = 0
+        self._errors: dict[int, str] = {}
+        self._final: Final | None = None
+        self._snap: Snapshot | None = None
+
+    def _never_started(self) -> Final:
+        return Final.ended(self.config, "stopped")
+
+    # ---- lifecycle (ProcessHandle's state machine) ------------------------------------------
+    def start(self) -> RunHandle:
+        """Spawn the run process — only if the run is still queued (returns self)."""
+        if not self._begin():
+            return self
+        parent, child = _ctx.Pipe(duplex=False)
+        self._proc = _ctx.Process(target=_child_main, name=f"latency-{self.run_id}",
+                                  args=(self.config.to_dict(), child, self._cancel,
+                                        self._inputs, self.options), daemon=True)
+        try:
+            _spawn(self._proc)
+        except Exception as exc:  # could not spawn: fail this run alone, say why
+            with self._lock:
+                self._final = Final.ended(self.config, "failed",
+                                          f"could not start the run process: {exc}")
+                self._status = "failed"
+                self._version += 1
+            self._done.set()
+            return self
+        child.close()
+        threading.Thread(target=self._read, args=(parent,), name=f"reader-{self.run_id}",
+                         daemon=True).start()
+        return self
 
     # ---- reading ---------------------------------------------------------------------------
     def _read(self, conn: Any) -> None:
@@ -334,14 +373,6 @@ class RunHandle:
         self._rows[self._n: need] = rows
         self._errors.update(errors)
         self._n = need
-
-    @property
-    def version(self) -> int:
-        return self._version
-
-    @property
-    def status(self) -> str:
-        return self._status
 
     def snapshot(self) -> Snapshot:
         """The latest Snapshot; rebuilt only when new data arrived since the last call.

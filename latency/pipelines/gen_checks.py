@@ -118,3 +118,20 @@ def target_generation_checked(c: RunConfig, length_given: bool) -> None:
         TokenCounter(c.tokenizer)  # ConfigError in one line when it does not load
         c.tokenizer = str(Path(c.tokenizer).expanduser().resolve())
     c.model = c.served_model or TARGET_MODEL
+
+
+def generative_run(config: RunConfig) -> bool:
+    """Whether a run of ``config`` measures a generation (``run``'s choice and the run
+    manager's): a generation flag is given, or the pipeline is a generative sample (a
+    ``--pipeline`` of your own is known generative once imported: without a generation flag
+    the run process says so, in one line)."""
+    if config.generation_flags():
+        return True
+    if config.pipeline is not None:
+        return False
+    from latency.pipelines.registry import SAMPLES, source
+
+    if config.model not in SAMPLES:
+        return False
+    cls = source(config.model).cls
+    return cls is not None and is_generative(cls)

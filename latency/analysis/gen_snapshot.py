@@ -1,0 +1,62 @@
+"""A generation run as a viewer sees it at one moment: its status and progress, the summary of
+what it has measured so far and the figures' view of it (``gen_view``) — the live twin of a
+one-shot run's ``Snapshot``, built from the logs the run process reported."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from latency.analysis.gen_summary import GenSummary, summarize_generation
+from latency.analysis.gen_view import GenView, gen_view, view_of
+from latency.core.config import RunConfig
+from latency.core.slo import slo_of
+
+
+@dataclass(frozen=True)
+class GenSnapshot:
+    run_id: str
+    version: int
+    status: str  # queued | running | completed | stopped | failed
+    phase: str
+    config: RunConfig
+    progress: dict[str, Any]
+    summary: GenSummary | None = None
+    view: GenView = field(default_factory=GenView)
+    failure: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("completed", "stopped", "failed")
+
+
+def build_gen_snapshot(run_id: str, version: int, status: str, phase: str, config: RunConfig,
+                       rows: np.ndarray, tokens: np.ndarray, steps: np.ndarray,
+                       errors: dict[int, str], progress: dict[str, Any],
+                       measure_start_ns: int | None = None,
+                       measure_end_ns: int | None = None,
+                       failure: str | None = None) -> GenSnapshot:
+    """The snapshot of the logs so far: a summary once a measured request has ended."""
+    slo = slo_of(config.slo, config.slo_ttft_ms, config.slo_tpot_ms)
+    measured = int((~rows["warmup"]).sum()) if len(rows) else 0
+    progress = dict(progress, measured=measured)
+    if not measured:
+        return GenSnapshot(run_id, version, status, phase, config, progress, failure=failure)
+    summary = summarize_generation(rows, tokens, steps, errors, measure_start_ns,
+                                   measure_end_ns, slo)
+    return GenSnapshot(run_id, version, status, phase, config, progress, summary,
+                       gen_view(rows, tokens, steps, slo.ttft_ms, slo.tpot_ms), failure)
+
+
+def finished_snapshot(run_id: str, version: int, result: Any,
+                      progress: dict[str, Any]) -> GenSnapshot:
+    """The snapshot of a run that ended: its own result's summary and view (a ``GenResult``,
+    whose summary knows the load it was offered)."""
+    measured = int((~result.rows["warmup"]).sum()) if len(result.rows) else 0
+    progress = dict(progress, measured=measured)
+    if not measured:
+        return GenSnapshot(run_id, version, result.status, "done", result.config, progress,
+                           failure=result.failure)
+    return GenSnapshot(run_id, version, result.status, "done", result.config, progress,
+                       result.summary, view_of(result), result.failure)

@@ -1,0 +1,52 @@
+"""A generation's figures as the dashboard lays them out, the same on the Live Profiler and
+the Load Simulator: what TTFT and a gap are made of, their histograms, the waterfall of the
+last requests and the scheduler over time (``latency.figures.gen_plots``, from a ``GenView``)."""
+from __future__ import annotations
+
+import streamlit as st
+
+from latency.analysis.gen_summary import GenSummary
+from latency.analysis.gen_view import GenView
+from latency.core import fmt
+from latency.figures import gen_plots
+
+WATERFALL_CAPTION = (
+    "A row a request: waiting for a slot, prefill, then decoding; a tick per token "
+    "delivered, and in red each stall — the stream standing still while another request's "
+    "prefill holds the step, as long as it lasted. A whole prompt's prefill draws one long "
+    "red bar through every running stream; turn on chunked prefill with a small step budget "
+    "(*Max tokens per step*, vLLM's max_num_batched_tokens) and it becomes many short ones.")
+
+
+def headline_metrics(s: GenSummary, label: str = "") -> None:
+    """TTFT p50 and p99, TPOT p99, the share meeting both targets, output tokens/s (``label``
+    after the first: "(simulated)")."""
+    m = st.columns(5)
+    m[0].metric(f"TTFT p50{label}", fmt.duration(s.ttft_ms.p50))
+    m[1].metric("TTFT p99", fmt.duration(s.ttft_ms.p99))
+    m[2].metric("TPOT p99", fmt.duration(s.tpot_ms.p99))
+    m[3].metric("meeting both targets",
+                f"{s.slo_met_share:.1%}" if s.slo_met_share is not None else fmt.DASH)
+    m[4].metric("output tokens/s", f"{s.output_tokens_per_s:,.0f}")
+
+
+def generation_figures(view: GenView, ttft_target_ms: float | None,
+                       tpot_target_ms: float | None, key: str) -> None:
+    """Every figure of ``view``; ``key``: the charts' key prefix (one set per page)."""
+    left, right = st.columns(2)
+    with left:
+        st.caption("Time to first token, by part (each bar: the requests around it).")
+        st.plotly_chart(gen_plots.ttft_bars_figure(view), key=f"{key}ttft_bars")
+        st.plotly_chart(gen_plots.ttft_histogram_figure(view, ttft_target_ms),
+                        key=f"{key}ttft_hist")
+    with right:
+        st.caption("A gap between tokens, by part (stall: another request's prefill held "
+                   "the step).")
+        st.plotly_chart(gen_plots.gap_bars_figure(view), key=f"{key}gap_bars")
+        st.plotly_chart(gen_plots.itl_histogram_figure(view, tpot_target_ms),
+                        key=f"{key}itl_hist")
+    st.subheader("The last requests, step by step")
+    st.caption(WATERFALL_CAPTION)
+    st.plotly_chart(gen_plots.waterfall_figure(view.waterfall), key=f"{key}waterfall")
+    st.subheader("The scheduler over time")
+    st.plotly_chart(gen_plots.scheduler_figure(view), key=f"{key}scheduler")

@@ -1,0 +1,133 @@
+"""The Live Profiler for generation: a generative pipeline's run settings (``run_controls``),
+and the live view of a generation run (``render``) — its TTFT and gap bars, histograms, the
+waterfall of the last requests, the scheduler over time, refreshed every second from the run's
+snapshot; at the end its verdict, validity, the text a few requests generated and the files.
+The figures are ``latency.figures.gen_plots``'s, the same the Load Simulator draws."""
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from latency.analysis.gen_snapshot import GenSnapshot
+from latency.core.config import RunConfig, field_help
+from latency.execution.gen_handle import GenRunHandle
+from latency.host.devices import available_devices
+from latency.pipelines.registry import list_pipelines
+from ui.controls import KEEP, default, model_arg_inputs
+from ui.gen_controls import (
+    cost_inputs,
+    length_inputs,
+    load_inputs,
+    objective_inputs,
+    scheduler_inputs,
+)
+from ui.gen_figures import generation_figures, headline_metrics
+from ui.machine import disturbed_badge
+from ui.text import plain
+
+PREFIX = "glive_"  # the widgets' keys (ui/gen_controls.py); they travel to a room
+#: the generated text shown, per request, at most (plain text: never Markdown)
+SAMPLE_CHARS = 600
+
+
+@st.cache_resource(ttl=60, show_spinner=False)
+def generative_infos() -> dict[str, Any]:
+    """The generative pipelines this server can run: samples, entry points and the ones named
+    when the server started."""
+    return {i.name: i for i in list_pipelines() if i.generative}
+
+
+def run_controls() -> RunConfig:
+    """The sidebar of a generation run; the RunConfig it describes."""
+    infos = generative_infos()
+    sb = st.sidebar
+    sb.header("Generation run")
+    names = list(infos)
+    model = sb.selectbox("Pipeline", names,
+                         index=default(f"{PREFIX}model", names.index("synthetic-lm")
+                                       if "synthetic-lm" in names else 0, 0),
+                         key=f"{PREFIX}model", help=field_help("model"), **KEEP)
+    info = infos[model]
+    sb.caption(plain(info.description)
+               + ("" if info.origin == "sample" else f" · {plain(info.origin)}"))
+    model_args: dict[str, Any] = (cost_inputs(sb, PREFIX) if model == "synthetic-lm"
+                                  else model_arg_inputs(sb, info))
+    device = sb.selectbox("Device", available_devices(), key=f"{PREFIX}device",
+                          help=field_help("device"), **KEEP)
+    prompts, outputs = length_inputs(sb, PREFIX)
+    load = load_inputs(sb, PREFIX, 4.0, ("poisson", "constant"))
+    scheduler = scheduler_inputs(sb, PREFIX)
+    ttft, tpot = objective_inputs(sb, PREFIX)
+    duration = sb.slider("Run length (s)", 2, 120, default(f"{PREFIX}duration", 10),
+                         key=f"{PREFIX}duration", help=field_help("duration_s"), **KEEP)
+    return RunConfig(model=model, model_args=model_args, device=device,
+                     prompt_tokens=prompts or None, output_tokens=outputs or None,
+                     concurrency=load.clients, rate=load.rate,
+                     arrival=load.arrival if load.rate else "poisson",
+                     duration_s=float(duration), slo_ttft_ms=ttft, slo_tpot_ms=tpot,
+                     batching=scheduler["batching"], max_running=scheduler["max_running"],
+                     max_step_tokens=scheduler["max_step_tokens"],
+                     chunked_prefill=scheduler["chunked_prefill"] or None,
+                     kv_tokens=scheduler["kv_tokens"] or None)
+
+
+def render(handle: GenRunHandle, snap: GenSnapshot | None = None) -> GenSnapshot:
+    """The run's live view, from one snapshot (returned)."""
+    snap = snap or handle.snapshot()
+    c = snap.config
+    progress = snap.progress
+    head = (f"`{snap.run_id}` · {snap.status} · {c.model} on {c.device}, "
+            + (f"{c.concurrency} client(s)" if c.concurrency else f"{c.rate:g} requests/s")
+            + f", {c.max_running} slots")
+    st.markdown(head)
+    if not snap.finished:
+        done = float(progress.get("elapsed_s") or 0.0) / float(c.duration_s or 1.0)
+        st.progress(min(max(done, 0.0), 1.0) if progress.get("phase") == "measuring" else 0.0,
+                    text=f"{progress.get('phase', snap.status)} · "
+                         f"{progress.get('measured', 0)} requests measured")
+    s, v = snap.summary, snap.view
+    if s is None:
+        if snap.finished:
+            st.error(f"The run {snap.status}: {plain(snap.failure or 'nothing measured')}")
+        else:
+            st.caption("Waiting for the first measured requests…")
+        return snap
+    result = handle.result() if snap.finished else None
+    if result is not None:
+        disturbed_badge(result.environment, note="Times inflated: the machine was busy while "
+                        "this run measured.")
+    headline_metrics(s)
+    generation_figures(v, c.slo_ttft_ms, c.slo_tpot_ms, key="glivefig_")
+    if result is not None:
+        finished(result)
+    return snap
+
+
+def finished(result: Any) -> None:
+    """What a finished run adds: verdict, validity, warnings, its text, its files."""
+    st.info(f"**Verdict:** {plain(result.verdict)}")
+    v = result.validity
+    (st.error if not v.valid else st.warning if v.disturbed else st.success)(
+        f"**Validity:** {plain(v.line())}")
+    for w in result.warnings:
+        st.warning(plain(w))
+    if result.samples:
+        with st.expander("What the model generated (a few requests, as text)"):
+            for i, text in sorted(result.samples.items()):
+                st.text(f"request {i}: {text[:SAMPLE_CHARS]}")
+    st.download_button("Download the run (JSON)", result.json_text(),
+                       file_name=f"{result.config.model}-generation.json",
+                       mime="application/json", key="glivebtn_json")
+
+
+def saved_note(saved: str | None, error: str | None) -> None:
+    """Under a finished run: its id in the history (where the simulator finds it), or why it
+    could not be saved."""
+    if saved:
+        st.caption(f"Saved in the history as `{saved}`: `python -m latency history show "
+                   f"{saved}`, or simulate it on the **Load Simulator** (generation, *Step costs "
+                   "from*).")
+    elif error:
+        st.warning(f"This run was not saved to the history ({plain(error)}): download it to "
+                   "keep it.")
