@@ -109,3 +109,27 @@ def test_prompts_that_cannot_fit_a_step_are_refused_alone_and_counted():
     # uniform:16:900 prompts: those over the 256-token step cannot be prefilled whole
     assert 0.6 * 400 < refused < 0.85 * 400, warning
     assert any(f"({refused:,} refused)" in c.value for c in at.caption)
+
+
+def test_validate_runs_the_setting_for_real_and_sets_it_beside_the_prediction():
+    from tests.conftest import rerun_until
+    from ui.server import run_manager
+
+    at = generation_mode()
+    at.sidebar.text_input(key="gsim_prompts").set_value("uniform:16:300").run()
+    at.sidebar.number_input(key="gsim_rate").set_value(6.0).run()
+    at.slider(key="gsim_val_len").set_value(5).run()
+    at.button(key="gsimbtn_validate").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    run_id = at.session_state["gsimval_run"].run_id
+    handle = run_manager().get(run_id)
+    assert handle.kind == "generation" and handle.config.model == "synthetic-lm"
+    assert handle.config.model_args["step_ms"] == 4.0  # the parametric costs, held for real
+    rerun_until(at, lambda a: handle.done() and any(
+        "predicted (calibrated)" in t.value.columns for t in a.table), timeout=150)
+    table = next(t.value for t in at.table if "predicted (calibrated)" in t.value.columns)
+    assert list(table.iloc[:, 0]) == ["TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99"]
+    measured = handle.result().summary
+    assert table.iloc[0]["measured"] == fmt.duration(measured.ttft_ms.p50)
+    assert table.iloc[3]["measured"] == fmt.duration(measured.tpot_ms.p99)
+    assert any(f"Measured on this machine by `{run_id}`" in c.value for c in at.caption)

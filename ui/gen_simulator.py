@@ -193,3 +193,79 @@ def what_ifs(p: GenSimPage) -> dict[str, GenSimPage]:
 def figures_of(point: GenPoint) -> dict[str, Any]:
     return {k: getattr(point, k) for k in ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
                                            "tpot_p99_ms", "goodput_rps", "errors")}
+
+
+def validation_config(p: GenSimPage, duration_s: float) -> RunConfig:
+    """The real run that checks the page's prediction: synthetic-lm holding the parametric
+    costs, or the saved run's own pipeline and settings, with the page's load, lengths,
+    scheduler and targets either way. ConfigError (one line) for one the load generator
+    cannot run (bursty arrivals are the simulator's only)."""
+    if p.clients is None and p.arrival not in ("poisson", "constant"):
+        raise ConfigError("a real run's arrivals are poisson or constant (bursty ones are "
+                          "simulated only): choose one of those to validate")
+    load: dict[str, Any] = ({"concurrency": p.clients, "rate": None} if p.clients else
+                            {"rate": p.rate, "concurrency": None, "arrival": p.arrival})
+    scheduler = dict(max_running=p.max_running, max_step_tokens=p.max_step_tokens,
+                     chunked_prefill=(p.chunked_prefill or None)
+                     if p.batching != "static" else None,
+                     kv_tokens=p.kv_tokens or None, batching=p.batching,
+                     slo=None, slo_ttft_ms=p.ttft_target_ms, slo_tpot_ms=p.tpot_target_ms)
+    if p.parametric:
+        if p.costs is None:
+            raise ConfigError("a parametric server needs its costs")
+        return RunConfig(model="synthetic-lm", model_args=p.costs.model_args(),
+                         prompt_tokens=p.prompt_tokens, output_tokens=p.output_tokens,
+                         replicas=p.replicas, duration_s=duration_s, **load, **scheduler)
+    run, _ = recorded(p.source)
+    rec = run.config
+    return replace(rec, prompt_tokens=p.prompt_tokens or rec.prompt_tokens,
+                   output_tokens=p.output_tokens or rec.output_tokens, replicas=p.replicas,
+                   duration_s=duration_s, requests=None, target=None, **load, **scheduler)
+
+
+@dataclass(frozen=True)
+class GenValidation:
+    """A validation run the page started: its id, the setting it checks and the prediction
+    it is set beside (kept, so a moved slider does not re-label an earlier run)."""
+
+    run_id: str
+    page: GenSimPage
+    predicted: GenPoint
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def calibrated_point(run_id: str) -> GenPoint:
+    """The prediction again, knowing what this machine delivered: the validation run's own
+    costs fitted from its steps, replaying its own arrivals and lengths (nothing of its
+    queueing or its times)."""
+    from ui.server import run_manager
+
+    handle = run_manager().get(run_id)
+    if handle is None:
+        raise ConfigError(f"run {run_id} is no longer in memory")
+    result = handle.result()
+    setup = gen_replay(result, arrival="recorded", source=run_id)
+    return point_of(result.config.rate or 1.0, setup.run().summary)
+
+
+#: the figures a validation compares: (GenPoint field, label)
+VALIDATED = (("ttft_p50_ms", "TTFT p50"), ("ttft_p99_ms", "TTFT p99"),
+             ("tpot_p50_ms", "TPOT p50"), ("tpot_p99_ms", "TPOT p99"))
+
+
+def validation_rows(predicted: GenPoint, measured: GenPoint,
+                    calibrated: GenPoint | None) -> list[dict[str, str]]:
+    """Predicted (as set), predicted (calibrated), measured and the difference — against the
+    calibrated prediction when there is one (the fair comparison)."""
+    rows = []
+    for key, label in VALIDATED:
+        p, m = getattr(predicted, key), getattr(measured, key)
+        c = getattr(calibrated, key) if calibrated is not None else None
+        base = c if c else p
+        row = {"": label, "predicted (as set)": fmt.duration(p)}
+        if calibrated is not None:
+            row["predicted (calibrated)"] = fmt.duration(c)
+        row["measured"] = fmt.duration(m)
+        row["difference"] = fmt.change(m / base - 1) if base else fmt.DASH
+        rows.append(row)
+    return rows

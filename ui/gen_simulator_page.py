@@ -9,7 +9,7 @@ import streamlit as st
 from latency.core.config import field_help
 from latency.core.errors import ConfigError
 from latency.figures import gen_plots
-from latency.simulation.gen_capacity import DEFAULT_ATTAINMENT
+from latency.simulation.gen_capacity import DEFAULT_ATTAINMENT, GenPoint, point_of
 from latency.simulation.gen_parametric import ParametricCosts
 from ui.controls import KEEP, default
 from ui.gen_controls import (
@@ -24,14 +24,21 @@ from ui.gen_figures import generation_figures, headline_metrics
 from ui.gen_simulator import (
     PARAMETRIC,
     GenSimPage,
+    GenValidation,
+    calibrated_point,
     curve,
     figures_of,
     headline,
     marked_curve,
     recorded,
     recorded_generations,
+    validation_config,
+    validation_rows,
     what_ifs,
 )
+from ui.priority import yield_cpu_to_runs
+from ui.server import run_manager
+from ui.session import session_id
 from ui.text import plain
 
 PREFIX = "gsim_"  # the widgets' keys (ui/gen_controls.py)
@@ -132,6 +139,7 @@ def render() -> None:
     generation_figures(v, page.ttft_target_ms, page.tpot_target_ms, key="gsimfig_")
     curves(page, attainment)
     whatifs(page)
+    validate(page, h.point)
 
 
 def curves(page: GenSimPage, attainment: float) -> None:
@@ -179,3 +187,66 @@ def whatifs(page: GenSimPage) -> None:
                "and random numbers). A faster decode step shortens TPOT; whether TTFT moves "
                "depends on what TTFT is made of — the bars above say.")
 
+
+
+def validate(page: GenSimPage, predicted: GenPoint) -> None:
+    """Run the setting for real and set measured beside predicted (and beside the prediction
+    calibrated on the real run's own costs)."""
+    st.subheader("Validate against a real run")
+    length = st.slider("Validation run length (s)", 5, 120, default("gsim_val_len", 15), 5,
+                       key="gsim_val_len",
+                       help="Longer runs pin the p99 down. The run is queued like any other "
+                            "and measures on this machine.", **KEEP)
+    what = ("synthetic-lm holding these costs" if page.parametric
+            else "the saved run's pipeline with these settings")
+    if st.button(f"Validate: run it for real ({length} s)", key="gsimbtn_validate",
+                 help=f"Runs {what} at this load and scheduler on this machine, then sets "
+                      "measured against predicted."):
+        try:
+            ticket = run_manager().submit(validation_config(page, float(length)),
+                                          owner=session_id())
+            st.session_state["gsimval_run"] = GenValidation(ticket.run_id, page,
+                                                                    predicted)
+        except ConfigError as exc:
+            st.error(f"Cannot validate: {plain(exc)}")
+    validation = st.session_state.get("gsimval_run")
+    if not isinstance(validation, GenValidation):
+        return
+    handle = run_manager().get(validation.run_id)
+    if handle is None:
+        return
+
+    @st.fragment(run_every=1.0 if not handle.done() else None)
+    def validation_view() -> None:
+        yield_cpu_to_runs()
+        snap = handle.snapshot()
+        if not snap.finished:
+            st.progress(0.0 if snap.phase != "measuring" else 0.5,
+                        text=f"real run {snap.phase} · {snap.progress.get('measured', 0)} "
+                             "requests measured")
+            return
+        result = handle.result()
+        if snap.summary is None or not snap.summary.successful:
+            why = snap.failure or "nothing measured"
+            st.error(f"The validation run {snap.status}: {plain(why)}")
+            return
+        if validation.page != page:
+            st.info("The settings changed since this validation; press Validate again.")
+        measured = point_of(validation.page.rate, result.summary)
+        try:
+            calibrated = calibrated_point(handle.run_id)
+        except ConfigError as exc:
+            calibrated = None
+            st.warning(f"No calibrated prediction: {plain(exc)}")
+        st.table(validation_rows(validation.predicted, measured, calibrated))
+        st.caption(f"Measured on this machine by `{handle.run_id}` ({snap.status}, "
+                   f"{result.summary.successful:,} requests; {plain(result.validity.line())}). "
+                   "*Calibrated*: simulated again with the costs this machine delivered — "
+                   "fitted from the validation run's own steps — over its own arrivals and "
+                   "lengths; the difference column is against it. A tail from a short run "
+                   "moves from run to run: run longer before calling a p99 wrong.")
+        if st.session_state.get("gsimval_shown") != handle.run_id:
+            st.session_state["gsimval_shown"] = handle.run_id
+            st.rerun()  # stop polling
+
+    validation_view()
