@@ -121,8 +121,14 @@ def test_alone_over_http_ttft_is_tokenize_prefill_and_network_itl_one_step():
     # the server's own prefill is the pipeline's (in-process runs hold it to 5 %); here the
     # point is the transport, so TTFT is checked against the prefill this run measured
     assert prefill <= c["prefill"].p50 <= prefill * 1.1 + CALL_OWN_MS, (c["prefill"].p50, note)
-    assert s.ttft_ms.p50 == pytest.approx(
-        c["prefill"].p50 + c["tokenize"].p50 + c["network"].p50, rel=0.1, abs=1.0), note
+    # alone, TTFT is its tokenize, prefill and network: nobody's prefill to stall behind, and
+    # the rest small hand-offs — the threads passing it on (its "queue" when nobody is ahead),
+    # the send's lag, the first token's detokenize and hand-over — each request's own parts,
+    # which sum to its TTFT exactly
+    first = ttft_parts(ok_rows(result))
+    assert float(np.median(first["prefill_stall"])) / 1e6 < 0.1, note
+    rest = first["queue"] + first["overhead"] + first["detokenize"] + first["delivery"]
+    assert float(np.median(rest)) / 1e6 < max(2.0, 0.25 * s.ttft_ms.p50), (rest, note)
     # each gap is one decode step (its call the cost set), delivered as the step's period
     # measured in this run
     assert_call_holds(result, 1, p.step_time_ms(1), note)
