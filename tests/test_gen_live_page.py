@@ -19,7 +19,8 @@ def test_a_generation_started_from_the_widgets_is_drawn_as_it_was_measured():
     from ui.server import run_manager
 
     at = generation_mode()
-    assert any("No generation run yet" in i.value for i in at.info)
+    if run_manager().latest("generation") is None:  # (another test may have run one here)
+        assert any("No generation run yet" in i.value for i in at.info)
     at.sidebar.number_input(key="glive_rate").set_value(8.0).run()
     at.sidebar.slider(key="glive_duration").set_value(4).run()
     at.button(key="glivebtn_start").click().run()

@@ -59,7 +59,7 @@ def test_the_what_ifs_name_the_lever_that_moves_tpot():
     assert not at.exception
     table = at.table[0].value
     assert list(table.iloc[:, 0]) == ["as set", "chunked prefill 256, step ≤ 264 tokens",
-                                      "twice the slots (16)", "a 40 % faster decode step"]
+                                      "twice the slots (16)", "a 40 % faster decode step (× 0.6)"]
     assert list(table.iloc[:, -1]) == ["0"] * 4  # nobody refused
     faster = table.iloc[3]["TPOT p50 (ms)"]
     assert faster.endswith("%)") and "(−" in faster  # a faster decode step: shorter TPOT

@@ -19,6 +19,8 @@ PROMPT_TOKENS, OUTPUT_TOKENS = "uniform:16:900", "uniform:8:48"
 #: the targets a page starts with, in the scale of synthetic-lm's default costs (a 900-token
 #: prompt prefills in 46 ms, a step of 8 decodes in 8 ms)
 TTFT_TARGET_MS, TPOT_TARGET_MS = 100.0, 10.0
+#: the widgets' ranges' tops (a saved run's setting is clamped to them when a page takes it)
+MAX_CLIENTS, MAX_SLOTS, MAX_STEP_TOKENS, MAX_CHUNK = 128, 64, 8192, 2048
 
 
 @st.cache_resource(show_spinner=False)
@@ -76,7 +78,7 @@ def load_inputs(sb: Any, prefix: str, rate: float, arrivals: tuple[str, ...]) ->
                        help="Clients that each send again when their stream ends, instead of "
                             "arrivals at a rate.", **KEEP)
     if closed:
-        clients = int(sb.slider("Clients", 1, 128, default(f"{prefix}clients", 8),
+        clients = int(sb.slider("Clients", 1, MAX_CLIENTS, default(f"{prefix}clients", 8),
                                 key=f"{prefix}clients", help=field_help("concurrency"),
                                 **KEEP))
         sb.selectbox("Arrivals", arrivals, key=f"{prefix}arrival", disabled=True,
@@ -95,10 +97,10 @@ def scheduler_inputs(sb: Any, prefix: str) -> dict[str, Any]:
     0 when off: the default)."""
     batching = sb.selectbox("Batching", ["continuous", "static"], key=f"{prefix}batching",
                             help=field_help("batching"), **KEEP)
-    max_running = sb.slider("Max running sequences (slots)", 1, 64,
+    max_running = sb.slider("Max running sequences (slots)", 1, MAX_SLOTS,
                             default(f"{prefix}max_running", RunConfig.max_running),
                             key=f"{prefix}max_running", help=field_help("max_running"), **KEEP)
-    step_tokens = sb.slider("Max tokens per step", 64, 8192,
+    step_tokens = sb.slider("Max tokens per step", 64, MAX_STEP_TOKENS,
                             default(f"{prefix}step_tokens", RunConfig.max_step_tokens), 64,
                             key=f"{prefix}step_tokens", help=field_help("max_step_tokens"),
                             **KEEP)
@@ -107,7 +109,7 @@ def scheduler_inputs(sb: Any, prefix: str) -> dict[str, Any]:
                         **KEEP)
     chunk = 0
     if chunked and batching != "static":
-        chunk = int(sb.slider("Chunk size (tokens)", 16, 2048, default(f"{prefix}chunk", 256),
+        chunk = int(sb.slider("Chunk size (tokens)", 16, MAX_CHUNK, default(f"{prefix}chunk", 256),
                               16, key=f"{prefix}chunk",
                               help="The most prompt tokens of one sequence a step prefills; "
                                    "the step's own budget (Max tokens per step) bounds them "

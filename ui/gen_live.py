@@ -78,7 +78,7 @@ def render(handle: GenRunHandle, snap: GenSnapshot | None = None) -> GenSnapshot
     c = snap.config
     progress = snap.progress
     head = (f"`{snap.run_id}` · {snap.status} · {c.model} on {c.device}, "
-            + (f"{c.concurrency} client(s)" if c.concurrency else f"{c.rate:g} requests/s")
+            + (f"{c.rate:g} requests/s" if c.rate else f"{c.concurrency or 1} client(s)")
             + f", {c.max_running} slots")
     st.markdown(head)
     if not snap.finished:

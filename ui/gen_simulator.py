@@ -186,7 +186,7 @@ def what_ifs(p: GenSimPage) -> dict[str, GenSimPage]:
             out[f"chunked prefill {WHATIF_CHUNK}, step ≤ {budget} tokens"] = replace(
                 p, chunked_prefill=WHATIF_CHUNK, max_step_tokens=budget)
     out[f"twice the slots ({2 * p.max_running})"] = replace(p, max_running=2 * p.max_running)
-    out["a 40 % faster decode step"] = replace(p, decode_scale=p.decode_scale * 0.6)
+    out["a 40 % faster decode step (× 0.6)"] = replace(p, decode_scale=p.decode_scale * 0.6)
     return out
 
 
@@ -205,11 +205,11 @@ def validation_config(p: GenSimPage, duration_s: float) -> RunConfig:
                           "simulated only): choose one of those to validate")
     load: dict[str, Any] = ({"concurrency": p.clients, "rate": None} if p.clients else
                             {"rate": p.rate, "concurrency": None, "arrival": p.arrival})
-    scheduler = dict(max_running=p.max_running, max_step_tokens=p.max_step_tokens,
-                     chunked_prefill=(p.chunked_prefill or None)
-                     if p.batching != "static" else None,
-                     kv_tokens=p.kv_tokens or None, batching=p.batching,
-                     slo=None, slo_ttft_ms=p.ttft_target_ms, slo_tpot_ms=p.tpot_target_ms)
+    scheduler: dict[str, Any] = dict(
+        max_running=p.max_running, max_step_tokens=p.max_step_tokens,
+        chunked_prefill=(p.chunked_prefill or None) if p.batching != "static" else None,
+        kv_tokens=p.kv_tokens or None, batching=p.batching,
+        slo=None, slo_ttft_ms=p.ttft_target_ms, slo_tpot_ms=p.tpot_target_ms)
     if p.parametric:
         if p.costs is None:
             raise ConfigError("a parametric server needs its costs")

@@ -13,6 +13,10 @@ from latency.simulation.gen_capacity import DEFAULT_ATTAINMENT, GenPoint, point_
 from latency.simulation.gen_parametric import ParametricCosts
 from ui.controls import KEEP, default
 from ui.gen_controls import (
+    MAX_CHUNK,
+    MAX_CLIENTS,
+    MAX_SLOTS,
+    MAX_STEP_TOKENS,
     cost_inputs,
     length_inputs,
     load_inputs,
@@ -42,11 +46,14 @@ from ui.session import session_id
 from ui.text import plain
 
 PREFIX = "gsim_"  # the widgets' keys (ui/gen_controls.py)
+MAX_REPLICAS = 8
 
 
 def take_run_setup() -> None:
-    """A recorded generation chosen: the scheduler and load widgets take its own, as its
-    replay does (``simulate --from-run``), until one is moved. Unreadable: left as they are."""
+    """A recorded generation chosen: the scheduler widgets take its own settings, and the load
+    widgets its clients or rate where it had one, as its replay does (``simulate
+    --from-run``), until one is moved — each clamped to its widget's range. Unreadable: left
+    as they are."""
     source = st.session_state.get("gsim_source")
     if not source or source == PARAMETRIC:
         st.session_state["gsim_prompts"] = GenSimPage.prompt_tokens
@@ -57,15 +64,21 @@ def take_run_setup() -> None:
     except ConfigError:
         return
     c = run.config
+
+    def within(value: int, low: int, high: int) -> int:
+        return min(max(int(value), low), high)
+
     st.session_state.update({
-        "gsim_prompts": "", "gsim_outputs": "", "gsim_max_running": int(c.max_running),
-        "gsim_step_tokens": int(c.max_step_tokens), "gsim_batching": c.batching,
-        "gsim_chunked": bool(c.chunked_prefill), "gsim_replicas": int(c.replicas),
+        "gsim_prompts": "", "gsim_outputs": "",
+        "gsim_max_running": within(c.max_running, 1, MAX_SLOTS),
+        "gsim_step_tokens": within(c.max_step_tokens // 64 * 64, 64, MAX_STEP_TOKENS),
+        "gsim_batching": c.batching, "gsim_chunked": bool(c.chunked_prefill),
+        "gsim_replicas": within(c.replicas, 1, MAX_REPLICAS),
         "gsim_closed": bool(c.concurrency and not c.rate)})
     if c.chunked_prefill:
-        st.session_state["gsim_chunk"] = int(c.chunked_prefill)
+        st.session_state["gsim_chunk"] = within(c.chunked_prefill // 16 * 16, 16, MAX_CHUNK)
     if c.concurrency and not c.rate:
-        st.session_state["gsim_clients"] = int(c.concurrency)
+        st.session_state["gsim_clients"] = within(c.concurrency, 1, MAX_CLIENTS)
     elif c.rate:
         st.session_state["gsim_rate"] = float(c.rate)
 
@@ -91,7 +104,8 @@ def sidebar() -> tuple[GenSimPage, float]:
     prompts, outputs = length_inputs(sb, PREFIX, own=source != PARAMETRIC)
     load = load_inputs(sb, PREFIX, d.rate, ("poisson", "constant", "bursty"))
     scheduler = scheduler_inputs(sb, PREFIX)
-    replicas = sb.slider("Replicas", 1, 8, default("gsim_replicas", 1), key="gsim_replicas",
+    replicas = sb.slider("Replicas", 1, MAX_REPLICAS, default("gsim_replicas", 1),
+                         key="gsim_replicas",
                          help=field_help("replicas"), **KEEP)
     ttft, tpot = objective_inputs(sb, PREFIX)
     attainment = sb.slider("Requests that must meet both (%)", 50, 99,
@@ -172,8 +186,8 @@ def whatifs(page: GenSimPage) -> None:
     st.subheader("What if…")
     if not st.toggle("Simulate the levers at this load", key="gsim_whatif",
                      help="Chunked prefill (with a step budget of its chunk), twice the "
-                          "slots, a 40 % faster decode step: each simulated at the same load "
-                          "and random numbers as your setting."):
+                          "slots, a 40 % faster decode step (its time × 0.6): each simulated "
+                          "at the same load and random numbers as your setting."):
         return
     arms = {}
     for name, changed in what_ifs(page).items():
@@ -226,9 +240,13 @@ def validate(page: GenSimPage, predicted: GenPoint) -> None:
                              "requests measured")
             return
         result = handle.result()
+        first_view = st.session_state.get("gsimval_shown") != handle.run_id
+        st.session_state["gsimval_shown"] = handle.run_id
         if snap.summary is None or not snap.summary.successful:
             why = snap.failure or "nothing measured"
             st.error(f"The validation run {snap.status}: {plain(why)}")
+            if first_view:
+                st.rerun()  # stop polling
             return
         if validation.page != page:
             st.info("The settings changed since this validation; press Validate again.")
@@ -245,8 +263,7 @@ def validate(page: GenSimPage, predicted: GenPoint) -> None:
                    "fitted from the validation run's own steps — over its own arrivals and "
                    "lengths; the difference column is against it. A tail from a short run "
                    "moves from run to run: run longer before calling a p99 wrong.")
-        if st.session_state.get("gsimval_shown") != handle.run_id:
-            st.session_state["gsimval_shown"] = handle.run_id
+        if first_view:
             st.rerun()  # stop polling
 
     validation_view()

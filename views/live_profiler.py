@@ -13,6 +13,8 @@ from ui.reruns import rerun_page
 from ui.server import audience, run_manager
 from ui.session import session_id
 
+#: the run owner's page refreshes every second (the others' as ui/audience.py allows)
+OWNER_REFRESH_S = 1.0
 #: what the page profiles: one-shot requests, or streamed generation (a generative pipeline)
 KINDS = {"one-shot": "one-shot requests", "generation": "streamed generation (LLM)"}
 ONE_SHOT = "one-shot"
@@ -79,7 +81,6 @@ def one_shot_page() -> None:
     # finished run's charts are static, so a room of idle browsers costs next to nothing. Until
     # the first figures exist the owner's page looks four times a second (the run process hands
     # its rows over as often then), so they appear within 2 s of measuring starting.
-    OWNER_REFRESH_S = 1.0
     first_wait = in_flight and mine and not has_charts(page_snap[0])
     refresh_s = 0.25 if first_wait else (OWNER_REFRESH_S if mine else audience().refresh_s(me))
 
@@ -128,7 +129,24 @@ def generation_page() -> None:
                      "(instructors: any), keeping what was measured.",
                      ("glivebtn_start", "glivebtn_stop"))
 
-    @st.fragment(run_every=1.0 if in_flight else None)
+    mine = handle is not None and mgr.owner(handle.run_id) == me
+    shown_id = handle.run_id if handle is not None else None
+
+    @st.fragment(run_every=None if in_flight else 1.0)
+    def follow() -> None:
+        """While no generation is in flight: one that somebody (the presenter) starts is
+        shown as soon as it appears."""
+        yield_cpu_to_runs()
+        audience().saw(me)
+        latest = mgr.latest("generation")
+        if (latest.run_id if latest is not None else None) != shown_id or room_ui.stale():
+            rerun_page()
+
+    # the owner's page refreshes every second, the others' as the room's budget allows (the
+    # one-shot view's rule: ui/audience.py)
+    refresh_s = OWNER_REFRESH_S if mine else audience().refresh_s(me)
+
+    @st.fragment(run_every=refresh_s if in_flight else None)
     def live_view() -> None:
         yield_cpu_to_runs()
         audience().saw(me)
@@ -143,6 +161,7 @@ def generation_page() -> None:
         if in_flight:
             mgr.viewed_run(handle.run_id)
 
+    follow()
     live_view()
 
 

@@ -143,7 +143,8 @@ def summarize_generation(rows: np.ndarray, tokens: np.ndarray, steps: np.ndarray
         if slo.tpot_ms is not None:
             tp_all = np.where(multi, (e2e - ttft) / np.maximum(out_n - 1, 1), 0)
             met &= tp_all <= slo.tpot_ms * 1e6
-        goodput, met_share = float(met.sum()) / span, float(met.mean())
+        # the share of every measured request: one that failed or was refused met nothing
+        goodput, met_share = float(met.sum()) / span, float(met.sum()) / n
         slo_dict = {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "name": slo.name,
                     "text": str(slo)}
     ms = lambda d: {k: float(np.mean(v)) / 1e6 if len(v) else 0.0  # noqa: E731

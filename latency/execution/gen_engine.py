@@ -137,10 +137,16 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
 
     stop_progress = threading.Event()
     sent = [0, 0, 0]  # rows, tokens and steps handed to on_logs so far
+    sending = threading.Lock()  # the reporter's and the end's calls, one at a time
 
     def send_logs() -> None:
         if on_logs is None:
             return
+        with sending:
+            _send_new_logs()
+
+    def _send_new_logs() -> None:
+        assert on_logs is not None
         with rec.lock:
             rows, tokens = rec.log.view()
             new_rows, new_tokens = rows[sent[0]:].copy(), tokens[sent[1]:].copy()

@@ -17,6 +17,7 @@ from typing import Any
 from latency.analysis.gen_result import GenResult
 from latency.analysis.gen_snapshot import GenSnapshot, build_gen_snapshot, finished_snapshot
 from latency.core.config import RunConfig
+from latency.core.errors import error_text
 from latency.execution.gen_process import GenLogs, _child
 from latency.execution.gen_process import _ctx as gen_ctx
 from latency.execution.process import ProcessHandle, RunOptions, _spawn
@@ -46,9 +47,10 @@ class GenRunHandle(ProcessHandle):
         if not self._begin():
             return self
         receive, send = gen_ctx.Pipe(duplex=False)
+        o = self.options
         self._proc = gen_ctx.Process(
-            target=_child, args=(self.config.to_dict(), send, self._cancel, self.options.force,
-                                 self.options.who),
+            target=_child, args=(self.config.to_dict(), send, self._cancel, o.force, o.who,
+                                 o.history, o.name, o.source),
             name=f"latency-{self.run_id}", daemon=True)
         try:
             _spawn(self._proc)
@@ -83,6 +85,8 @@ class GenRunHandle(ProcessHandle):
                     self._version += 1
         except (EOFError, OSError):
             pass
+        except Exception as exc:  # noqa: BLE001 - an unreadable message must still end the run
+            failure = (f"an unreadable message from the run process ({error_text(exc)})", None)
         self._proc.join(timeout=10)
         if final is None:
             with self._lock:
@@ -103,6 +107,7 @@ class GenRunHandle(ProcessHandle):
     def _end(self, final: GenResult) -> None:
         with self._lock:
             self._final = final
+            self._logs = GenLogs()  # the result holds the rows now: not kept twice
             self._status = final.status
             self._progress = dict(self._progress, phase="done")
             self._version += 1

@@ -31,13 +31,21 @@ from latency.host.processes import exit_now
 _ctx = mp.get_context("spawn")
 
 
-def _child(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who: str) -> None:
+def _child(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who: str,
+           history: str | None = None, name: str | None = None,
+           source: str = "cli") -> None:
+    """The run process: validate, run, send. Every message goes through one lock — progress,
+    logs and the result come from different threads, and a long message is written in more
+    than one piece. A run whose caller died stops itself and, given a ``history``, saves what
+    it measured there (nobody else will)."""
     import traceback
 
     from latency.execution.gen_engine import execute_generation
     from latency.execution.validate import validated
 
     stop = threading.Event()
+    orphaned = threading.Event()
+    sending = threading.Lock()
 
     def watch_cancel() -> None:
         cancel.wait()
@@ -47,6 +55,7 @@ def _child(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who: str
         parent = mp.parent_process()
         if parent is not None:
             parent.join()
+            orphaned.set()
             stop.set()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -54,17 +63,20 @@ def _child(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who: str
     threading.Thread(target=watch_cancel, daemon=True).start()
     threading.Thread(target=watch_parent, daemon=True).start()
 
-    def progress(p: dict[str, Any]) -> None:
+    def send(*message: Any) -> None:
+        if orphaned.is_set():
+            return
         try:
-            conn.send(("progress", p))
+            with sending:
+                conn.send(message)
         except OSError:
             pass  # the caller is gone: watch_parent stops the run
 
+    def progress(p: dict[str, Any]) -> None:
+        send("progress", p)
+
     def logs(rows: Any, tokens: Any, steps: Any, errors: dict[int, str]) -> None:
-        try:
-            conn.send(("logs", rows.tobytes(), tokens.tobytes(), steps.tobytes(), errors))
-        except OSError:
-            pass
+        send("logs", rows.tobytes(), tokens.tobytes(), steps.tobytes(), errors)
 
     try:
         target = None
@@ -76,19 +88,34 @@ def _child(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who: str
                 target = probe_target(checked.target, checked.api, checked.served_model,
                                       checked.api_key_env)
         except ConfigError as exc:
-            conn.send(("refused", str(exc)))
+            send("refused", str(exc))
             return
         result = execute_generation(checked, cancel=stop, on_progress=progress, force=force,
                                     who=who, target=target, on_logs=logs)
-        conn.send(("result", result))
+        if orphaned.is_set():
+            _keep_orphan(result, history, name, source)
+            return
+        send("result", result)
     except BaseException as exc:  # noqa: BLE001 - report anything, then die
-        try:
-            conn.send(("failed", error_text(exc), traceback.format_exc()))
-        except OSError:
-            pass
+        send("failed", error_text(exc), traceback.format_exc())
     finally:
         conn.close()
         exit_now(0)
+
+
+def _keep_orphan(result: GenResult, history: str | None, name: str | None,
+                 source: str) -> None:
+    """Save the result of a generation whose caller died to ``history`` (if any)."""
+    if history is None or not len(result.rows):
+        return
+    from latency.storage.gen_store import GenerationStore
+
+    result.warnings.append("the process that started this run ended during it (killed?): the "
+                           "run stopped itself and saved what it had measured")
+    try:
+        GenerationStore(history).save(result, name=name, source=source)
+    except Exception:  # noqa: BLE001 - nobody is left to tell
+        pass
 
 
 class GenLogs:
@@ -169,6 +196,10 @@ def run_generation_process(config: RunConfig, *, cancel: threading.Event,
             try:
                 message = receive.recv()
             except (EOFError, OSError):
+                break
+            except Exception as exc:  # noqa: BLE001 - an unreadable message: the run failed
+                failure = (f"an unreadable message from the run process ({error_text(exc)})",
+                           None)
                 break
             kind = message[0]
             if kind == "logs":

@@ -26,6 +26,8 @@ SWEEP_SHARES: tuple[float, ...] = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0, 1.1
 BISECTIONS = 6
 #: the closed loop that measures saturation keeps this many requests per slot waiting
 SATURATION_CLIENTS_PER_SLOT = 2
+#: the saturation run serves at least this many requests per client
+SATURATION_WAVES = 10
 #: DistServe's SLO attainment: the share of requests that must meet both objectives
 DEFAULT_ATTAINMENT = 0.9
 
@@ -99,8 +101,10 @@ def saturation_rps(setup: GenSimSetup) -> float:
     ``SATURATION_CLIENTS_PER_SLOT`` requests for each of its slots."""
     slots = setup.config.max_running * setup.load.replicas
     clients = max(2, SATURATION_CLIENTS_PER_SLOT * slots)
-    load = replace(setup.load, clients=clients, arrival="poisson",
-                   arrival_times_ms=None).checked()
+    # long enough that the clients' first wave is a small part of it: a steady state, not
+    # the makespan of one burst
+    load = replace(setup.load, clients=clients, arrival="poisson", arrival_times_ms=None,
+                   requests=max(setup.load.requests, SATURATION_WAVES * clients)).checked()
     result = replace(setup, load=load).run()
     rps = result.summary.throughput_rps
     if not rps > 0:
@@ -146,7 +150,9 @@ def best_rate(setup: GenSimSetup, curve: GenCurve, attainment: float = DEFAULT_A
     if not 0 < attainment <= 1:
         raise ConfigError(f"the attainment must be a share from 0 to 1 (got {attainment!r})")
     if not curve.points or curve.points[0].met_share is None:
-        raise ConfigError("set a TTFT or TPOT objective to ask which rate meets it")
+        raise ConfigError("no request of the lowest rate swept succeeded (each refused: see "
+                          "the headline's warning), or no objective is set: no rate meets "
+                          "them" if curve.points else "nothing was swept")
     meets = [p.met_share is not None and p.met_share >= attainment for p in curve.points]
     if all(meets):
         last = curve.points[-1]
