@@ -71,6 +71,15 @@ class GenSimPage:
         return (f"TTFT ≤ {fmt.tick(self.ttft_target_ms)} ms and TPOT ≤ "
                 f"{fmt.tick(self.tpot_target_ms)} ms")
 
+    def run_settings(self) -> dict[str, Any]:
+        """The scheduler and the objectives as RunConfig's fields (chunked prefill and the KV
+        budget None when off; static batching prefills whole)."""
+        return dict(max_running=self.max_running, max_step_tokens=self.max_step_tokens,
+                    chunked_prefill=(self.chunked_prefill or None)
+                    if self.batching != "static" else None,
+                    kv_tokens=self.kv_tokens or None, batching=self.batching,
+                    slo_ttft_ms=self.ttft_target_ms, slo_tpot_ms=self.tpot_target_ms)
+
     def curve_key(self) -> GenSimPage:
         """The setting less what a curve sweeps (its load): every rate shares one curve."""
         return replace(self, rate=1.0, clients=None)
@@ -78,10 +87,7 @@ class GenSimPage:
 
 def setup_of(p: GenSimPage) -> GenSimSetup:
     """The simulation of the page's setting (ConfigError, one line, for one it cannot run)."""
-    scheduler: dict[str, Any] = dict(max_running=p.max_running, max_step_tokens=p.max_step_tokens,
-                     chunked_prefill=p.chunked_prefill or None, kv_tokens=p.kv_tokens or None,
-                     batching=p.batching, slo_ttft_ms=p.ttft_target_ms,
-                     slo_tpot_ms=p.tpot_target_ms)
+    scheduler = p.run_settings()
     load: dict[str, Any] = dict(rate=None if p.clients else p.rate, clients=p.clients,
                                 replicas=p.replicas, requests=p.requests)
     if p.parametric:
@@ -91,14 +97,11 @@ def setup_of(p: GenSimPage) -> GenSimSetup:
             p.costs, step_ms=p.costs.step_ms * p.decode_scale,
             step_ms_per_seq=p.costs.step_ms_per_seq * p.decode_scale,
             step_ms_per_context_token=p.costs.step_ms_per_context_token * p.decode_scale)
-        if p.batching == "static":
-            scheduler["chunked_prefill"] = None
         return parametric_setup(costs, prompt_tokens=p.prompt_tokens,
                                 output_tokens=p.output_tokens, arrival=p.arrival,
                                 **load, **scheduler)
     run, service = recorded(p.source)
-    # 0: off, as simulate's flag; static batching prefills whole
-    scheduler["chunked_prefill"] = 0 if p.batching == "static" else p.chunked_prefill
+    scheduler["chunked_prefill"] = scheduler["chunked_prefill"] or 0  # 0: off (None: recorded)
     return gen_replay(run, arrival=p.arrival, prompt_tokens=p.prompt_tokens or None,
                       output_tokens=p.output_tokens or None, decode_scale=p.decode_scale,
                       service=service, source=p.source[len(HISTORY):], **load, **scheduler)
@@ -190,11 +193,6 @@ def what_ifs(p: GenSimPage) -> dict[str, GenSimPage]:
     return out
 
 
-def figures_of(point: GenPoint) -> dict[str, Any]:
-    return {k: getattr(point, k) for k in ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
-                                           "tpot_p99_ms", "goodput_rps", "errors")}
-
-
 def validation_config(p: GenSimPage, duration_s: float) -> RunConfig:
     """The real run that checks the page's prediction: synthetic-lm holding the parametric
     costs, or the saved run's own pipeline and settings, with the page's load, lengths,
@@ -205,11 +203,7 @@ def validation_config(p: GenSimPage, duration_s: float) -> RunConfig:
                           "simulated only): choose one of those to validate")
     load: dict[str, Any] = ({"concurrency": p.clients, "rate": None} if p.clients else
                             {"rate": p.rate, "concurrency": None, "arrival": p.arrival})
-    scheduler: dict[str, Any] = dict(
-        max_running=p.max_running, max_step_tokens=p.max_step_tokens,
-        chunked_prefill=(p.chunked_prefill or None) if p.batching != "static" else None,
-        kv_tokens=p.kv_tokens or None, batching=p.batching,
-        slo=None, slo_ttft_ms=p.ttft_target_ms, slo_tpot_ms=p.tpot_target_ms)
+    scheduler = {**p.run_settings(), "slo": None}  # the page's targets, not a preset
     if p.parametric:
         if p.costs is None:
             raise ConfigError("a parametric server needs its costs")

@@ -31,7 +31,6 @@ from ui.gen_simulator import (
     GenValidation,
     calibrated_point,
     curve,
-    figures_of,
     headline,
     marked_curve,
     recorded,
@@ -192,10 +191,10 @@ def whatifs(page: GenSimPage) -> None:
     arms = {}
     for name, changed in what_ifs(page).items():
         try:
-            arms[name] = figures_of(headline(changed).point)
+            arms[name] = headline(changed).point
         except ConfigError as exc:
             st.warning(f"{name}: {exc}")
-    base = figures_of(headline(page).point)
+    base = headline(page).point
     st.table(gen_plots.whatif_rows(base, arms))
     st.caption("Each what-if changes one setting and nothing else (the same load, lengths "
                "and random numbers). A faster decode step shortens TPOT; whether TTFT moves "

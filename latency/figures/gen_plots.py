@@ -29,7 +29,7 @@ from latency.figures.plots import (
     latency_histogram_figure,
     stacked_components_figure,
 )
-from latency.simulation.gen_capacity import BestRate, GenCurve
+from latency.simulation.gen_capacity import BestRate, GenCurve, GenPoint
 
 #: a generation's parts' colours (``gen_records.GEN_COMPONENTS``): the one-shot palette where
 #: the part is its twin (network, queue; tokenize as preprocessing, prefill as the forward
@@ -255,24 +255,22 @@ def goodput_figure(curve: GenCurve, best: BestRate | None = None,
     return _figure(traces, layout)
 
 
-def whatif_rows(base: Mapping[str, float | None],
-                arms: Mapping[str, Mapping[str, float | None]]) -> list[dict[str, str]]:
+def whatif_rows(base: GenPoint, arms: Mapping[str, GenPoint]) -> list[dict[str, str]]:
     """A table of what-ifs against the setting as it is: each figure and its change, and the
     requests refused (a lever can make prompts no longer fit a step)."""
     keys = (("ttft_p50_ms", "TTFT p50 (ms)"), ("ttft_p99_ms", "TTFT p99 (ms)"),
             ("tpot_p50_ms", "TPOT p50 (ms)"), ("tpot_p99_ms", "TPOT p99 (ms)"),
             ("goodput_rps", "goodput (/s)"))
 
-    def row(name: str, arm: Mapping[str, float | None], against: Mapping[str, float | None]
-            | None) -> dict[str, str]:
+    def row(name: str, arm: GenPoint, against: GenPoint | None) -> dict[str, str]:
         out = {"": name}
         for k, label in keys:
-            v = arm.get(k)
+            v = getattr(arm, k)
             shown = fmt.ms(v) if k.endswith("ms") else _rate(v)
-            b = against.get(k) if against is not None else None
+            b = getattr(against, k) if against is not None else None
             change = fmt.change(v / b - 1) if v is not None and b else ""
             out[label] = f"{shown} ({change})" if change else shown
-        out["refused"] = f"{int(arm.get('errors') or 0):,}"
+        out["refused"] = f"{arm.errors:,}"
         return out
 
     return [row("as set", base, None), *(row(n, a, base) for n, a in arms.items())]
