@@ -48,12 +48,13 @@ def test_stage_times_measured_back_at_concurrency_1():
 
 
 def measured_service_ms(r) -> float:
-    """The replica's real service time per request: its busy time (forward to the end of
-    postprocessing) plus the turnaround to the next request when one is already waiting
-    (lock, wake-up, bookkeeping: ``measured_turnaround_ms``, as the calibration takes it)."""
+    """The replica's real service time per request: its forward pass and postprocessing plus
+    its own hand-offs (within the request, and the turnaround to the next one when it is
+    already waiting: lock, bookkeeping — ``measured_turnaround_ms``, as the calibration takes
+    it)."""
     m = r.measured()
-    busy_ms = float(((m["t_post_end"] - m["t_fwd_start"]) / 1e6).mean())
-    return busy_ms + measured_turnaround_ms(r.log)
+    work = (m["t_fwd_end"] - m["t_fwd_start"]) + (m["t_post_end"] - m["t_post_start"])
+    return float((work / 1e6).mean()) + measured_turnaround_ms(r.log)
 
 
 def queue_waits_ms(r) -> np.ndarray:

@@ -93,6 +93,31 @@ def test_fixed_serving_costs_add_where_they_belong():
     assert svc.mean_service_ms() == pytest.approx(5.0)  # the replica's turnaround counts
 
 
+@pytest.mark.parametrize("batching", [dict(), dict(batch_size=4, max_batch_delay_ms=2.0),
+                                      dict(clients=1)], ids=["single", "batched", "closed"])
+def test_the_replicas_wake_up_and_turnaround_are_measured_back_from_the_rows(batching):
+    """The two hand-offs of a replica are told apart in the rows they leave: the wake-up is
+    paid by a request that finds the replica idle (its queue time; at 5 req/s, or from one
+    client, nearly all of them), the turnaround by one that finds it busy (the gap between
+    two batches; three clients keep one replica always busy)."""
+    from latency.simulation.service import measured_turnaround_ms, measured_wakeup_ms
+
+    svc = ServiceModel(forward_ms=2, dist="exponential", wakeup_ms=0.3, turnaround_ms=0.2,
+                       postprocess_ms=0.1, network_ms=0.1)  # the client's next comes later
+    cfg = SimConfig(rate=5, requests=4000, seed=2, **batching)
+    rows = simulate(cfg, svc)
+    size, delay = batching.get("batch_size", 1), batching.get("max_batch_delay_ms", 0.0)
+    m = rows[~rows["warmup"]]
+    queue = (m["t_fwd_start"] - m["t_pre_end"]) / 1e6
+    assert np.median(queue) == pytest.approx(0.3 + delay, abs=1e-6)
+    assert measured_wakeup_ms(rows, size, delay) == pytest.approx(0.3, abs=1e-3)
+    busy = simulate(SimConfig(rate=5, requests=4000, seed=2, clients=3), svc)
+    assert measured_turnaround_ms(busy) == pytest.approx(0.2, abs=1e-3)
+    # an ideal server (no wake-up) starts a due batch at once: nothing measured back
+    ideal = simulate(cfg, ServiceModel(forward_ms=2, dist="exponential"))
+    assert measured_wakeup_ms(ideal, size, delay) == 0
+
+
 def test_recorded_arrivals_are_replayed_and_bursts_queue_more():
     times = np.array([0.0, 10.0, 15.0, 40.0])
     cfg = SimConfig(rate=75, arrival="recorded", arrival_times_ms=times, requests=8)

@@ -24,7 +24,7 @@ from latency.simulation.capacity import (
 )
 from latency.simulation.closed_form import closed_form
 from latency.simulation.horizon import BASE_REQUESTS, interval_text, requests_for, too_short
-from latency.simulation.replay import Recording, replay_config
+from latency.simulation.replay import Recording, recorded_batching, replay_config
 from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
 from ui.server import run_manager
 
@@ -152,7 +152,8 @@ def _recorded(source: str) -> tuple[Recording, ServiceModel]:
         if handle is None:
             raise ValueError(f"run {source} is no longer in memory")
         log, config = handle.result().log, handle.config
-    return Recording(log, config), ServiceModel.from_rows(log)
+    recording = Recording(log, config)
+    return recording, ServiceModel.from_rows(log, *recorded_batching(recording))
 
 
 def recorded_runs() -> dict[str, str]:
@@ -268,7 +269,7 @@ def calibrated_prediction(run_id: str, s: SimSettings) -> dict[str, float]:
     fixed hand-off costs measured by the run, over the run's own arrival times (nothing about
     its queueing). Simulated on 8× the run's requests so the prediction's own noise is small."""
     log = run_manager().get(run_id).result().log
-    svc = calibrated(service_model(s), log)
+    svc = calibrated(service_model(s), log, s.batch, s.delay_ms)
     times, rate = recorded_arrivals(log)
     rows = simulate(SimConfig(rate=rate, replicas=s.replicas, batch_size=s.batch,
                               max_batch_delay_ms=s.delay_ms, arrival="recorded",
@@ -278,7 +279,7 @@ def calibrated_prediction(run_id: str, s: SimSettings) -> dict[str, float]:
     p50, p99 = np.percentile(total, [50, 99])
     return {"p50": float(p50), "p99": float(p99), "mean": float(total.mean()),
             "forward_ms": svc.forward_ms,
-            "handoff_ms": svc.network_ms + svc.lag_ms + svc.turnaround_ms}
+            "handoff_ms": svc.network_ms + svc.lag_ms + svc.turnaround_ms + svc.wakeup_ms}
 
 
 def comparison_markdown(predicted: LatencyStats | dict[str, Any], measured: LatencyStats,

@@ -15,12 +15,14 @@ from dataclasses import replace
 import numpy as np
 
 from latency.core.records import STATUS_OK, component_ns
-from latency.simulation.service import ServiceModel, measured_turnaround_ms
+from latency.simulation.service import ServiceModel, measured_turnaround_ms, measured_wakeup_ms
 
 
-def calibrated(service: ServiceModel, rows: np.ndarray) -> ServiceModel:
-    """``service`` (parametric) with its forward mean and fixed costs taken from a measured run:
-    the same distribution shape, the machine's real service time and hand-offs."""
+def calibrated(service: ServiceModel, rows: np.ndarray, batch_size: int = 1,
+               max_batch_delay_ms: float = 0.0) -> ServiceModel:
+    """``service`` (parametric) with its forward mean and fixed costs taken from a measured run
+    (batched as given): the same distribution shape, the machine's real service time and
+    hand-offs, and how late its idle replicas woke."""
     ok = rows[(rows["status"] == STATUS_OK) & ~rows["warmup"]]
     if not len(ok):
         raise ValueError("the run has no successful measured requests to calibrate from")
@@ -33,7 +35,8 @@ def calibrated(service: ServiceModel, rows: np.ndarray) -> ServiceModel:
     ms = lambda k: float(np.mean(comps[k])) / 1e6  # noqa: E731
     return replace(service, forward_ms=max(base, 0.0), network_ms=ms("network"),
                    lag_ms=ms("overhead"), preprocess_ms=ms("preprocess"),
-                   postprocess_ms=ms("postprocess"), turnaround_ms=measured_turnaround_ms(rows))
+                   postprocess_ms=ms("postprocess"), turnaround_ms=measured_turnaround_ms(rows),
+                   wakeup_ms=measured_wakeup_ms(rows, batch_size, max_batch_delay_ms))
 
 
 def recorded_arrivals(rows: np.ndarray) -> tuple[np.ndarray, float]:

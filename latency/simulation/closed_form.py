@@ -77,7 +77,7 @@ def closed_form(config: SimConfig, service: ServiceModel) -> ClosedForm:
         return none("batching (a batch waits to fill and its forward time grows with its "
                     "size: no textbook queue)")
     if (service.preprocess_ms or service.postprocess_ms or service.network_ms
-            or service.lag_ms or service.turnaround_ms):
+            or service.lag_ms or service.turnaround_ms or service.wakeup_ms):
         return none("preprocessing, postprocessing or hand-off costs (a chain of stages, not "
                     "one queue)")
     rate, tau, c = config.rate / 1000, service.forward_ms, config.replicas

@@ -7,7 +7,7 @@ Poisson arrivals at that rate build an unbounded queue. So a closed-loop run is 
 closed loop: the same server as ``latency.simulation.simulator`` (FIFO preprocess worker pool,
 one FIFO batch queue, replicas taking up to ``batch_size`` as soon as that many wait or
 ``max_batch_delay_ms`` has passed since the oldest was ready, postprocessing one by one on the
-replica, the replica's turnaround between batches), but arrivals are an outcome: a faster
+replica, the replica's turnaround between batches and its wake-up), but arrivals are an outcome: a faster
 server is asked more often, as real clients would ask it.
 
 An event loop over a heap (times in ms, plain floats); every random quantity from its own
@@ -24,7 +24,7 @@ from latency.core.records import RECORD_DTYPE
 from latency.simulation.service import ServiceModel, request_draws
 
 #: event kinds, in the order ties are resolved (a replica freed before a timer fires)
-_ARRIVE, _PRE_DONE, _REPLICA_FREE, _TIMER, _ANSWERED = range(5)
+_ARRIVE, _PRE_DONE, _READY, _REPLICA_FREE, _TIMER, _ANSWERED = range(6)
 
 
 def simulate_closed(clients: int, service: ServiceModel, *, requests: int, replicas: int = 1,
@@ -73,6 +73,7 @@ def simulate_closed(clients: int, service: ServiceModel, *, requests: int, repli
     timer_at: float | None = None
     batches = 0
     B, D, turnaround = batch_size, max_batch_delay_ms, service.turnaround_ms
+    wake = service.wakeup_ms
 
     def start_pre(t: float, i: int) -> None:
         stamps["pre_start"][i] = t
@@ -81,7 +82,7 @@ def simulate_closed(clients: int, service: ServiceModel, *, requests: int, repli
     def dispatch(t: float) -> None:
         nonlocal batches, timer_at
         while idle and ready:
-            due = stamps["pre_end"][ready[0]] + D
+            due = stamps["pre_end"][ready[0]] + D + wake
             if len(ready) < B and t < due:
                 if timer_at is None or timer_at > due:
                     timer_at = due
@@ -122,11 +123,17 @@ def simulate_closed(clients: int, service: ServiceModel, *, requests: int, repli
                 waiting_pre.append(x)
         elif kind == _PRE_DONE:
             stamps["pre_end"][x] = t
-            ready.append(x)
             if waiting_pre:
                 start_pre(t, waiting_pre.popleft())
             else:
                 free_workers += 1
+            if wake:  # a replica sees it after its wake-up
+                push(t + wake, _READY, x)
+            else:
+                ready.append(x)
+                dispatch(t)
+        elif kind == _READY:
+            ready.append(x)
             dispatch(t)
         elif kind == _REPLICA_FREE:
             idle.append(x)

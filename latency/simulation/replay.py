@@ -44,6 +44,14 @@ def recorded_setting(config: Any, key: str) -> Any:
     return getattr(config, key, None)
 
 
+def recorded_batching(run: Any) -> tuple[int, float]:
+    """The batch size and batch delay (ms) ``run`` (a RunResult or a ``Recording``) ran
+    with — no batching when they were not recorded — to know when its batches were due."""
+    size = recorded_setting(run.config, "batch_size")
+    delay = recorded_setting(run.config, "max_batch_delay_ms")
+    return int(size or 1), float(delay or 0.0)
+
+
 def replay_config(run: Any, **overrides: Any) -> SimConfig:
     """The checked SimConfig that replays ``run`` (a RunResult or a ``Recording``): its rate
     (or, for a closed-loop run, its clients), its replicas, batching and preprocess workers,

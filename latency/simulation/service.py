@@ -20,33 +20,95 @@ SIMULATE = ("simulate",)
 SERVICE = "service (parametric; --from-run resamples a recorded run's instead)"
 
 
+@dataclass
+class _Batches:
+    """A run's batches, by replica and then in time (stamps in ns): when each started, ended
+    (its last postprocess), and its first and last member became ready; its size; and its
+    work (its forward pass and its members' postprocessing: the rest of start → end is the
+    replica's own hand-offs)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    first_ready: np.ndarray
+    last_ready: np.ndarray
+    size: np.ndarray
+    replica: np.ndarray
+    work: np.ndarray
+
+    @classmethod
+    def of(cls, rows: np.ndarray) -> _Batches | None:
+        ok = rows[rows["status"] == STATUS_OK]
+        ids, inverse = (np.unique(ok["batch_id"], return_inverse=True) if len(ok) >= 2
+                        else (np.empty(0), None))
+        if len(ids) < 2:
+            return None
+        big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        start, first = np.full(len(ids), big), np.full(len(ids), big)
+        end, last = np.full(len(ids), small), np.full(len(ids), small)
+        np.minimum.at(start, inverse, ok["t_fwd_start"])
+        np.minimum.at(first, inverse, ok["t_pre_end"])
+        np.maximum.at(last, inverse, ok["t_pre_end"])
+        np.maximum.at(end, inverse, ok["t_post_end"])
+        size = np.bincount(inverse, minlength=len(ids))
+        replica = np.zeros(len(ids), dtype=np.int64)
+        replica[inverse] = ok["replica"]
+        work = np.bincount(inverse, weights=ok["t_post_end"] - ok["t_post_start"],
+                           minlength=len(ids))
+        fwd = np.zeros(len(ids))
+        fwd[inverse] = ok["t_fwd_end"] - ok["t_fwd_start"]
+        order = np.lexsort((start, replica))
+        return cls(start[order], end[order], first[order], last[order], size[order],
+                   replica[order], (work + fwd)[order])
+
+    def after_previous(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per batch but the first of each replica: whether its first member was ready only
+        after the replica's previous batch ended (it found the replica idle), and the
+        replica's idle gap before it (start − previous end)."""
+        same = self.replica[1:] == self.replica[:-1]
+        idle = same & (self.first_ready[1:] > self.end[:-1])
+        return idle, same & ~idle
+
+
 def measured_turnaround_ms(rows: np.ndarray) -> float:
-    """Mean gap a replica leaves between finishing a batch and starting the next one, over
-    the batches that were already waiting (so the gap is bookkeeping, not idleness); 0 when
-    no batch ever waited. The mean, not the median: a queue feels every stolen millisecond,
-    and on a busy machine the gaps have a long tail (the thread waits for a core)."""
-    ok = rows[rows["status"] == STATUS_OK]
-    if len(ok) < 2:
+    """Mean time a replica spends per batch on its own hand-offs: the gap it leaves between
+    finishing a batch and starting the next one, over the batches that were already waiting
+    (so the gap is bookkeeping, not idleness; 0 when no batch ever waited), plus the time
+    inside a batch that is neither its forward pass nor a member's postprocessing (the
+    hand-over from one to the other). The mean, not the median: a queue feels every stolen
+    millisecond, and on a busy machine the gaps have a long tail (the thread waits for a
+    core)."""
+    b = _Batches.of(rows)
+    if b is None:
         return 0.0
-    # per batch: its start, its end (last postprocess) and when its first member was ready
-    ids, inverse = np.unique(ok["batch_id"], return_inverse=True)
-    if len(ids) < 2:
-        return 0.0
-    start = np.full(len(ids), np.iinfo(np.int64).max)
-    ready = start.copy()
-    end = np.full(len(ids), np.iinfo(np.int64).min)
-    np.minimum.at(start, inverse, ok["t_fwd_start"])
-    np.minimum.at(ready, inverse, ok["t_pre_end"])
-    np.maximum.at(end, inverse, ok["t_post_end"])
-    replica = np.zeros(len(ids), dtype=np.int64)
-    replica[inverse] = ok["replica"]
-    order = np.lexsort((start, replica))  # by replica, then in time
-    start, end, ready, replica = start[order], end[order], ready[order], replica[order]
-    same = replica[1:] == replica[:-1]
-    waited = same & (ready[1:] <= end[:-1])
+    inside = float(np.mean(np.maximum(b.end - b.start - b.work, 0))) / 1e6
+    _, waited = b.after_previous()
     if not waited.any():
+        return inside
+    return inside + float(np.mean((b.start[1:] - b.end[:-1])[waited])) / 1e6
+
+
+def measured_wakeup_ms(rows: np.ndarray, batch_size: int = 1,
+                       max_batch_delay_ms: float = 0.0) -> float:
+    """Mean delay between the moment an idle replica should start a batch and the moment it
+    did: the worker thread's wake-up (a condition notified, the thread scheduled back onto a
+    core) — about 0.05 ms on a quiet machine, milliseconds when other work holds the cores.
+    It is queue time the requests that find the server idle still pay, and it delays the
+    busy period each of them opens, so a simulation without it under-predicts the queue.
+    The moment it should start: when the batch was full (its last member ready, if it holds
+    ``batch_size``), or ``max_batch_delay_ms`` after its first member was ready, whichever
+    came first. 0 when no batch found its replica idle. The mean, as for the turnaround."""
+    b = _Batches.of(rows)
+    if b is None:
         return 0.0
-    return float(np.mean((start[1:] - end[:-1])[waited])) / 1e6
+    idle, _ = b.after_previous()
+    if not idle.any():
+        return 0.0
+    first, last = b.first_ready[1:], b.last_ready[1:]
+    due = first + round(max_batch_delay_ms * 1e6)
+    full = b.size[1:] >= batch_size
+    due = np.where(full & (last < due), last, due)
+    late = (b.start[1:] - due)[idle]
+    return float(np.mean(np.maximum(late, 0))) / 1e6
 
 
 @dataclass
@@ -66,6 +128,9 @@ class ServiceModel:
     #: measures about 0.1 ms and 0.05 ms (bench/bench_engine_overhead.py).
     network_ms: float = 0.0
     turnaround_ms: float = 0.0
+    #: the replica's wake-up: how late an idle replica starts a batch that is due
+    #: (``measured_wakeup_ms``); zero by default, as for an ideal server
+    wakeup_ms: float = 0.0
     #: the load generator's own gap between intended and actual send (``overhead``) per request
     lag_ms: float = 0.0
     preprocess_ms: float = 0.0
@@ -85,8 +150,11 @@ class ServiceModel:
     forward_trace_ms: np.ndarray | None = None
 
     @classmethod
-    def from_rows(cls, rows: np.ndarray) -> ServiceModel:
-        """Resample a recorded run: per-request components and per-batch-size forward times."""
+    def from_rows(cls, rows: np.ndarray, batch_size: int = 1,
+                  max_batch_delay_ms: float = 0.0) -> ServiceModel:
+        """Resample a recorded run: per-request components and per-batch-size forward times;
+        the replica's turnaround and wake-up measured (the run's batching, to know when an
+        idle replica's batch was due)."""
         ok = rows[(rows["status"] == STATUS_OK) & ~rows["warmup"]]
         if len(ok) == 0:
             raise ValueError("the recorded run has no successful measured requests")
@@ -97,7 +165,8 @@ class ServiceModel:
         keep = ("preprocess", "postprocess", "network", "overhead")
         return cls(samples={k: comps[k] / 1e6 for k in keep},
                    forward_by_batch={int(s): fwd[sizes == s] for s in np.unique(sizes)},
-                   turnaround_ms=measured_turnaround_ms(rows))
+                   turnaround_ms=measured_turnaround_ms(rows),
+                   wakeup_ms=measured_wakeup_ms(rows, batch_size, max_batch_delay_ms))
 
     def checked(self) -> ServiceModel:
         """Itself, after checking the parametric values a caller sets: ConfigError (one line,
@@ -108,7 +177,7 @@ class ServiceModel:
             if not _real(value) or not 0 < value < 1e7:
                 raise ConfigError(f"--{name} must be > 0 (got {value!r})")
         for name in ("forward_per_item_ms", "preprocess_ms", "postprocess_ms", "network_ms",
-                     "turnaround_ms", "lag_ms"):
+                     "turnaround_ms", "wakeup_ms", "lag_ms"):
             value = getattr(self, name)
             if not _real(value) or not 0 <= value < 1e7:
                 raise ConfigError(f"{name} must be >= 0 (got {value!r})")

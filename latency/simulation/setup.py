@@ -11,7 +11,7 @@ from typing import Any
 
 from latency.core.errors import ConfigError
 from latency.simulation.config import SimConfig
-from latency.simulation.replay import Recording, replay_config
+from latency.simulation.replay import Recording, recorded_batching, replay_config
 from latency.simulation.service import ServiceModel
 
 __all__ = ["SimSetup", "simulation_setup"]
@@ -57,7 +57,7 @@ def simulation_setup(*, rate: float | None = None, clients: int | None = None,
                 if load is None:
                     raise ValueError(f"cannot read {from_run!r} (no reader given)")
                 run = Recording(*load(str(from_run)))
-            service = ServiceModel.from_rows(run.log)
+            service = ServiceModel.from_rows(run.log, *recorded_batching(run))
         except ValueError as exc:
             raise ConfigError(f"--from-run: {exc}") from None
         config = replay_config(run, **settings)

@@ -164,7 +164,9 @@ def _one_server(ready: np.ndarray, post: np.ndarray, fwd_draws: list[float],
     else:
         fwd = np.asarray(fwd_draws, dtype=float)
     busy = fwd + post + service.turnaround_ms  # the replica's time per request
-    return np.arange(n), _lindley_starts_ms(ready, busy), fwd, np.zeros(n, dtype=np.int64)
+    # an idle replica starts a request its wake-up after the request is ready
+    starts = _lindley_starts_ms(ready + service.wakeup_ms, busy)
+    return np.arange(n), starts, fwd, np.zeros(n, dtype=np.int64)
 
 
 def _lindley_starts_ms(ready: np.ndarray, busy: np.ndarray) -> np.ndarray:
@@ -189,7 +191,7 @@ def _batches(config: SimConfig, service: ServiceModel, ready_list: list[float],
     free = [(0.0, r) for r in range(config.replicas)]
     heapq.heapify(free)
     B, D = config.batch_size, config.max_batch_delay_ms
-    turnaround = service.turnaround_ms
+    turnaround, wake = service.turnaround_ms, service.wakeup_ms
     starts: list[int] = []
     t_start: list[float] = []
     t_fwd: list[float] = []
@@ -199,11 +201,11 @@ def _batches(config: SimConfig, service: ServiceModel, ready_list: list[float],
         t_free, r = heapq.heappop(free)
         first = ready_list[i]
         if B == 1:
-            start = t_free if t_free > first else first
+            start = t_free if t_free > first + wake else first + wake
             j = i + 1
         else:
             full_at = ready_list[i + B - 1] if i + B - 1 < n else float("inf")
-            due = full_at if full_at < first + D else first + D
+            due = (full_at if full_at < first + D else first + D) + wake
             start = t_free if t_free > due else due
             j = min(bisect.bisect_right(ready_list, start, i), i + B)
             j = j if j > i else i + 1

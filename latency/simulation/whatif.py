@@ -143,8 +143,8 @@ def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float | N
     _check(component, faster, SERVICE_COMPONENTS)
     if rate is not None and not rate > 0:
         raise ValueError("rate must be > 0")
-    before = ServiceModel.from_rows(rows)
-    after = ServiceModel.from_rows(rows)
+    before = ServiceModel.from_rows(rows, batch_size, max_batch_delay_ms)
+    after = ServiceModel.from_rows(rows, batch_size, max_batch_delay_ms)
     if component == "forward":
         after.forward_by_batch = {k: v * (1 - faster) for k, v in after.forward_by_batch.items()}
     else:
