@@ -136,7 +136,10 @@ def test_shared_links_open_a_lesson_or_a_lab_step():
     at.query_params["lesson"] = "no-such-lesson"
     at.run()
     at.switch_page("views/workshop.py").run()
-    assert len([m for m in at.markdown if m.value.startswith("#### ")]) == 6
+    titles = [m.value for m in at.markdown if m.value.startswith("#### ")]
+    # the ten in order: five lessons, the practice question, the four on serving LLMs
+    assert [t.split(".")[0] for t in titles] == [f"#### {i}" for i in range(1, 11)]
+    assert "practice question" in titles[5] and "Time to first token" in titles[6]
     assert len(at.error) == 1 and "?lesson=co" in at.error[0].value
 
     at = AppTest.from_file(APP, default_timeout=60)

@@ -17,7 +17,7 @@ from latency.core.records import REQUEST_COMPONENTS, component_labels, in_proces
 from latency.figures import course_plots
 from latency.figures.handout import Handout
 from latency.workshop.course import TARGETS, guess_histogram
-from latency.workshop.lesson import Lesson, Step
+from latency.workshop.lesson import Answer, Lesson, Step
 from ui.optimisation_lab import group_progress
 from ui.priority import yield_cpu_to_runs
 from ui.rights import can_manage_room
@@ -176,13 +176,13 @@ def step_card(item: Step) -> bool:
                    + ", ".join(f"{label}: {r.status}" for (label, _), r
                                in zip(group["blocks"], finished)))
         return in_flight
-    ans = item.answer(finished)
+    ans = answer_of(item, group, finished)
     st.success(f"**Measured:** {ans.text}")
     st.plotly_chart(course_plots.answer_figure(item.key, ans.table,
                                                components(item, finished), ans.details,
                                                shown_names(finished)),
                     key=f"answer_{item.key}")
-    if ans.details:
+    if item.key == "targets":
         st.table([{"application": d["application"], "p99 target": fmt.duration(d["slo_ms"]),
                    "measured: load it can take": d["measured"],
                    "M/M/1 theory": d["theory"]} for d in ans.details])
@@ -196,6 +196,17 @@ def step_card(item: Step) -> bool:
                         key=f"guesses_after_{item.key}")
     handout_buttons(item, group, finished, guesses)
     return in_flight
+
+
+@st.cache_resource(max_entries=64, show_spinner="Reading the answer off the runs…")
+def _answer(step_key: str, run_ids: tuple[str, ...], _item: Step, _finished: list) -> Answer:
+    return _item.answer(_finished)
+
+
+def answer_of(item: Step, group: dict, finished: list) -> Answer:
+    """The step's answer, computed once for its finished runs (whoever views it: thirty
+    followers' reruns must not redo the goodput lesson's simulation)."""
+    return _answer(item.key, tuple(rid for _, rid in group["blocks"]), item, finished)
 
 
 def components(item: Step, finished: list) -> dict[str, float] | None:
@@ -215,7 +226,7 @@ def shown_names(finished: list) -> dict[str, str]:
 def lesson_handout(item: Step, group: dict, finished: list, guesses: list) -> Handout:
     """The finished lesson as the handout's page: the same answer, chart and table as the card
     (computed from the same runs), the room's guesses, and where the runs were measured."""
-    ans = item.answer(finished)
+    ans = answer_of(item, group, finished)
     if guesses:
         labels, counts = guess_histogram(guesses, item)
         said = f"{len(guesses)} guess(es): " + ", ".join(
@@ -227,9 +238,8 @@ def lesson_handout(item: Step, group: dict, finished: list, guesses: list) -> Ha
                   f"{env.get('device_name', env.get('device', '?'))}, torch "
                   f"{env.get('torch', '?')}; in the run history as \"Workshop {item.title} · "
                   f"…\": " + ", ".join(rid for _, rid in group["blocks"]) + ".")
-    tables = [[{"run": r["run"], "requests": r["requests"], "req/s": r["throughput_rps"],
-                "p50 ms": r["p50_ms"], "p99 ms": r["p99_ms"]} for r in ans.table]]
-    if ans.details:
+    tables = [handout_rows(ans.table)]
+    if item.key == "targets":
         tables.insert(0, [{"application": d["application"],
                            "p99 target": fmt.duration(d["slo_ms"]),
                            "measured": d["measured"].replace(" from the p99s' 95 % intervals", "")
@@ -240,6 +250,24 @@ def lesson_handout(item: Step, group: dict, finished: list, guesses: list) -> Ha
                    course_plots.answer_figure(item.key, ans.table, components(item, finished),
                                               ans.details, shown_names(finished)),
                    tables, said, provenance, checks)
+
+
+#: a generation lesson's figures in its handout's table: (key, heading)
+GEN_COLUMNS = (("offered_rps", "offered/s"), ("throughput_rps", "served/s"),
+               ("tokens_per_s", "tokens/s"), ("ttft_p50_ms", "TTFT p50 ms"),
+               ("ttft_p99_ms", "TTFT p99 ms"), ("tpot_p50_ms", "TPOT p50 ms"),
+               ("met_share", "met targets"), ("goodput_rps", "goodput/s"),
+               ("gap_max_ms", "longest gap ms"), ("long_ttft_ms", "long prompt TTFT ms"))
+
+
+def handout_rows(table: list[dict]) -> list[dict]:
+    """The answer's table as the handout prints it: a one-shot lesson's requests, req/s, p50
+    and p99; a generation lesson's figures it has."""
+    if table and "p50_ms" in table[0]:
+        return [{"run": r["run"], "requests": r["requests"], "req/s": r["throughput_rps"],
+                 "p50 ms": r["p50_ms"], "p99 ms": r["p99_ms"]} for r in table]
+    return [{"run": r["run"], "requests": r["requests"],
+             **{head: r[k] for k, head in GEN_COLUMNS if k in r}} for r in table]
 
 
 def handout_bytes(item: Step, group: dict, finished: list, guesses: list, kind: str) -> bytes:

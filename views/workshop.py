@@ -3,7 +3,7 @@ a live measured experiment and, when the instructor reveals it, the measured ans
 import streamlit as st
 
 from latency.core import fmt
-from latency.workshop.course import course
+from latency.workshop.course import PRACTICE_AFTER, course
 from latency.workshop.practice import practice
 from ui import optimisation_lab as lab_ui
 from ui import room as room_ui
@@ -20,7 +20,8 @@ st.caption("A course of lessons, in order. Each asks its question before it meas
            "the machine runs the experiment (real runs, queued one after another), then the "
            f"answer is revealed. The lessons' runs take about {fmt.duration(total_s * 1000)} in "
            "all on this machine; the practice question, the quantisation paradox, is the "
-           "Optimisation Lab's lesson.")
+           "Optimisation Lab's lesson. Lessons 7–10 serve an LLM: streamed generation on a "
+           "server whose steps hold set times.")
 if not can_manage_room():
     st.caption("The instructor runs each lesson and reveals its answer; send your guess "
                "first.")
@@ -36,11 +37,14 @@ def lessons_view() -> None:
     for item in lessons:
         if focus is None or item.key == focus:
             workshop.card(item)
-    if focus is not None:
-        return
+        if focus is None and item.key == PRACTICE_AFTER:
+            practice_card(lessons.index(item) + 2)
+
+
+def practice_card(number: int) -> None:
     lab = practice()  # the same lesson model, measured in the Optimisation Lab
     with st.container(border=True):
-        st.markdown(f"#### {len(lessons) + 1}. The practice question: {lab.title}")
+        st.markdown(f"#### {number}. The practice question: {lab.title}")
         st.markdown(f"{lab.summary} The Optimisation Lab runs it in {len(lab.steps)} steps: "
                     + "; ".join(f"{i}. {s.title}" for i, s in enumerate(lab.steps, 1)) + ".")
         st.caption("; ".join(f"Step {i}: {lab_ui.step_time(s).lower()}"

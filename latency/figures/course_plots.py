@@ -9,6 +9,8 @@ from typing import Any
 import plotly.graph_objects as go
 
 from latency.core import fmt
+from latency.figures.llm_course_plots import KEYS as LLM_KEYS
+from latency.figures.llm_course_plots import llm_answer_figure
 from latency.figures.plots import COMPONENT_COLOURS, _base_layout, _figure
 
 GUESS_COLOUR = "#7F8C9D"
@@ -41,7 +43,10 @@ def answer_figure(key: str, table: Sequence[Mapping[str, Any]],
     p50/p99 closed vs open loop (coordinated omission), throughput and p50 against batch size
     with the knee (batching), the measured p99 against load with each application's target
     and the load where the curve crosses it (targets). ``labels``: a component's name as shown
-    where it is not its key (an in-process run's network is its hand-off)."""
+    where it is not its key (an in-process run's network is its hand-off). The lessons on
+    serving LLMs draw their own (``llm_course_plots``)."""
+    if key in LLM_KEYS:
+        return llm_answer_figure(key, table, details)
     runs = [str(r["run"]) for r in table]
     if key == "where" and components:
         layout = _base_layout("Mean time of one request, by component", 340)

@@ -161,7 +161,7 @@ def _cell(v: Any) -> str:
 def draw_plotly(figure: go.Figure, ax: Axes) -> None:
     """Draw a Plotly figure's bars and lines on matplotlib axes: the trace kinds, axes and
     annotations this project's lesson charts use (categorical or numeric x, a second y axis,
-    grouped bars, log axes, bar labels, dashed lines). A trace kind it does not know raises,
+    grouped or stacked bars, log axes, bar labels, dashed lines). A trace kind it does not know raises,
     rather than leaving a chart silently incomplete."""
     layout = figure.layout
     cats: list[Any] = []
@@ -171,6 +171,8 @@ def draw_plotly(figure: go.Figure, ax: Axes) -> None:
     pos = {c: i for i, c in enumerate(cats)}
     bars = [tr for tr in figure.data if tr.type == "bar"]
     grouped = layout.barmode == "group" and len(bars) > 1
+    stacked = layout.barmode == "stack"
+    bottoms: dict[Any, float] = {}  # a stack's height so far, per x
     width = 0.8 / len(bars) if grouped else 0.8
     right: Axes | None = None
     on_left: list[tuple[Any, bool]] = []  # the main axis's bars, and whether labelled
@@ -186,8 +188,13 @@ def draw_plotly(figure: go.Figure, ax: Axes) -> None:
         if tr.type == "bar":
             shift = (bars.index(tr) - (len(bars) - 1) / 2) * width if grouped else 0.0
             colour = tr.marker.color if tr.marker.color is not None else None
+            below = [bottoms.get(x, 0.0) for x in xs] if stacked else None
             drawn = target.bar([x + shift for x in xs], list(tr.y), width=width, label=label,
-                               color=colour, alpha=tr.opacity if tr.opacity is not None else 1)
+                               color=colour, alpha=tr.opacity if tr.opacity is not None else 1,
+                               bottom=below)
+            if stacked:
+                for x, y in zip(xs, tr.y):
+                    bottoms[x] = bottoms.get(x, 0.0) + float(y or 0.0)
             if target is ax:
                 on_left.append((drawn, tr.text is not None))
             if tr.text is not None:
@@ -203,11 +210,12 @@ def draw_plotly(figure: go.Figure, ax: Axes) -> None:
                             tr.marker.color, str) else None),
                         label=label, markersize=(tr.marker.size or 6) * 0.8)
     if cats:
-        ax.set_xticks(range(len(cats)), [str(c) for c in cats], fontsize=8,
+        ax.set_xticks(range(len(cats)), [str(c).replace("<br>", "\n") for c in cats], fontsize=8,
                       rotation=20 if len(cats) > 4 else 0)
     _axis(ax, layout.xaxis, "x")
     _axis(ax, layout.yaxis, "y")
-    _log_if_bars_vanish(ax, on_left, layout.yaxis)
+    if not stacked:  # a stack's parts are read as shares of its height: linear
+        _log_if_bars_vanish(ax, on_left, layout.yaxis)
     if right is not None:
         _axis(right, layout.yaxis2, "y")
         ax.set_zorder(right.get_zorder() + 1)  # the lines over the second axis's bars

@@ -2,6 +2,8 @@
 before its answer is shown. This module says what each lesson runs and asks; the answers are
 computed from the runs when they finish (``answer``) — never a scripted number.
 
+The lessons on serving LLMs (7–10) are ``llm_course``'s, on the same model.
+
 Each lesson is sized for a 5-minute slot of a workshop on a 2-core machine: a few runs of a
 few seconds, queued back to back as one group (nobody else's run lands between them), so its
 wall time is the sum of its runs plus their start-up (``estimated_s``, shown on the page and
@@ -141,10 +143,18 @@ def targets(seconds: float = 15.0) -> Lesson:
                        "always asked at a target.")
 
 
+#: the practice question — the quantisation paradox, the Optimisation Lab's lesson — is
+#: lesson 6: the Workshop page shows it after this one
+PRACTICE_AFTER = "targets"
+
+
 def course() -> list[Lesson]:
-    """The measured lessons in order (the practice question — the quantisation paradox — is
-    the Optimisation Lab's lesson)."""
-    return [where_the_time_goes(), queueing(), coordinated_omission(), batching(), targets()]
+    """The measured lessons in order: 1–5 on one-shot requests, 7–10 on serving LLMs
+    (``llm_course``; lesson 6, the practice question, is the Optimisation Lab's)."""
+    from latency.workshop.llm_course import llm_lessons
+
+    return [where_the_time_goes(), queueing(), coordinated_omission(), batching(), targets(),
+            *llm_lessons()]
 
 
 def lesson(key: str) -> Lesson:
@@ -324,5 +334,5 @@ def guess_histogram(guesses: Sequence[Any], item: Lesson | Step
     return [f"{a:.3g}–{b:.3g}" for a, b in zip(edges[:-1], edges[1:])], counts.tolist()
 
 
-__all__ = ["TARGETS", "answer", "capacity_at_target", "course",
+__all__ = ["PRACTICE_AFTER", "TARGETS", "answer", "capacity_at_target", "course",
            "guess_histogram", "knee", "lesson", "monotone", "targets"]

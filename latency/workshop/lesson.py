@@ -3,8 +3,8 @@ live measured experiment — its runs (ready-made presets: the same experiment w
 it, from a button, a shared link or a late arrival's screen), the question asked before it
 runs, and the answer computed from its runs when they finish, never a scripted number.
 
-The lessons themselves are ``course`` (the Workshop's five) and ``practice`` (the Lab's
-quantisation lesson); this module holds only their shape.
+The lessons themselves are ``course`` (the Workshop's, with ``llm_course``'s on generation)
+and ``practice`` (the Lab's quantisation lesson); this module holds only their shape.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from latency.analysis.gen_result import GenResult
 from latency.analysis.result import RunResult
 from latency.core.config import RunConfig
 from latency.execution.ab import ABPlan
@@ -36,8 +37,10 @@ class Answer:
     details: list[dict[str, Any]] = field(default_factory=list)
 
 
+#: a finished run a lesson reads: one-shot requests, or a generation (the lessons on LLMs)
+Result = RunResult | GenResult
 #: a step's answer from its finished runs: (the step, each run's label, the results in order)
-AnswerOf = Callable[["Step", Sequence[str], Sequence[RunResult]], Answer]
+AnswerOf = Callable[["Step", Sequence[str], Sequence[Any]], Answer]
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class Step:
     def labels(self) -> list[str]:
         return [label for label, _ in self.runs]
 
-    def answer(self, results: Sequence[RunResult],
+    def answer(self, results: Sequence[Result],
                labels: Sequence[str] | None = None) -> Answer:
         """The answer from the finished runs, in order. ``labels``: each run's label when the
         runs measured are not exactly the preset's (an A/B with more or fewer pairs)."""
