@@ -161,8 +161,8 @@ def _cell(v: Any) -> str:
 def draw_plotly(figure: go.Figure, ax: Axes) -> None:
     """Draw a Plotly figure's bars and lines on matplotlib axes: the trace kinds, axes and
     annotations this project's lesson charts use (categorical or numeric x, a second y axis,
-    grouped or stacked bars, log axes, bar labels, dashed lines). A trace kind it does not know raises,
-    rather than leaving a chart silently incomplete."""
+    grouped or stacked bars, log axes, bar labels, dashed lines). A trace kind it does not
+    know raises, rather than leaving a chart silently incomplete."""
     layout = figure.layout
     cats: list[Any] = []
     for tr in figure.data:

@@ -7,8 +7,8 @@ Poisson arrivals at that rate build an unbounded queue. So a closed-loop run is 
 closed loop: the same server as ``latency.simulation.simulator`` (FIFO preprocess worker pool,
 one FIFO batch queue, replicas taking up to ``batch_size`` as soon as that many wait or
 ``max_batch_delay_ms`` has passed since the oldest was ready, postprocessing one by one on the
-replica, the replica's turnaround between batches and its wake-up), but arrivals are an outcome: a faster
-server is asked more often, as real clients would ask it.
+replica, the replica's turnaround between batches and its wake-up), but arrivals are an
+outcome: a faster server is asked more often, as real clients would ask it.
 
 An event loop over a heap (times in ms, plain floats); every random quantity from its own
 stream, as in the open-loop simulator. Rows are the engine's record format, warm-up labelled.

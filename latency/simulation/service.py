@@ -38,8 +38,9 @@ class _Batches:
     @classmethod
     def of(cls, rows: np.ndarray) -> _Batches | None:
         ok = rows[rows["status"] == STATUS_OK]
-        ids, inverse = (np.unique(ok["batch_id"], return_inverse=True) if len(ok) >= 2
-                        else (np.empty(0), None))
+        if len(ok) < 2:
+            return None
+        ids, inverse = np.unique(ok["batch_id"], return_inverse=True)
         if len(ids) < 2:
             return None
         big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min

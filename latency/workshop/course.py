@@ -21,6 +21,7 @@ from latency.analysis.result import RunResult
 from latency.core.config import RunConfig
 from latency.core.records import REQUEST_COMPONENTS
 from latency.simulation.queueing import mm1_max_rate_for_percentile
+from latency.workshop.curve_reading import monotone
 from latency.workshop.lesson import Answer, Lesson, Step
 
 #: the synthetic server of the queueing lessons: 4 ms exponential service, one replica
@@ -238,19 +239,6 @@ def _targets(step: Step, labels: Sequence[str], results: Results) -> Answer:
                   f"{asked['measured']} of the capacity, read off the measured p99 curve"
                   + (f"; M/M/1 theory with the measured {service_ms:.2f} ms service says "
                      f"{asked['theory']}." if service_ms else "."), rows, checks, details)
-
-
-def monotone(values: Sequence[float]) -> list[float]:
-    """The closest non-decreasing sequence (pool adjacent violators): a p99 cannot fall as
-    the load rises, so a dip is noise — pooled with its neighbour, not read as capacity."""
-    blocks: list[list[float]] = []  # [sum, count]
-    for v in values:
-        blocks.append([float(v), 1.0])
-        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
-            total, n = blocks.pop()
-            blocks[-1][0] += total
-            blocks[-1][1] += n
-    return [b[0] / b[1] for b in blocks for _ in range(int(b[1]))]
 
 
 def capacity_at_target(rows: Sequence[dict[str, Any]], name: str, slo_ms: float,

@@ -28,6 +28,7 @@ import numpy as np
 
 from latency.core.config import RunConfig
 from latency.core.gen_records import TTFT_COMPONENTS, token_gaps
+from latency.workshop.curve_reading import monotone
 from latency.workshop.lesson import Answer, Lesson, Step
 
 #: the lessons' server (ms): a prefill call of 1 + 0.05 per prompt token, a decode step of 4 +
@@ -120,7 +121,7 @@ def ttft_under_load(seconds: float = 6.0) -> Lesson:
 
 
 def stutter(requests: int = STUTTER_REQUESTS) -> Lesson:
-    common = dict(prompts=str(STUTTER_PROMPTS), prompt_tokens=None,
+    common: dict[str, Any] = dict(prompts=str(STUTTER_PROMPTS), prompt_tokens=None,
                   output_tokens=str(STUTTER_OUTPUT), rate=STUTTER_RATE, arrival="constant",
                   requests=requests, warmup=0, max_step_tokens=2048)
     runs = (("whole prefill", _gen(**common)),
@@ -140,8 +141,8 @@ def stutter(requests: int = STUTTER_REQUESTS) -> Lesson:
 
 
 def static_vs_continuous(seconds: float = 6.0) -> Lesson:
-    common = dict(concurrency=BATCH_CLIENTS, output_tokens=BATCH_OUTPUT, duration_s=seconds,
-                  seed=2)
+    common: dict[str, Any] = dict(concurrency=BATCH_CLIENTS, output_tokens=BATCH_OUTPUT,
+                                  duration_s=seconds, seed=2)
     runs = (("static batching", _gen(batching="static", **common)),
             ("continuous batching", _gen(batching="continuous", **common)))
     step = Step("static", "9. Static vs continuous batching", runs,
@@ -160,7 +161,7 @@ def static_vs_continuous(seconds: float = 6.0) -> Lesson:
 
 def goodput(seconds: float = 8.0) -> Lesson:
     cap = capacity_rps()
-    slo = dict(slo_ttft_ms=CHAT_TTFT_MS, slo_tpot_ms=CHAT_TPOT_MS)
+    slo: dict[str, Any] = dict(slo_ttft_ms=CHAT_TTFT_MS, slo_tpot_ms=CHAT_TPOT_MS)
     runs = tuple((f"{load * cap:.1f} req/s", _gen(rate=round(load * cap, 2),
                                                   duration_s=seconds, seed=3, **slo))
                  for load in GOODPUT_LOADS)
@@ -179,8 +180,10 @@ def goodput(seconds: float = 8.0) -> Lesson:
                         "meets the targets — and a simulator fitted on one light run can "
                         "find it without the heavy ones.")
     pcap = capacity_rps(PRACTICE_PROMPT, PRACTICE_OUTPUT)
-    practice = dict(prompt_tokens=str(PRACTICE_PROMPT), output_tokens=str(PRACTICE_OUTPUT),
-                    rate=round(PRACTICE_LOAD * pcap, 2), duration_s=seconds, seed=4)
+    practice: dict[str, Any] = dict(prompt_tokens=str(PRACTICE_PROMPT),
+                                    output_tokens=str(PRACTICE_OUTPUT),
+                                    rate=round(PRACTICE_LOAD * pcap, 2), duration_s=seconds,
+                                    seed=4)
     faster = {k: SERVER_ARGS[k] * (1 - FASTER) for k in ("step_ms", "step_ms_per_seq")}
     why = Step("decode40", "A 40 % faster decode step",
                (("as it is", _gen(**practice)),
@@ -332,8 +335,6 @@ def highest_rate_meeting(rates: Sequence[float], shares: Sequence[float],
     more, read off the measured points (made non-increasing: a share cannot rise with the
     load, so a rise is noise), linear between the last that meets it and the first that
     misses it. None (and why) when the lowest already misses it."""
-    from latency.workshop.course import monotone
-
     falling = [-v for v in monotone([-s for s in shares])]
     miss = next((i for i, s in enumerate(falling) if s < attainment), None)
     if miss is None:
