@@ -53,15 +53,15 @@ TRAVELS = frozenset({
     "sim_replicas", "sim_batch", "sim_delay", "sim_rate", "sim_slo", "sim_plan", "sim_val_len",
     "sim_as_recorded", "sim_kind", "live_kind",
     # Compare Runs: the filters, the runs compared, the run being renamed
-    "cmp_text", "cmp_models", "cmp_status", "cmp_runs", "cmp_logy", "cmp_target",
+    "cmp_text", "cmp_models", "cmp_status", "cmp_runs", "cmp_logy", "cmp_target", "cmp_kind",
     # Workshop: the lesson a shared link opened
     "workshop_focus",
 })
 #: prefixes of controls made per item that travel: a pipeline's own arguments
 #: (``arg_<model>_<name>``), the what-if's load per arm, a run's new name; and the Load
 #: Simulator's and the Live Profiler's generation modes (``gsim_``, ``glive_``:
-#: ui/gen_controls.py)
-TRAVEL_PREFIXES = ("arg_", "wi_load_", "wi_rate_", "cmp_name_", "gsim_", "glive_")
+#: ui/gen_controls.py), and Compare Runs' (``gcmp_``: ui/compare_generations.py)
+TRAVEL_PREFIXES = ("arg_", "wi_load_", "wi_rate_", "cmp_name_", "gsim_", "glive_", "gcmp_")
 
 
 def travels(key: str) -> bool:

@@ -11,6 +11,7 @@ from latency.figures.compare_plots import (
     runs_bars_figure,
     runs_spectrum_figure,
 )
+from ui import compare_generations
 from ui.compare_runs import (
     EXPORTS,
     TRACE_MAX_REQUESTS,
@@ -22,14 +23,29 @@ from ui.compare_runs import (
     store,
     style_diff,
 )
-from ui.controls import default
+from ui.controls import KEEP, default
 from ui.machine import badge_row, disturbed_badge, unequal_warning
 from ui.priority import yield_cpu_to_runs
 from ui.rights import may_manage, may_see_server_details
 from ui.text import code_span, plain
 
+#: what the page compares: one-shot runs, or generations (their own table in the history)
+KINDS = {"one-shot": "one-shot runs", "generation": "generations (LLM)"}
+
 yield_cpu_to_runs()
 st.title("Compare Runs")
+kind = st.segmented_control(
+    "Compare", list(KINDS), format_func=KINDS.get, key="cmp_kind",
+    default=default("cmp_kind", "one-shot"), required=True,
+    help="One-shot runs (requests in, replies out) or generations (streamed tokens: TTFT, "
+         "gaps between tokens, TPOT), each kept in the history with its own figures.",
+    **KEEP)
+if kind == "generation":
+    st.caption("Every finished generation — from the dashboard or `python -m latency run` "
+               "with a generative pipeline — is saved in the run history (ids `g…`). "
+               "`python -m latency compare A.json B.json` prints the same diff in a terminal.")
+    compare_generations.render()
+    st.stop()
 history = store()
 where = (f"in `{code_span(history.path)}` (set `LATENCY_LAB_DB` to use another file)"
          if may_see_server_details() else "in this server's run history")

@@ -63,6 +63,47 @@ def gen_gate(base: GenSummary, other: GenSummary, pct: float, a: str, b: str) ->
                          f"{pct:g}%")
 
 
+#: the headline's figures: (label, path, whether higher is better)
+HEADLINE: tuple[tuple[str, str, bool], ...] = (
+    ("TTFT p99", "ttft_ms.p99", False), ("TPOT p99", "tpot_ms.p99", False),
+    ("ITL p99", "itl_ms.p99", False), ("output tokens/s", "output_tokens_per_s", True))
+
+
+def gen_headline(base: GenSummary, other: GenSummary, a: str = "A", b: str = "B") -> str:
+    """'B vs A: TTFT p99 120 → 95 ms (−21%), TPOT p99 …, output tokens/s 800 → 900 (+12%)'."""
+    for name, s in ((a, base), (b, other)):
+        if not s.successful:
+            return f"{b} vs {a}: nothing to compare — {name} has no successful requests"
+    parts = []
+    for label, path, _ in HEADLINE:
+        x, y = value(base, path), value(other, path)
+        if x is None or y is None:
+            continue
+        unit = "" if path.endswith("per_s") else " ms"
+        change = f" ({fmt.change((y - x) / x)})" if x else ""
+        parts.append(f"{label} {fmt.ms(x)} → {fmt.ms(y)}{unit}{change}")
+    return f"{b} vs {a}: " + ", ".join(parts)
+
+
+def gen_diff_rows(letters: list[str], summaries: list[GenSummary]) -> list[dict[str, Any]]:
+    """The diff as table rows (the dashboard's): a figure, each run's value (ms, or its rate
+    unit), each later run's change against the first (%); None where a run has no value."""
+    out = []
+    for label, path in ROWS:
+        values = [value(s, path) for s in summaries]
+        if all(v is None for v in values):
+            continue
+        row: dict[str, Any] = {"figure": label}
+        for x, v in zip(letters, values):
+            row[x] = None if v is None else round(v, 3)
+        base = values[0]
+        for x, v in zip(letters[1:], values[1:]):
+            row[f"Δ% {x}"] = (round((v - base) / base * 100, 1)
+                              if base and v is not None else None)
+        out.append(row)
+    return out
+
+
 def split_means(view: dict[str, Any] | None) -> dict[str, float | None]:
     """A target run's server split as mean ms a part (None where it has no split)."""
     parts = (view or {}).get("parts_ms") or {}

@@ -93,7 +93,8 @@ SPECTRUM_TICKS: dict[float, str] = {0.5: "50%", 0.9: "90%", 0.99: "99%", 0.999: 
 
 
 def runs_spectrum_figure(curves: Mapping[str, tuple[Sequence[float], Sequence[float]] | None],
-                         log_y: bool = False, title: str | None = None) -> go.Figure:
+                         log_y: bool = False, title: str | None = None,
+                         y_title: str = "total latency") -> go.Figure:
     """Latency against percentile on the 1/(1−p) axis, one line per run — HdrHistogram's
     percentile plot: each further nine (90 → 99 → 99.9 %) gets the same width, so tails
     compare as plainly as medians.
@@ -101,6 +102,7 @@ def runs_spectrum_figure(curves: Mapping[str, tuple[Sequence[float], Sequence[fl
     ``curves`` maps a run's label to (p, ms) (``StoredRun.spectrum``), which stops at
     p = 1 − 1/n: a run of 1,000 requests has no p99.99, and its line ends where its data does
     instead of drawing the maximum as if it were a percentile. A marker shows each run's p99.
+    ``y_title``: what the times are (a generation's: its TTFT, or its gaps between tokens).
     """
     items = [(name, np.asarray(c[0], dtype=np.float64), np.asarray(c[1], dtype=np.float64))
              for name, c in curves.items() if c is not None and len(c[0]) >= 2]
@@ -129,7 +131,7 @@ def runs_spectrum_figure(curves: Mapping[str, tuple[Sequence[float], Sequence[fl
                "tickvals": [float(v) for v in spectrum_x(ticks)],
                "ticktext": [SPECTRUM_TICKS[t] for t in ticks],
                "range": [0, np.log10(x_max) + 0.05], "showgrid": True},
-        yaxis={"title": {"text": "total latency (ms" + (", log scale)" if log_y else ")")},
+        yaxis={"title": {"text": f"{y_title} (ms" + (", log scale)" if log_y else ")")},
                "type": "log" if log_y else "linear", "rangemode": "tozero"})
     return _figure(traces, layout)
 

@@ -565,17 +565,22 @@ def _stored(info: RunInfo, run_id: str, cfg: str, env: str, summary: str, timing
 
 def spectrum_of(log: np.ndarray) -> bytes | None:
     """Total latency (ms) of the successful measured requests at percentiles up to
-    1 − 1/n: past that a percentile would be the maximum repeated, not a measurement."""
+    1 − 1/n (``latency_spectrum``), as stored."""
     _, ok = measured_and_ok(log)
-    n = len(ok)
+    curve = latency_spectrum(component_ns(ok)["total"] / 1e6)
+    return None if curve is None else np.stack(curve).astype("<f8").tobytes()
+
+
+def latency_spectrum(ms: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Times (ms) at percentiles up to 1 − 1/n — past that a percentile would be the maximum
+    repeated, not a measurement — as (p, ms) for a percentile plot; None under two values."""
+    n = len(ms)
     if n < 2:
         return None
-    total = np.sort(component_ns(ok)["total"]) / 1e6
     top = np.log10(n)
     tail = 1.0 - 10.0 ** -np.arange(1.0, top, 1.0 / SPECTRUM_POINTS_PER_DECADE)
     p = np.unique(np.concatenate([SPECTRUM_BODY, tail[tail > 0.9], [1.0 - 1.0 / n]]))
-    ms = np.quantile(total, p)  # numpy's linear rule, as every summary uses
-    return np.stack([p, ms]).astype("<f8").tobytes()
+    return p, np.quantile(np.sort(ms), p)  # numpy's linear rule, as every summary uses
 
 
 def _spectrum_from_blob(blob: bytes | None) -> tuple[np.ndarray, np.ndarray] | None:

@@ -1,0 +1,240 @@
+"""Compare Runs for generations: the history's generation runs (ids ``g…``), filtered; two or
+more side by side — the headline changes, every setting that differs, the machine's badges,
+TTFT and ITL by percentile, TTFT's parts, the figure-by-figure diff — and rename, delete,
+export. What ``python -m latency compare`` prints for generation runs, on the page.
+
+A stored generation never changes once saved (only its name can), so its aggregates are cached
+per (database, id); the list is read fresh on every rerun.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from latency.analysis.compare import setup_differences
+from latency.analysis.gen_compare import gen_diff_rows, gen_headline
+from latency.analysis.gen_summary import GenSummary
+from latency.analysis.machine import MACHINE_WORDS, unequal_disturbance
+from latency.core.config import RunConfig
+from latency.core.errors import ConfigError
+from latency.core.gen_records import token_gaps
+from latency.figures.compare_plots import letters, runs_spectrum_figure
+from latency.figures.gen_compare_plots import runs_ttft_parts_figure
+from latency.storage.gen_store import GenerationStore, GenInfo
+from latency.storage.store import StoreError, latency_spectrum
+from ui.controls import default
+from ui.machine import badge_row, disturbed_badge, unequal_warning
+from ui.rights import may_manage, may_see_server_details
+from ui.text import code_span, option_text, plain
+
+#: the downloads of a generation: (format, button label, MIME type)
+EXPORTS = (("json", "Result (JSON)", "application/json"),
+           ("csv", "Requests (CSV)", "text/csv"))
+
+
+@dataclass(frozen=True)
+class GenAggregates:
+    """What the comparison draws of one stored generation (no request rows)."""
+
+    info: GenInfo
+    config: RunConfig
+    environment: dict[str, Any]
+    summary: GenSummary
+    ttft_spectrum: tuple[np.ndarray, np.ndarray] | None
+    itl_spectrum: tuple[np.ndarray, np.ndarray] | None
+
+
+def store() -> GenerationStore:
+    return GenerationStore()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def aggregates(db: str, run_id: str) -> GenAggregates:
+    info, result = GenerationStore(db).load(run_id)
+    rows = result.rows  # a summary-only generation (saved without rows) has no curves
+    ok = np.flatnonzero((rows["status"] == 0) & ~rows["warmup"])
+    ttft = (rows["t_first_deliv"] - rows["t_intended"])[ok] / 1e6
+    gaps, _ = token_gaps(result.tokens[np.isin(result.tokens["request"], ok)])
+    return GenAggregates(info, result.config, dict(result.environment), result.summary,
+                         latency_spectrum(ttft.astype(np.float64)),
+                         latency_spectrum(gaps.astype(np.float64) / 1e6))
+
+
+@st.cache_data(max_entries=4, show_spinner="Building the file…")
+def export_file(db: str, run_id: str, file_format: str) -> bytes:
+    _, result = GenerationStore(db).load(run_id)
+    return result.json_text().encode() if file_format == "json" else result.csv_bytes()
+
+
+def option_label(info: GenInfo) -> str:
+    return option_text(f"{info.id} · {info.name or info.model} · {info.load} · {info.n:,} "
+                       f"requests")
+
+
+def _r(v: float | None, digits: int = 2) -> float | None:
+    return None if v is None else round(v, digits)
+
+
+def runs_frame(infos: list[GenInfo], letter_of: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "as": letter_of.get(i.id, ""), "id": i.id, "name": i.name or "", "when": i.when[:16],
+        "model": i.model, "load": i.load, "status": i.status,
+        "machine": MACHINE_WORDS[i.disturbed], "requests": i.n, "errors": i.errors,
+        "TTFT p50 (ms)": _r(i.ttft_p50_ms), "TTFT p99 (ms)": _r(i.ttft_p99_ms),
+        "ITL p99 (ms)": _r(i.itl_p99_ms), "TPOT p99 (ms)": _r(i.tpot_p99_ms),
+        "tokens/s": _r(i.tokens_per_s, 1), "from": i.source, "setup": i.setup}
+        for i in infos])
+
+
+def render() -> None:
+    history = store()
+    try:
+        models = sorted({i.model for i in history.list()})
+    except (ConfigError, StoreError) as exc:
+        st.error("Cannot read the run history" + (f": {plain(exc)}" if may_see_server_details()
+                                                    else " (the server's log says why)."))
+        return
+    f1, f2, f3 = st.columns([2, 2, 2])
+    text = f1.text_input("Search", key="gcmp_text", placeholder="id, name, model, load, setup…",
+                         help="Any part of a generation's id, name, model, load or setup.")
+    model_sel = f2.multiselect("Model", models, key="gcmp_models",
+                               help="Only generations of these pipelines.")
+    status_sel = f3.multiselect("Status", ["completed", "stopped", "failed"],
+                                key="gcmp_status",
+                                help="Stopped runs ended early; failed runs keep what they "
+                                     "measured.")
+    infos = [i for i in history.list(text=text or None)
+             if (not model_sel or i.model in model_sel)
+             and (not status_sel or i.status in status_sel)]
+    if not infos:
+        st.info("No saved generations match." if (text or model_sel or status_sel) else
+                "No saved generations yet. Start one on the **Live Profiler** (streamed "
+                "generation), or run `python -m latency run --model synthetic-lm` in a "
+                "terminal; it appears here when it finishes.")
+        return
+    by_id = {i.id: i for i in infos}
+    previous = [r for r in st.session_state.get("gcmp_runs", []) if r in by_id]
+    if "gcmp_runs" not in st.session_state or previous != st.session_state["gcmp_runs"]:
+        usable = [i for i in infos if i.n and i.status != "failed"] or infos
+        st.session_state["gcmp_runs"] = previous or [i.id for i in usable[:2]][::-1]
+    chosen = st.multiselect("Generations to compare (the first is the baseline, **A**)",
+                            list(by_id), key="gcmp_runs",
+                            format_func=lambda rid: option_label(by_id[rid]),
+                            help="Pick two or more; each is compared with the first.")
+    names = letters(len(chosen))
+    st.dataframe(runs_frame(infos, dict(zip(chosen, names))), hide_index=True,
+                 height=min(38 + 35 * len(infos), 320))
+    if chosen:
+        compared(history, chosen, names)
+    manage(history, by_id, chosen)
+
+
+def compared(history: GenerationStore, chosen: list[str], names: list[str]) -> None:
+    db = str(history.path)
+    runs = [aggregates(db, rid) for rid in chosen]
+    for x, r in zip(names[1:], runs[1:]):
+        st.markdown(f"**{plain(gen_headline(runs[0].summary, r.summary, 'A', x))}**")
+        diffs = setup_differences(runs[0].config, r.config, runs[0].environment, r.environment)
+        if diffs:
+            st.caption(f"Setup A → {x}: " + "; ".join(plain(d) for d in diffs))
+    with badge_row():
+        for x, r in zip(names, runs):
+            disturbed_badge(r.environment, x)
+    unequal_warning(unequal_disturbance({x: [r.environment] for x, r in zip(names, runs)}))
+    for x, r in zip(names, runs):
+        if r.info.status != "completed" or not r.summary.successful:
+            st.warning(f"{x} ({r.info.id}) {r.info.status}: {r.summary.successful} successful "
+                       "requests")
+    label = {rid: f"{x} · {r.info.name or r.info.model}" for x, rid, r in
+             zip(names, chosen, runs)}
+    log_y = st.toggle("Log time axes", key="gcmp_logy",
+                      help="For runs whose times differ by orders of magnitude.")
+    left, right = st.columns(2)
+    with left:
+        st.caption("Time to first token by percentile (each further nine gets the same "
+                   "width).")
+        st.plotly_chart(runs_spectrum_figure({label[rid]: r.ttft_spectrum
+                                              for rid, r in zip(chosen, runs)}, log_y,
+                                             "Time to first token", "TTFT"),
+                        key="gcmp_ttft")
+    with right:
+        st.caption("Every gap between two tokens by percentile: the stream's smoothness.")
+        st.plotly_chart(runs_spectrum_figure({label[rid]: r.itl_spectrum
+                                              for rid, r in zip(chosen, runs)}, log_y,
+                                             "Inter-token gaps", "gap between two tokens"),
+                        key="gcmp_itl")
+    st.plotly_chart(runs_ttft_parts_figure(
+        {x: {"mean": r.summary.ttft_mean_parts_ms, "p99": r.summary.ttft_p99_parts_ms}
+         for x, r in zip(names, runs)}, "Where the time to first token goes"),
+        key="gcmp_parts")
+    if len(runs) >= 2:
+        st.subheader("Figure by figure")
+        st.dataframe(pd.DataFrame(gen_diff_rows(names, [r.summary for r in runs])),
+                     hide_index=True, height=35 * 22)
+        st.caption("Times in ms; rates per second. Δ% against A: for a time, negative is "
+                   "faster; for a rate, positive serves more. `python -m latency compare` "
+                   "prints the same table for the runs' JSON files.")
+    else:
+        st.info("Select a second generation to see the figure-by-figure diff.")
+
+
+def manage(history: GenerationStore, by_id: dict[str, GenInfo], chosen: list[str]) -> None:
+    st.subheader("Manage a generation")
+    ids = list(by_id)
+    target = st.selectbox("Generation", ids, key="gcmp_target",
+                          format_func=lambda rid: option_label(by_id[rid]),
+                          index=default("gcmp_target", ids.index(chosen[0]) if chosen else 0, 0))
+    info = by_id[target]
+    allowed = may_manage(None)  # a generation keeps no owner: on a shared room, instructors
+    pending = st.session_state.get("gcmpbtn_confirm")
+    if pending is not None and pending != target:
+        st.session_state.pop("gcmpbtn_confirm", None)
+        pending = None
+    m1, m2 = st.columns([3, 2])
+    with m1:
+        new_name = st.text_input("Name", value=default(f"gcmp_name_{target}", info.name or "",
+                                                       ""),
+                                 key=f"gcmp_name_{target}", max_chars=200, disabled=not allowed,
+                                 help="A name shown instead of model and load.")
+        if st.button("Rename", key="gcmpbtn_rename", disabled=not allowed or not new_name.strip()
+                     or new_name.strip() == (info.name or "")):
+            history.rename(target, new_name)
+            st.toast(f"Renamed {target} to “{plain(new_name.strip())}”.")
+            st.rerun()
+    with m2:
+        st.write("")
+        if pending is None:
+            if st.button("Delete…", key="gcmpbtn_delete", icon=":material/delete:",
+                         disabled=not allowed):
+                st.session_state["gcmpbtn_confirm"] = target
+                st.rerun()
+        else:
+            st.warning(f"Delete generation `{pending}` ({plain(by_id[pending].load)}, "
+                       f"{by_id[pending].n:,} requests)? This cannot be undone.")
+            y, n = st.columns(2)
+            if y.button(f"Yes, delete {pending}", key="gcmpbtn_delete_yes", type="primary"):
+                history.delete(pending)
+                st.session_state.pop("gcmpbtn_confirm", None)
+                st.toast(f"Deleted generation {pending}.")
+                st.rerun()
+            if n.button("Cancel", key="gcmpbtn_delete_no"):
+                st.session_state.pop("gcmpbtn_confirm", None)
+                st.rerun()
+    if not allowed:
+        st.caption("On this shared dashboard only an instructor can rename or delete a "
+                   "generation.")
+    st.caption(f"Export {code_span(target)}: the whole result (every request, token and "
+               "scheduler step) as JSON, or one row a request as CSV.")
+    db = str(history.path)
+    for col, (kind, label, mime) in zip(st.columns(len(EXPORTS)), EXPORTS):
+        col.download_button(label, (lambda k=kind: export_file(db, target, k)),
+                            file_name=f"latency-{target}.{kind}", mime=mime,
+                            key=f"gcmpbtn_dl_{kind}", on_click="ignore",
+                            icon=":material/download:")
+
+
+__all__ = ["aggregates", "render", "runs_frame"]
