@@ -1,6 +1,8 @@
 """Do 30 watching browsers slow a run down? Forward-time median with N idle sessions vs none.
 
     python bench/bench_watchers.py [--sessions 30] [--duration 15] [--repeats 2] [--presenter]
+    python bench/bench_watchers.py --generation [--presenter]   # a generation run (tiny-lm):
+                                              # the decode step's p50 and tokens/s instead
     python bench/bench_watchers.py --quick    # a smoke run (CI): 3 tabs, one pair of 2 s
                                               # synthetic runs, no warm-up (not figures)
 
@@ -99,6 +101,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 RUN_ID = re.compile(r"`(run-[^`]+)`")
 FINISHED = ("completed", "stopped", "failed")
 JSON_LABEL = "Download result (JSON)"
+GEN_JSON_LABEL = "Download the run (JSON)"
+#: the Live Profiler's generation mode, as its URL-bound mode control spells it
+GEN_MODE = "streamed generation (LLM)"
 INSTRUCTOR_KEY = "bench-watchers-instructor"
 
 
@@ -410,16 +415,24 @@ async def present(driver: FakeTab) -> None:
     await until(lambda: "Release" in driver.buttons, "presenting (the Release button)")
 
 
+def finished(status_line: str) -> bool:
+    """The live view's status line says its run ended (a one-shot run's "**… completed**",
+    a generation's "`run-…` · completed · …")."""
+    return any(f" {s}**" in status_line or f"· {s} ·" in status_line for s in FINISHED)
+
+
 async def measured_run(url: str, pid: int, query: str, sessions: int, settle_s: float,
-                       timeout_s: float, presenting: bool = False) -> Outcome:
-    """One run, watched by ``sessions`` idle tabs — or, ``presenting``, by that many
-    followers of the driver, who presents (in both arms) before they open."""
+                       timeout_s: float, presenting: bool = False,
+                       idle_query: str = "", json_label: str = JSON_LABEL) -> Outcome:
+    """One run, watched by ``sessions`` idle tabs (on ``idle_query``: the page's mode) — or,
+    ``presenting``, by that many followers of the driver, who presents (in both arms) before
+    they open."""
     driver = FakeTab(url, query=query)
     if presenting:
         await driver.open()
         await asyncio.wait_for(driver.full_run_done.wait(), 600)
         await present(driver)
-    idle = [FakeTab(url) for _ in range(sessions)]
+    idle = [FakeTab(url, query=idle_query) for _ in range(sessions)]
     for tab in idle:  # spread over one second, so their timers are out of phase
         await tab.open()
         await asyncio.sleep(1.0 / sessions)
@@ -437,8 +450,8 @@ async def measured_run(url: str, pid: int, query: str, sessions: int, settle_s: 
     await driver.rerun(triggers=(driver.buttons["Start"],))  # press Start
     while True:  # until the driver's page shows its new run finished, with the downloads
         rid = driver.run_id
-        d = driver.downloads.get(JSON_LABEL)
-        if (rid and rid != before_run and any(f" {s}**" in driver.status_line for s in FINISHED)
+        d = driver.downloads.get(json_label)
+        if (rid and rid != before_run and finished(driver.status_line)
                 and d is not None and d.run_id == rid):
             break
         if time.monotonic() - t0 > timeout_s:
@@ -448,7 +461,7 @@ async def measured_run(url: str, pid: int, query: str, sessions: int, settle_s: 
     wall = time.monotonic() - t0
     cpu1, bench1 = cpu_seconds(pid), time.process_time()
     after = snap()
-    body = await driver.fetch(JSON_LABEL)
+    body = await driver.fetch(json_label)
     if presenting:
         if not all(t.run_id == driver.run_id for t in idle):
             raise RuntimeError("a follower did not show the presenter's run: "
@@ -466,20 +479,39 @@ async def measured_run(url: str, pid: int, query: str, sessions: int, settle_s: 
 
 
 # ---- report ---------------------------------------------------------------------------------
-HEADER = (f"{'sessions':>8} {'fwd p50':>8} {'fwd p99':>8} {'tot p50':>8} {'tot p99':>8} "
-          f"{'req/s':>7} {'srv cpu':>8} {'srv':>5} {'bench':>6} {'wall':>6} "
-          f"{'renders/s/tab':>18} {'KiB/s/tab':>9} {'load':>5} {'404s':>4}")
-UNITS = (f"{'':>8} {'ms':>8} {'ms':>8} {'ms':>8} {'ms':>8} {'':>7} {'s':>8} {'core':>5} "
-         f"{'s':>6} {'s':>6} {'mean (min)':>18}")
+def figures(result: dict[str, Any]) -> dict[str, tuple[float, str]]:
+    """What a run measured that watching could inflate: (value, unit) by name. A one-shot
+    run's forward pass and latency; a generation's decode step (the pipeline's own call, in
+    steps that only decode: its forward pass), TTFT, gaps and output tokens/s."""
+    s = result["summary"]
+    if result.get("kind") != "generation":
+        fwd, tot = s["components_ms"]["forward"], s["latency_ms"]
+        return {"forward p50": (fwd["p50"], "ms"), "forward p99": (fwd["p99"], "ms"),
+                "total p50": (tot["p50"], "ms"), "total p99": (tot["p99"], "ms"),
+                "throughput": (s["throughput_rps"], "req/s")}
+    from latency.analysis.gen_result import GenResult
+
+    steps = GenResult.from_dict(result).steps
+    decode = steps[(steps["prefill_tokens"] == 0) & (steps["decode_seqs"] > 0)]
+    call = decode["call_ns"] / 1e6
+    return {"step p50": (float(statistics.median(call)), "ms"),
+            "step p99": (float(sorted(call)[int(0.99 * (len(call) - 1))]), "ms"),
+            "TTFT p50": (s["ttft_ms"]["p50"], "ms"), "ITL p99": (s["itl_ms"]["p99"], "ms"),
+            "throughput": (s["output_tokens_per_s"], "tok/s")}
+
+
+def header(names: list[str]) -> str:
+    return (f"{'sessions':>8} " + " ".join(f"{n:>11}" for n in names)
+            + f" {'srv cpu':>8} {'srv':>5} {'bench':>6} {'wall':>6} {'renders/s/tab':>18} "
+              f"{'KiB/s/tab':>9} {'load':>5} {'404s':>4}")
 
 
 def row(o: Outcome) -> str:
-    s = o.result["summary"]
-    fwd, tot = s["components_ms"]["forward"], s["latency_ms"]
     rr = (f"{statistics.mean(o.render_rate):.2f} ({min(o.render_rate):.2f})"
           if o.render_rate else "-")
-    return (f"{o.sessions:>8} {fwd['p50']:>8.3f} {fwd['p99']:>8.3f} {tot['p50']:>8.3f} "
-            f"{tot['p99']:>8.3f} {s['throughput_rps']:>7.1f} {o.server_cpu_s:>8.2f} "
+    cells = " ".join(f"{v:>11.3f}" if unit == "ms" else f"{v:>11.1f}"
+                     for v, unit in figures(o.result).values())
+    return (f"{o.sessions:>8} {cells} {o.server_cpu_s:>8.2f} "
             f"{o.server_cpu_s / o.wall_s:>5.2f} {o.bench_cpu_s:>6.2f} {o.wall_s:>6.1f} "
             f"{rr:>18} {o.idle_kib_s:>9.1f} {o.load:>5.2f} {o.download_404s:>4}")
 
@@ -495,11 +527,9 @@ def summary(outs: list[Outcome], n: int) -> None:
               f"{b / a:.3f}")
 
     print(f"median over {len(by_n[0])} run(s) per arm:")
-    line("forward p50", lambda o: o.result["summary"]["components_ms"]["forward"]["p50"], "ms")
-    line("forward p99", lambda o: o.result["summary"]["components_ms"]["forward"]["p99"], "ms")
-    line("total p50", lambda o: o.result["summary"]["latency_ms"]["p50"], "ms")
-    line("total p99", lambda o: o.result["summary"]["latency_ms"]["p99"], "ms")
-    line("throughput", lambda o: o.result["summary"]["throughput_rps"], "req/s", ".1f")
+    for name, (_, unit) in figures(outs[0].result).items():
+        line(name, lambda o, k=name: figures(o.result)[k][0], unit,
+             ".3f" if unit == "ms" else ".1f")
     line("server CPU", lambda o: o.server_cpu_s / o.wall_s, "cores", ".2f")
 
 
@@ -533,6 +563,9 @@ def main() -> None:
                     help="Streamlit's runner.postScriptGC (a gc.collect(2) after every script "
                          "run, fragment runs included): as .streamlit/config.toml says "
                          "(default), or forced on/off to compare")
+    ap.add_argument("--generation", action="store_true",
+                    help="a generation run on the Live Profiler's generation mode (default "
+                         "model tiny-lm: a real decode step), its idle tabs on that mode too")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: 3 tabs, one pair of 2 s runs of the synthetic pipeline, "
                          "1 s settle, no warm-up")
@@ -540,11 +573,26 @@ def main() -> None:
     if args.quick:
         args.sessions, args.duration, args.repeats, args.settle = 3, 2, 1, 1.0
         args.model, args.no_warmup = "synthetic", True
+    if args.generation and args.model == "image-cnn":
+        args.model = "synthetic-lm" if args.quick else "tiny-lm"
 
-    query = urllib.parse.urlencode({"model": args.model, "mode": "closed loop",
-                                    "concurrency": args.concurrency,
-                                    "duration": args.duration, "threads": 1, "replicas": 1,
-                                    "batch": 1})
+    if args.generation:  # the generation mode's controls: prefix glive_ (ui/gen_controls.py)
+        mode = {"live_kind": GEN_MODE}
+        query = urllib.parse.urlencode({**mode, "glive_model": args.model,
+                                        "glive_closed": "true",
+                                        "glive_clients": args.concurrency,
+                                        "glive_prompts": "64", "glive_outputs": "32",
+                                        "glive_duration": args.duration})
+        idle_query, json_label = urllib.parse.urlencode(mode), GEN_JSON_LABEL
+        warm = urllib.parse.urlencode({**mode, "glive_model": args.model,
+                                       "glive_duration": 2})
+    else:
+        query = urllib.parse.urlencode({"model": args.model, "mode": "closed loop",
+                                        "concurrency": args.concurrency,
+                                        "duration": args.duration, "threads": 1,
+                                        "replicas": 1, "batch": 1})
+        idle_query, json_label = "", JSON_LABEL
+        warm = urllib.parse.urlencode({"model": args.model, "duration": 2})
     print(f"cores: {os.cpu_count()}   run: /live?{query}")
     print("idle tabs: Streamlit-protocol websocket clients (no Chromium); the driver tab also "
           "watches, in both arms")
@@ -562,14 +610,15 @@ def main() -> None:
 
         async def go() -> list[Outcome]:
             if not args.no_warmup:
-                warm = urllib.parse.urlencode({"model": args.model, "duration": 2})
-                await measured_run(url, pid, warm, 0, 0.5, timeout)
-            print(HEADER + "\n" + UNITS, flush=True)
+                await measured_run(url, pid, warm, 0, 0.5, timeout, idle_query=idle_query,
+                                   json_label=json_label)
             outs = []
             for _ in range(args.repeats):
                 for n in (0, args.sessions):
                     o = await measured_run(url, pid, query, n, args.settle, timeout,
-                                           args.presenter)
+                                           args.presenter, idle_query, json_label)
+                    if not outs:
+                        print(header(list(figures(o.result))), flush=True)
                     cfg = o.result["config"]
                     if cfg["model"] != args.model or cfg["concurrency"] != args.concurrency:
                         raise RuntimeError(f"the run did not get the URL's settings: {cfg}")

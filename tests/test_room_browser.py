@@ -94,3 +94,41 @@ def test_a_shared_lesson_link_runs_reveals_and_downloads_its_handout():
         assert dl.value.suggested_filename == "latency-lab-co.pdf"
         with open(path, "rb") as f:
             assert f.read(5) == b"%PDF-"
+
+
+def test_a_student_follows_the_presenters_generation_run():
+    """The room follows a generation: the instructor presents the Live Profiler's generation
+    mode and starts a run; the student's page switches to that mode, the same settings, and
+    shows the presenter's run — its id — live and when it has finished."""
+    import re
+
+    with streamlit_server({"LATENCY_LAB_INSTRUCTOR_KEY": KEY}) as url, \
+            chromium_browser() as browser:
+        teacher = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+        student = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+        student.goto(url)
+        wait_idle(student)
+        teacher.goto(f"{url}/live?live_kind=streamed+generation+%28LLM%29"
+                     "&glive_model=synthetic-lm&glive_duration=4&glive_max_running=3")
+        wait_idle(teacher)
+        teacher.get_by_text("Instructor", exact=True).click()
+        key_box = teacher.locator("input[aria-label='Instructor key']")
+        key_box.fill(KEY)
+        key_box.press("Enter")
+        wait_idle(teacher)
+        teacher.get_by_role("button", name="Present").click()
+        wait_idle(teacher)
+        assert until(student, lambda p: BANNER in body(p)
+                     and "Live Profiler · generation" in body(p))
+        assert until(student, lambda p: slider(p, "Max running sequences (slots)") == "3")
+        teacher.get_by_role("button", name="Start").click()
+        run_id = re.compile(r"run-[0-9a-z-]+")
+        assert until(teacher, lambda p: run_id.search(body(p)) is not None, timeout_s=60)
+        rid = run_id.search(body(teacher)).group(0)
+        assert until(student, lambda p: rid in body(p), timeout_s=60)  # live, while it runs
+        assert until(teacher, lambda p: "Verdict:" in body(p), timeout_s=120)
+        assert until(student, lambda p: "Verdict:" in body(p) and rid in body(p))
+        student.screenshot(path=str(ROOT / "artifacts" / "room_student_generation.png"))
+        teacher.get_by_role("button", name="Release").click()
+        wait_idle(teacher)
+        assert until(student, lambda p: BANNER not in body(p))
