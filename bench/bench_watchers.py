@@ -98,7 +98,7 @@ from tests.browser import streamlit_server  # noqa: E402
 FRAGMENT_DONE = ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
 EARLY_FOR_RERUN = ForwardMsg.FINISHED_EARLY_FOR_RERUN
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-RUN_ID = re.compile(r"`(run-[^`]+)`")
+RUN_ID = re.compile(r"`((?:run|gen)-[^`]+)`")  # a one-shot run's id, or a generation's
 FINISHED = ("completed", "stopped", "failed")
 JSON_LABEL = "Download result (JSON)"
 GEN_JSON_LABEL = "Download the run (JSON)"

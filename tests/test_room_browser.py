@@ -122,7 +122,7 @@ def test_a_student_follows_the_presenters_generation_run():
                      and "Live Profiler · generation" in body(p))
         assert until(student, lambda p: slider(p, "Max running sequences (slots)") == "3")
         teacher.get_by_role("button", name="Start").click()
-        run_id = re.compile(r"run-[0-9a-z-]+")
+        run_id = re.compile(r"gen-[0-9a-f-]+")  # a generation run's id
         assert until(teacher, lambda p: run_id.search(body(p)) is not None, timeout_s=60)
         rid = run_id.search(body(teacher)).group(0)
         assert until(student, lambda p: rid in body(p), timeout_s=60)  # live, while it runs
