@@ -89,6 +89,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the test suite's browser helper (tests/ is not installed)
 
+import numpy as np  # noqa: E402
 import websockets  # noqa: E402
 from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
@@ -482,7 +483,8 @@ async def measured_run(url: str, pid: int, query: str, sessions: int, settle_s: 
 def figures(result: dict[str, Any]) -> dict[str, tuple[float, str]]:
     """What a run measured that watching could inflate: (value, unit) by name. A one-shot
     run's forward pass and latency; a generation's decode step (the pipeline's own call, in
-    steps that only decode: its forward pass), TTFT, gaps and output tokens/s."""
+    steps that only decode, of the run's commonest batch: its forward pass), TTFT, gaps and
+    output tokens/s."""
     s = result["summary"]
     if result.get("kind") != "generation":
         fwd, tot = s["components_ms"]["forward"], s["latency_ms"]
@@ -493,7 +495,10 @@ def figures(result: dict[str, Any]) -> dict[str, tuple[float, str]]:
 
     steps = GenResult.from_dict(result).steps
     decode = steps[(steps["prefill_tokens"] == 0) & (steps["decode_seqs"] > 0)]
-    call = decode["call_ns"] / 1e6
+    # the steps of the batch size most steps ran: a decode step's time grows with its batch,
+    # and which sizes a run happened to hold would otherwise move its median between runs
+    sizes, counts = np.unique(decode["decode_seqs"], return_counts=True)
+    call = decode["call_ns"][decode["decode_seqs"] == sizes[counts.argmax()]] / 1e6
     return {"step p50": (float(statistics.median(call)), "ms"),
             "step p99": (float(sorted(call)[int(0.99 * (len(call) - 1))]), "ms"),
             "TTFT p50": (s["ttft_ms"]["p50"], "ms"), "ITL p99": (s["itl_ms"]["p99"], "ms"),
@@ -570,11 +575,12 @@ def main() -> None:
                     help="a smoke run: 3 tabs, one pair of 2 s runs of the synthetic pipeline, "
                          "1 s settle, no warm-up")
     args = ap.parse_args()
+    if args.generation and args.model == "image-cnn":
+        args.model = "tiny-lm"
     if args.quick:
         args.sessions, args.duration, args.repeats, args.settle = 3, 2, 1, 1.0
-        args.model, args.no_warmup = "synthetic", True
-    if args.generation and args.model == "image-cnn":
-        args.model = "synthetic-lm" if args.quick else "tiny-lm"
+        args.model = "synthetic-lm" if args.generation else "synthetic"
+        args.no_warmup = True
 
     if args.generation:  # the generation mode's controls: prefix glive_ (ui/gen_controls.py)
         mode = {"live_kind": GEN_MODE}

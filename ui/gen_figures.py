@@ -3,12 +3,14 @@ the Load Simulator: what TTFT and a gap are made of, their histograms, the water
 last requests and the scheduler over time (``latency.figures.gen_plots``, from a ``GenView``)."""
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from latency.analysis.gen_summary import GenSummary
 from latency.analysis.gen_view import GenView
 from latency.core import fmt
 from latency.figures import gen_plots
+from ui.figure_cache import SharedFigure
 
 WATERFALL_CAPTION = (
     "A row a request: waiting for a slot, prefill, then decoding; a tick per token "
@@ -30,23 +32,47 @@ def headline_metrics(s: GenSummary, label: str = "") -> None:
     m[4].metric("output tokens/s", f"{s.output_tokens_per_s:,.0f}")
 
 
+def built_figures(view: GenView, ttft_target_ms: float | None,
+                  tpot_target_ms: float | None) -> dict[str, go.Figure]:
+    """The six figures of ``view``, by name."""
+    return {"ttft_bars": gen_plots.ttft_bars_figure(view),
+            "ttft_hist": gen_plots.ttft_histogram_figure(view, ttft_target_ms),
+            "gap_bars": gen_plots.gap_bars_figure(view),
+            "itl_hist": gen_plots.itl_histogram_figure(view, tpot_target_ms),
+            "waterfall": gen_plots.waterfall_figure(view.waterfall),
+            "scheduler": gen_plots.scheduler_figure(view)}
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _shared(run_id: str, version: int, ttft_target_ms: float | None,
+            tpot_target_ms: float | None, _view: GenView) -> dict[str, go.Figure]:
+    """A live run's figures, built once per (run, snapshot version, targets) and shared by
+    every viewer (``ui.figure_cache``'s rule: thirty followers cost one build, not thirty;
+    ``_view`` is not hashed — one version of a run is one view)."""
+    return {k: SharedFigure.of(f) for k, f in
+            built_figures(_view, ttft_target_ms, tpot_target_ms).items()}
+
+
 def generation_figures(view: GenView, ttft_target_ms: float | None,
-                       tpot_target_ms: float | None, key: str) -> None:
-    """Every figure of ``view``; ``key``: the charts' key prefix (one set per page)."""
+                       tpot_target_ms: float | None, key: str,
+                       shared: tuple[str, int] | None = None) -> None:
+    """Every figure of ``view``; ``key``: the charts' key prefix (one set per page);
+    ``shared``: a live run's (id, snapshot version) — its figures are then built once for
+    every viewer of that version."""
+    figs = (_shared(*shared, ttft_target_ms, tpot_target_ms, view) if shared is not None
+            else built_figures(view, ttft_target_ms, tpot_target_ms))
     left, right = st.columns(2)
     with left:
         st.caption("Time to first token, by part (each bar: the requests around it).")
-        st.plotly_chart(gen_plots.ttft_bars_figure(view), key=f"{key}ttft_bars")
-        st.plotly_chart(gen_plots.ttft_histogram_figure(view, ttft_target_ms),
-                        key=f"{key}ttft_hist")
+        st.plotly_chart(figs["ttft_bars"], key=f"{key}ttft_bars")
+        st.plotly_chart(figs["ttft_hist"], key=f"{key}ttft_hist")
     with right:
         st.caption("A gap between tokens, by part (stall: another request's prefill held "
                    "the step).")
-        st.plotly_chart(gen_plots.gap_bars_figure(view), key=f"{key}gap_bars")
-        st.plotly_chart(gen_plots.itl_histogram_figure(view, tpot_target_ms),
-                        key=f"{key}itl_hist")
+        st.plotly_chart(figs["gap_bars"], key=f"{key}gap_bars")
+        st.plotly_chart(figs["itl_hist"], key=f"{key}itl_hist")
     st.subheader("The last requests, step by step")
     st.caption(WATERFALL_CAPTION)
-    st.plotly_chart(gen_plots.waterfall_figure(view.waterfall), key=f"{key}waterfall")
+    st.plotly_chart(figs["waterfall"], key=f"{key}waterfall")
     st.subheader("The scheduler over time")
-    st.plotly_chart(gen_plots.scheduler_figure(view), key=f"{key}scheduler")
+    st.plotly_chart(figs["scheduler"], key=f"{key}scheduler")

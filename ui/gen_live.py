@@ -98,7 +98,8 @@ def render(handle: GenRunHandle, snap: GenSnapshot | None = None) -> GenSnapshot
         disturbed_badge(result.environment, note="Times inflated: the machine was busy while "
                         "this run measured.")
     headline_metrics(s)
-    generation_figures(v, c.slo_ttft_ms, c.slo_tpot_ms, key="glivefig_")
+    generation_figures(v, c.slo_ttft_ms, c.slo_tpot_ms, key="glivefig_",
+                       shared=(snap.run_id, snap.version))
     if result is not None:
         finished(result)
     return snap
@@ -116,9 +117,10 @@ def finished(result: Any) -> None:
         with st.expander("What the model generated (a few requests, as text)"):
             for i, text in sorted(result.samples.items()):
                 st.text(f"request {i}: {text[:SAMPLE_CHARS]}")
-    st.download_button("Download the run (JSON)", result.json_text(),
+    # built when pressed: every token and step of the run, not on every viewer's refresh
+    st.download_button("Download the run (JSON)", lambda: result.json_text(),
                        file_name=f"{result.config.model}-generation.json",
-                       mime="application/json", key="glivebtn_json")
+                       mime="application/json", key="glivebtn_json", on_click="ignore")
 
 
 def saved_note(saved: str | None, error: str | None) -> None:
