@@ -183,18 +183,22 @@ def test_generation_flags_without_a_generation_run_are_refused(capsys):
 def test_a_replay_of_the_runs_own_trace_predicts_its_ttft_and_tpot():
     """The run simulated with its own fitted costs and its own trace (arrival times and
     lengths): TTFT and TPOT at p50 within 15 % of what it measured, at p99 within 30 % (80
-    requests: a p99 is the slowest one or two). Both sides are this run's, so a busy machine
-    moves them together — a timing test all the same, measured alone (its own run, not the
-    module's, which another worker's test may have measured beside)."""
+    requests: a p99 is the slowest one or two). The prediction is the median of five
+    simulations, as the fidelity benchmark's: one simulation is one draw of the machine's
+    fitted drift and spikes, and over 80 requests a draw moves a p50 by several per cent.
+    Both sides are this run's, so a busy machine moves them together — a timing test all the
+    same, measured alone (its own run, not the module's, which another worker's test may
+    have measured beside)."""
     import latency
     from tests.timing_support import machine_note
 
     result = recorded_synthetic_lm_run(rate=40)
-    sim = latency.simulate(from_run=result, arrival="recorded")
-    assert sim.is_simulated and sim.summary.requests == result.summary.requests
+    sims = [latency.simulate(from_run=result, arrival="recorded", seed=seed)
+            for seed in range(5)]
+    assert all(s.is_simulated and s.summary.requests == result.summary.requests for s in sims)
     for metric in ("ttft_ms", "tpot_ms"):
         for stat, tol in (("p50", 0.15), ("p99", 0.3)):
-            got = getattr(getattr(sim.summary, metric), stat)
+            got = float(np.median([getattr(getattr(s.summary, metric), stat) for s in sims]))
             want = getattr(getattr(result.summary, metric), stat)
             assert got == pytest.approx(want, rel=tol), (metric, stat, machine_note(result))
 
