@@ -1,5 +1,5 @@
 """What the AppTest page tests read off a page: its Plotly charts' specs, the chart holding a
-trace of a name, a metric's value by its label."""
+trace of a name, a metric's value by its label; and a Workshop lesson played on its page."""
 from __future__ import annotations
 
 import json
@@ -34,3 +34,21 @@ def page_in_mode(page: str, kind_key: str, kind: str) -> Any:
     at.sidebar.segmented_control(key=kind_key).set_value(kind).run()
     assert not at.exception, at.exception
     return at
+
+
+def guess_run_reveal(at: Any, key: str, guess: Any, timeout: float = 120) -> None:
+    """A Workshop lesson step as a room plays it on the page: send a guess, run its runs,
+    wait until Reveal is enabled (they finished), reveal the answer."""
+    from tests.conftest import rerun_until
+
+    at.radio(key=f"guess_{key}").set_value(guess).run()
+    next(b for b in at.button if b.key == f"lesson_send_{key}").click().run()
+    next(b for b in at.button if b.key == f"lesson_run_{key}").click().run()
+
+    def done(at: Any) -> bool:
+        return not next(b for b in at.button if b.key == f"lesson_reveal_{key}").disabled
+
+    rerun_until(at, done, timeout=timeout)
+    assert done(at), f"the {key} lesson's runs did not finish in {timeout:g} s"
+    next(b for b in at.button if b.key == f"lesson_reveal_{key}").click().run()
+

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from latency.analysis.littles_law import littles_law
 from latency.execution.engine import execute
 from latency.workshop import course
-from tests.conftest import rerun_until
+from tests.app_support import guess_run_reveal
 from tests.timing_support import machine_note
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -68,14 +68,7 @@ def test_a_lesson_is_guessed_run_and_revealed_and_a_second_session_sees_it():
     at = page()
     assert not at.exception
     assert any("Where the time goes" in m.value for m in at.markdown)
-    at.radio(key="guess_where").set_value("forward").run()
-    next(b for b in at.button if b.key == "lesson_send_where").click().run()
-    next(b for b in at.button if b.key == "lesson_run_where").click().run()
-    done = lambda at: not next(b for b in at.button  # noqa: E731 - reveal enabled
-                               if b.key == "lesson_reveal_where").disabled
-    rerun_until(at, done, timeout=120)
-    assert done(at)
-    next(b for b in at.button if b.key == "lesson_reveal_where").click().run()
+    guess_run_reveal(at, "where", "forward")
     measured = [s.value for s in at.success if s.value.startswith("**Measured:**")]
     assert measured and "of the mean" in measured[0]
     # the answer is the measured top component, and the page says it

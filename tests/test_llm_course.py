@@ -108,7 +108,7 @@ def test_a_generation_lesson_is_run_and_revealed_on_the_workshop_page():
 
     from streamlit.testing.v1 import AppTest
 
-    from tests.conftest import rerun_until
+    from tests.app_support import guess_run_reveal
     from ui.server import room, run_groups, run_manager
 
     app = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -124,14 +124,7 @@ def test_a_generation_lesson_is_run_and_revealed_on_the_workshop_page():
     at = page()
     assert [m.value for m in at.markdown if m.value.startswith("#### ")] == \
         ["#### 8. The stutter"]
-    at.radio(key="guess_stutter").set_value(llm_course.STUTTER_CHOICES[0]).run()
-    next(b for b in at.button if b.key == "lesson_send_stutter").click().run()
-    next(b for b in at.button if b.key == "lesson_run_stutter").click().run()
-    done = lambda at: not next(b for b in at.button  # noqa: E731 - reveal enabled
-                               if b.key == "lesson_reveal_stutter").disabled
-    rerun_until(at, done, timeout=180)
-    assert done(at)
-    next(b for b in at.button if b.key == "lesson_reveal_stutter").click().run()
+    guess_run_reveal(at, "stutter", llm_course.STUTTER_CHOICES[0], timeout=180)
     assert not at.exception and not at.error
     said = [s.value for s in at.success if s.value.startswith("**Measured:**")]
     group = run_groups().latest("lesson:stutter")

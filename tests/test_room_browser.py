@@ -38,6 +38,17 @@ def body(page) -> str:
     return page.inner_text("[data-testid='stApp']")
 
 
+def present(teacher) -> None:
+    """The instructor signs in with the room's key (the sidebar's box) and presses Present."""
+    teacher.get_by_text("Instructor", exact=True).click()
+    key_box = teacher.locator("input[aria-label='Instructor key']")
+    key_box.fill(KEY)
+    key_box.press("Enter")
+    wait_idle(teacher)
+    teacher.get_by_role("button", name="Present").click()
+    wait_idle(teacher)
+
+
 def test_a_student_follows_the_presenter_and_is_released():
     (ROOT / "artifacts").mkdir(exist_ok=True)
     with streamlit_server({"LATENCY_LAB_INSTRUCTOR_KEY": KEY}) as url, \
@@ -49,13 +60,7 @@ def test_a_student_follows_the_presenter_and_is_released():
         assert BANNER not in body(student)
         teacher.goto(f"{url}/live?replicas=3&batch=4")
         wait_idle(teacher)
-        teacher.get_by_text("Instructor", exact=True).click()
-        key_box = teacher.locator("input[aria-label='Instructor key']")
-        key_box.fill(KEY)
-        key_box.press("Enter")
-        wait_idle(teacher)
-        teacher.get_by_role("button", name="Present").click()
-        wait_idle(teacher)
+        present(teacher)
         assert until(teacher, lambda p: "Presenting" in body(p))
         # the student's page follows within seconds: the Live Profiler, the same settings
         assert until(student, lambda p: BANNER in body(p) and "Live Profiler" in body(p))
@@ -111,13 +116,7 @@ def test_a_student_follows_the_presenters_generation_run():
         teacher.goto(f"{url}/live?live_kind=streamed+generation+%28LLM%29"
                      "&glive_model=synthetic-lm&glive_duration=4&glive_max_running=3")
         wait_idle(teacher)
-        teacher.get_by_text("Instructor", exact=True).click()
-        key_box = teacher.locator("input[aria-label='Instructor key']")
-        key_box.fill(KEY)
-        key_box.press("Enter")
-        wait_idle(teacher)
-        teacher.get_by_role("button", name="Present").click()
-        wait_idle(teacher)
+        present(teacher)
         assert until(student, lambda p: BANNER in body(p)
                      and "Live Profiler · generation" in body(p))
         assert until(student, lambda p: slider(p, "Max running sequences (slots)") == "3")

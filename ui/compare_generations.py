@@ -26,6 +26,7 @@ from latency.figures.compare_plots import letters, runs_spectrum_figure
 from latency.figures.gen_compare_plots import runs_ttft_parts_figure
 from latency.storage.gen_store import GenerationStore, GenInfo
 from latency.storage.store import StoreError, latency_spectrum
+from ui.compare_runs import rename_and_delete
 from ui.controls import default
 from ui.machine import badge_row, disturbed_badge, unequal_warning
 from ui.rights import may_manage, may_see_server_details
@@ -93,11 +94,12 @@ def runs_frame(infos: list[GenInfo], letter_of: dict[str, str]) -> pd.DataFrame:
 def render() -> None:
     history = store()
     try:
-        models = sorted({i.model for i in history.list()})
+        every = history.list()
     except (ConfigError, StoreError) as exc:
         st.error("Cannot read the run history" + (f": {plain(exc)}" if may_see_server_details()
                                                     else " (the server's log says why)."))
         return
+    models = sorted({i.model for i in every})
     f1, f2, f3 = st.columns([2, 2, 2])
     text = f1.text_input("Search", key="gcmp_text", placeholder="id, name, model, load, setup…",
                          help="Any part of a generation's id, name, model, load or setup.")
@@ -107,7 +109,7 @@ def render() -> None:
                                 key="gcmp_status",
                                 help="Stopped runs ended early; failed runs keep what they "
                                      "measured.")
-    infos = [i for i in history.list(text=text or None)
+    infos = [i for i in (history.list(text=text) if text else every)
              if (not model_sel or i.model in model_sel)
              and (not status_sel or i.status in status_sel)]
     if not infos:
@@ -188,42 +190,10 @@ def manage(history: GenerationStore, by_id: dict[str, GenInfo], chosen: list[str
     target = st.selectbox("Generation", ids, key="gcmp_target",
                           format_func=lambda rid: option_label(by_id[rid]),
                           index=default("gcmp_target", ids.index(chosen[0]) if chosen else 0, 0))
-    info = by_id[target]
     allowed = may_manage(None)  # a generation keeps no owner: on a shared room, instructors
-    pending = st.session_state.get("gcmpbtn_confirm")
-    if pending is not None and pending != target:
-        st.session_state.pop("gcmpbtn_confirm", None)
-        pending = None
-    m1, m2 = st.columns([3, 2])
-    with m1:
-        new_name = st.text_input("Name", value=default(f"gcmp_name_{target}", info.name or "",
-                                                       ""),
-                                 key=f"gcmp_name_{target}", max_chars=200, disabled=not allowed,
-                                 help="A name shown instead of model and load.")
-        if st.button("Rename", key="gcmpbtn_rename", disabled=not allowed or not new_name.strip()
-                     or new_name.strip() == (info.name or "")):
-            history.rename(target, new_name)
-            st.toast(f"Renamed {target} to “{plain(new_name.strip())}”.")
-            st.rerun()
-    with m2:
-        st.write("")
-        if pending is None:
-            if st.button("Delete…", key="gcmpbtn_delete", icon=":material/delete:",
-                         disabled=not allowed):
-                st.session_state["gcmpbtn_confirm"] = target
-                st.rerun()
-        else:
-            st.warning(f"Delete generation `{pending}` ({plain(by_id[pending].load)}, "
-                       f"{by_id[pending].n:,} requests)? This cannot be undone.")
-            y, n = st.columns(2)
-            if y.button(f"Yes, delete {pending}", key="gcmpbtn_delete_yes", type="primary"):
-                history.delete(pending)
-                st.session_state.pop("gcmpbtn_confirm", None)
-                st.toast(f"Deleted generation {pending}.")
-                st.rerun()
-            if n.button("Cancel", key="gcmpbtn_delete_no"):
-                st.session_state.pop("gcmpbtn_confirm", None)
-                st.rerun()
+    rename_and_delete(history, target, by_id[target].name,
+                      lambda rid: f"{by_id[rid].load}, {by_id[rid].n:,} requests", allowed,
+                      name_key="gcmp_name_", key="gcmpbtn_", noun="generation")
     if not allowed:
         st.caption("On this shared dashboard only an instructor can rename or delete a "
                    "generation.")

@@ -7,6 +7,7 @@ once. Export files are built when their download button is clicked, not on every
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -16,6 +17,7 @@ from latency.analysis.machine import MACHINE_WORDS
 from latency.core import fmt
 from latency.storage.export import export_bytes
 from latency.storage.store import RunInfo, RunStore, StoredRun
+from ui.controls import default
 from ui.text import code_span, option_text, plain
 
 #: a Chrome trace of more requests than this is slow to open in a viewer: the download keeps
@@ -135,3 +137,48 @@ def style_diff(rows: list[dict[str, Any]]) -> Any:
     cells.update({c: fmt.signed_ms for c in df.columns if c.startswith("Δ ")})
     cells.update({c: fmt.ms for c in df.columns if c.endswith("(ms)") and not c.startswith("Δ")})
     return df.style.apply(lambda _: styles, axis=None).format(cells, na_rep=fmt.DASH)
+
+
+def rename_and_delete(history: Any, target: str, name: str | None,
+                      described: Callable[[str], str], allowed: bool, *, name_key: str,
+                      key: str, noun: str) -> None:
+    """A saved run's Name box and Rename, and Delete… with its confirmation (Yes / Cancel),
+    for a one-shot run's history and a generation's alike. ``described(id)``: what the
+    confirmation names ("image-cnn · closed 4 clients, 1,200 requests"); ``name_key``: the
+    name box's key prefix (it travels to a room: one per run); ``key``: the buttons' and the
+    pending confirmation's key prefix (they must not travel). A pending delete is void once
+    the selection moves to another run."""
+    confirm = f"{key}confirm"
+    pending = st.session_state.get(confirm)
+    if pending is not None and pending != target:
+        st.session_state.pop(confirm, None)
+        pending = None
+    m1, m2 = st.columns([3, 2])
+    with m1:
+        new_name = st.text_input("Name", value=default(f"{name_key}{target}", name or "", ""),
+                                 key=f"{name_key}{target}", max_chars=200, disabled=not allowed,
+                                 help="A name shown instead of model and load in charts.")
+        if st.button("Rename", key=f"{key}rename", disabled=not allowed or not new_name.strip()
+                     or new_name.strip() == (name or "")):
+            history.rename(target, new_name)
+            st.toast(f"Renamed {target} to “{plain(new_name.strip())}”.")
+            st.rerun()
+    with m2:
+        st.write("")
+        if pending is None:
+            if st.button("Delete…", key=f"{key}delete", icon=":material/delete:",
+                         disabled=not allowed):
+                st.session_state[confirm] = target  # the id the user picked, and only it
+                st.rerun()
+        else:
+            st.warning(f"Delete {noun} `{pending}` ({plain(described(pending))})? This cannot "
+                       "be undone.")
+            y, n = st.columns(2)
+            if y.button(f"Yes, delete {pending}", key=f"{key}delete_yes", type="primary"):
+                history.delete(pending)
+                st.session_state.pop(confirm, None)
+                st.toast(f"Deleted {noun} {pending}.")
+                st.rerun()
+            if n.button("Cancel", key=f"{key}delete_no"):
+                st.session_state.pop(confirm, None)
+                st.rerun()

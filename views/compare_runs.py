@@ -18,6 +18,7 @@ from ui.compare_runs import (
     aggregates,
     export_file,
     option_label,
+    rename_and_delete,
     runs_columns,
     runs_frame,
     store,
@@ -136,42 +137,10 @@ target = st.selectbox("Run", list(by_id), key="cmp_target",
                       index=default("cmp_target", list(by_id).index(chosen[0]) if chosen else 0,
                                     0))
 info = by_id[target]
-pending = st.session_state.get("cmp_confirm")
-if pending is not None and pending != target:  # the selection moved: a pending delete is void
-    st.session_state.pop("cmp_confirm", None)
-    pending = None
 allowed = may_manage(info.owner)
-m1, m2 = st.columns([3, 2])
-with m1:
-    new_name = st.text_input("Name", value=default(f"cmp_name_{target}", info.name or "", ""),
-                             key=f"cmp_name_{target}",
-                             max_chars=200, disabled=not allowed,
-                             help="A name shown instead of model and load in charts.")
-    if st.button("Rename", key="cmp_rename", disabled=not allowed or not new_name.strip()
-                 or new_name.strip() == (info.name or "")):
-        history.rename(target, new_name)
-        st.toast(f"Renamed {target} to “{plain(new_name.strip())}”.")
-        st.rerun()
-with m2:
-    st.write("")
-    if pending is None:
-        if st.button("Delete…", key="cmp_delete", icon=":material/delete:",
-                     disabled=not allowed):
-            st.session_state["cmp_confirm"] = target  # the id the user picked, and only it
-            st.rerun()
-    else:
-        doomed = by_id[pending]
-        st.warning(f"Delete run `{pending}` ({plain(doomed.label)}, {doomed.n:,} requests)? "
-                   "This cannot be undone.")
-        y, n = st.columns(2)
-        if y.button(f"Yes, delete {pending}", key="cmp_delete_yes", type="primary"):
-            history.delete(pending)
-            st.session_state.pop("cmp_confirm", None)
-            st.toast(f"Deleted run {pending}.")
-            st.rerun()
-        if n.button("Cancel", key="cmp_delete_no"):
-            st.session_state.pop("cmp_confirm", None)
-            st.rerun()
+rename_and_delete(history, target, info.name,
+                  lambda rid: f"{by_id[rid].label}, {by_id[rid].n:,} requests", allowed,
+                  name_key="cmp_name_", key="cmp_", noun="run")
 if not allowed:
     st.caption("Only the session that ran it, or an instructor, can rename or delete this run "
                "(this dashboard is shared: it was started with an instructor key).")

@@ -209,15 +209,18 @@ def llm_lessons() -> list[Lesson]:
 
 
 # ---- answers, from the finished runs ------------------------------------------------------
+def _ttft_row(label: str, r: Any) -> dict[str, Any]:
+    """A run's load, TTFT and TPOT, and TTFT's parts at its p99 (scaled to it)."""
+    s = r.summary
+    parts = dict(s.ttft_p99_parts_ms)
+    return {"run": label, "requests": s.requests, "offered_rps": s.offered_rps or 0.0,
+            "throughput_rps": s.throughput_rps, "ttft_p50_ms": s.ttft_ms.p50 or 0.0,
+            "ttft_p99_ms": s.ttft_ms.p99 or 0.0, "tpot_p50_ms": s.tpot_ms.p50 or 0.0,
+            "parts": {k: float(parts.get(k, 0.0)) for k in TTFT_COMPONENTS}}
+
+
 def _ttft(step: Step, labels: Sequence[str], results: Sequence[Any]) -> Answer:
-    rows = []
-    for label, r in zip(labels, results):
-        s = r.summary
-        parts = dict(s.ttft_p99_parts_ms)
-        rows.append({"run": label, "requests": s.requests,
-                     "offered_rps": s.offered_rps or 0.0, "throughput_rps": s.throughput_rps,
-                     "ttft_p50_ms": s.ttft_ms.p50 or 0.0, "ttft_p99_ms": s.ttft_ms.p99 or 0.0,
-                     "parts": {k: float(parts.get(k, 0.0)) for k in TTFT_COMPONENTS}})
+    rows = [_ttft_row(label, r) for label, r in zip(labels, results)]
     low, high = rows[0]["parts"], rows[-1]["parts"]
     grew = {key: high[key] - low[key] for _, key in TTFT_CHOICES}
     top = max(grew, key=grew.__getitem__)
@@ -359,14 +362,7 @@ def simulated_goodput(run: Any) -> tuple[Any, Any]:
 
 
 def _decode40(step: Step, labels: Sequence[str], results: Sequence[Any]) -> Answer:
-    rows = []
-    for label, r in zip(labels, results):
-        s = r.summary
-        parts = dict(s.ttft_p99_parts_ms)
-        rows.append({"run": label, "requests": s.requests,
-                     "offered_rps": s.offered_rps or 0.0, "throughput_rps": s.throughput_rps,
-                     "ttft_p99_ms": s.ttft_ms.p99 or 0.0, "tpot_p50_ms": s.tpot_ms.p50 or 0.0,
-                     "parts": {k: float(parts.get(k, 0.0)) for k in TTFT_COMPONENTS}})
+    rows = [_ttft_row(label, r) for label, r in zip(labels, results)]
     base, fast = rows
     ttft = fast["ttft_p99_ms"] / base["ttft_p99_ms"] - 1 if base["ttft_p99_ms"] else 0.0
     tpot = fast["tpot_p50_ms"] / base["tpot_p50_ms"] - 1 if base["tpot_p50_ms"] else 0.0
