@@ -121,8 +121,8 @@ def recorded(source: str) -> tuple[GenResult, GenService]:
 
 
 def recorded_generations() -> dict[str, str]:
-    """The saved history's completed generations of our own pipelines, {source key: label}
-    (a ``--target`` run records no steps, so it has no costs to fit)."""
+    """The saved history's completed generations, {source key: label}: our own pipelines'
+    (their steps fitted) and servers of yours (``--target``: fitted from outside)."""
     from latency.storage.gen_store import GenerationStore
     from latency.storage.store import StoreError
 
@@ -130,8 +130,9 @@ def recorded_generations() -> dict[str, str]:
         runs = GenerationStore().list(limit=30, status="completed")
     except (StoreError, OSError):
         return {}
-    return {f"{HISTORY}{r.id}": f"{r.id} · {r.model} · {r.load} (history)"
-            for r in runs if r.n and "://" not in r.model}
+    return {f"{HISTORY}{r.id}": f"{r.id} · {r.model} · {r.load} (history"
+            + (", your server: fitted from outside)" if "://" in r.model else ")")
+            for r in runs if r.n}
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,14 @@ def validation_config(p: GenSimPage, duration_s: float) -> RunConfig:
                          replicas=p.replicas, duration_s=duration_s, **load, **scheduler)
     run, _ = recorded(p.source)
     rec = run.config
+    if run.is_target:  # the same server again: it schedules itself, as it did
+        if p.replicas != rec.replicas:
+            raise ConfigError("a server of yours is validated as it is: its replicas are "
+                              "its own (set them back to the run's to validate)")
+        return replace(rec, prompt_tokens=p.prompt_tokens or rec.prompt_tokens,
+                       output_tokens=p.output_tokens or rec.output_tokens,
+                       duration_s=duration_s, requests=None, slo_ttft_ms=p.ttft_target_ms,
+                       slo_tpot_ms=p.tpot_target_ms, slo=None, **load)
     return replace(rec, prompt_tokens=p.prompt_tokens or rec.prompt_tokens,
                    output_tokens=p.output_tokens or rec.output_tokens, replicas=p.replicas,
                    duration_s=duration_s, requests=None, target=None, **load, **scheduler)

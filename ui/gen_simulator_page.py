@@ -11,6 +11,7 @@ from latency.core.errors import ConfigError
 from latency.figures import gen_plots
 from latency.simulation.gen_capacity import DEFAULT_ATTAINMENT, GenPoint, point_of
 from latency.simulation.gen_parametric import ParametricCosts
+from latency.simulation.gen_replay import target_fit
 from ui.controls import KEEP, default
 from ui.gen_controls import (
     MAX_CHUNK,
@@ -67,9 +68,15 @@ def take_run_setup() -> None:
     def within(value: int, low: int, high: int) -> int:
         return min(max(int(value), low), high)
 
+    slots = c.max_running
+    if run.is_target:  # its server's slots as the run showed them (gen_target_service)
+        try:
+            slots = target_fit(run).slots
+        except ConfigError:
+            return
     st.session_state.update({
         "gsim_prompts": "", "gsim_outputs": "",
-        "gsim_max_running": within(c.max_running, 1, MAX_SLOTS),
+        "gsim_max_running": within(slots, 1, MAX_SLOTS),
         "gsim_step_tokens": within(c.max_step_tokens // 64 * 64, 64, MAX_STEP_TOKENS),
         "gsim_batching": c.batching, "gsim_chunked": bool(c.chunked_prefill),
         "gsim_replicas": within(c.replicas, 1, MAX_REPLICAS),
@@ -95,7 +102,10 @@ def sidebar() -> tuple[GenSimPage, float]:
              "Or a saved generation run (`python -m latency run --model tiny-lm …`): its "
              "scheduler steps are fitted — fixed + per prompt token + per attention pair for "
              "a prefill, fixed + per sequence + per KV token for a decode step — with the "
-             "fit's error shown, and its spread and drift kept.", **KEEP)
+             "fit's error shown, and its spread and drift kept. A run of a server of yours "
+             "(`--target`) is fitted from outside: its decode step from the gaps between "
+             "tokens, its prefill from the first tokens, its slots from the most requests it "
+             "ran at once (the slots slider is set to them).", **KEEP)
     costs = None
     if source == PARAMETRIC:
         costs = ParametricCosts(**cost_inputs(sb, PREFIX),

@@ -53,7 +53,11 @@ def cmd_simulate_generation(a: argparse.Namespace) -> int:
                        source=a.from_run, **settings)
     result = setup.run()
     print(f"SIMULATED (no model ran): {setup.describe()}")
-    print(f"step cost fitted from {a.from_run}: {setup.about['fit']}\n")
+    what = "the server's costs" if run.is_target else "step cost"
+    print(f"{what} fitted from {a.from_run}: {setup.about['fit']}")
+    if "slots" in setup.about:
+        print(f"the server's slots: {setup.about['slots']}")
+    print()
     print(repr(result))
     print()
     print(side_by_side(result, run))

@@ -29,6 +29,7 @@ from latency.simulation.config import SimConfig
 from latency.simulation.gen_service import GenService, fit_gen_service
 from latency.simulation.gen_simulator import simulate_generation
 from latency.simulation.gen_step_cost import FitError
+from latency.simulation.gen_target_service import TargetFit, fit_target_service
 
 #: the recorded scheduler's settings a replay keeps unless told otherwise
 SCHEDULER = ("max_running", "max_step_tokens", "chunked_prefill", "kv_tokens", "batching")
@@ -70,14 +71,23 @@ class GenSimSetup:
 
 
 def fitted_service(run: GenResult) -> GenService:
-    """The recorded run's server costs (ConfigError, one line, when it cannot give them)."""
+    """The recorded run's server costs (ConfigError, one line, when it cannot give them):
+    fitted over its scheduler steps, or — a server of yours (``--target``), whose steps
+    nobody recorded — from outside (``gen_target_service``)."""
     if run.is_target:
-        raise ConfigError("the run measured a server of yours (--target): its steps are not "
-                          "recorded, so its step cost cannot be fitted; simulate a run of "
-                          "one of our generative pipelines")
+        return target_fit(run).service
     try:
         return fit_gen_service(run.rows, run.tokens, run.steps,
                                run.environment.get("max_context"))
+    except FitError as exc:
+        raise ConfigError(f"the recorded run cannot be simulated: {exc}") from None
+
+
+def target_fit(run: GenResult) -> TargetFit:
+    """A ``--target`` run's server fitted from outside (ConfigError, one line, when the run
+    shows too little of it)."""
+    try:
+        return fit_target_service(run.rows, run.tokens, run.reports, run.environment)
     except FitError as exc:
         raise ConfigError(f"the recorded run cannot be simulated: {exc}") from None
 
@@ -104,7 +114,8 @@ def gen_replay(run: GenResult, *, rate: float | None = None, clients: int | None
                 and math.isfinite(value) and SCALE_RANGE[0] <= value <= SCALE_RANGE[1]):
             raise ConfigError(f"--{name} must be from {SCALE_RANGE[0]:g} to "
                               f"{SCALE_RANGE[1]:g} (got {value!r})")
-    fitted = service or fitted_service(run)
+    outside = target_fit(run) if run.is_target else None
+    fitted = service or (outside.service if outside else fitted_service(run))
     svc = fitted.scaled(decode=decode_scale, prefill=prefill_scale) \
         if (decode_scale, prefill_scale) != (1.0, 1.0) else fitted
     rec = run.config
@@ -121,13 +132,20 @@ def gen_replay(run: GenResult, *, rate: float | None = None, clients: int | None
     if "slo" in changes:  # a preset replaces the recorded targets, as on the command line
         changes.setdefault("slo_ttft_ms", None)
         changes.setdefault("slo_tpot_ms", None)
+    if outside is not None:  # the server's own scheduling, as far as the client saw it
+        changes.setdefault("max_running", outside.slots)
+        rec = replace(rec, **{f: getattr(RunConfig(), f) for f in RunConfig.TARGET_FIELDS})
     config = replace(rec, target=None, **changes)
     config._check_generation()  # the run's own checks: a setting it refuses, this refuses
     load, how = _load(run, rec, rate, clients, arrival, replicas, requests, seed, len(measured))
     prompts, outputs, lengths = _lengths(ok, prompt_tokens, output_tokens, seed)
     about = {"from_run": source, "load": how, "lengths": lengths,
              "decode_scale": decode_scale, "prefill_scale": prefill_scale,
-             "fit": fitted.describe()}
+             "fit": outside.about if outside else fitted.describe()}
+    if outside is not None:
+        about["slots"] = (f"{config.max_running} slots (given)" if "max_running" in scheduler
+                          and scheduler["max_running"] is not None
+                          else f"{outside.slots} slots: {outside.slots_from}")
     return GenSimSetup(config, load, svc, prompts, outputs, about)
 
 
