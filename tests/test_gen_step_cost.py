@@ -29,9 +29,10 @@ def run():
 def test_the_fit_predicts_the_runs_own_steps_within_the_error_it_states(run):
     cost = fit_step_cost(run.steps)
     steps = run.steps[run.steps["t_end"] > run.steps["t_start"]]
-    # every term the fit has, the attention pairs' too (a disturbed run may give them a cost)
+    # every term the fit has, the attention pairs' and the chunks' too (a disturbed run may
+    # give them a cost)
     predicted = cost.predict_ms(steps["prefill_tokens"], steps["decode_seqs"],
-                                steps["kv_used"], steps["prefill_attn"])
+                                steps["kv_used"], steps["prefill_attn"], steps["prefill_seqs"])
     measured = (steps["t_end"] - steps["t_start"]) / 1e6
     rel = np.abs(predicted - measured) / measured
     assert float(np.median(rel)) == pytest.approx(cost.median_error, rel=1e-9)
@@ -101,6 +102,29 @@ def test_a_prefill_that_grows_faster_than_its_length_is_fitted_by_its_attention(
     long = prefill_attention([(0, 1200)])
     assert cost.predict_ms(np.array([1200]), np.array([0]), np.array([0]),
                            np.array([long]))[0] == pytest.approx(2 + 12 + 1e-5 * long, rel=0.01)
+
+
+@pytest.mark.parametrize("per_call,per_chunk", [(0.0, 1.5), (1.5, 0.0), (0.5, 1.0)])
+def test_a_prefill_calls_fixed_cost_is_told_apart_per_call_and_per_chunk(per_call, per_chunk):
+    """Emulated steps (not a measurement): prefill calls of one to four prompts, each call
+    costing ``per_call`` + ``per_chunk`` a prompt + 0.01·tokens ms — a pipeline running one
+    forward a chunk (tiny-lm's) or one for the call (a fused one): the fit tells them apart,
+    and so prices a chunked prefill's one-chunk calls as the pipeline does."""
+    rng = np.random.default_rng(1)
+    chunks = rng.integers(1, 5, 300)
+    tokens = np.array([int(rng.integers(16, 200, k).sum()) for k in chunks])
+    steps = np.zeros(len(chunks), dtype=STEP_DTYPE)
+    steps["prefill_tokens"], steps["prefill_seqs"] = tokens, chunks
+    took = per_call + per_chunk * chunks + 0.01 * tokens
+    steps["t_start"] = np.arange(len(chunks)) * 10**9
+    steps["call_ns"] = (took * 1e6).astype(np.int64)
+    steps["t_end"] = steps["t_start"] + steps["call_ns"]
+    cost = fit_step_cost(steps, of="calls")
+    assert cost.prefill_fixed_ms == pytest.approx(per_call, abs=0.01)
+    assert cost.per_prefill_chunk_ms == pytest.approx(per_chunk, abs=0.01)
+    one = cost.predict_ms(np.array([128]), np.array([0]), np.array([0]),
+                          prefill_chunks=np.array([1]))[0]
+    assert one == pytest.approx(per_call + per_chunk + 1.28, rel=0.01)
 
 
 def test_a_saved_step_of_the_layout_before_attention_reads_back_with_it_unknown():

@@ -103,9 +103,11 @@ class GenService:
 
     def step_ms(self, prefill_tokens: np.ndarray, decode_seqs: np.ndarray,
                 kv_tokens: np.ndarray, emitted: np.ndarray,
-                attention: np.ndarray | None = None) -> np.ndarray:
+                attention: np.ndarray | None = None,
+                prefill_chunks: np.ndarray | None = None) -> np.ndarray:
         """Each step's predicted time (ms): its own work, its calls, its tokens."""
-        calls = self.calls.predict_ms(prefill_tokens, decode_seqs, kv_tokens, attention)
+        calls = self.calls.predict_ms(prefill_tokens, decode_seqs, kv_tokens, attention,
+                                      prefill_chunks)
         return (self.step_own_ms + calls
                 + self.detokenize_ms * np.asarray(emitted, dtype=np.float64))
 
@@ -144,6 +146,7 @@ class GenService:
         what-if ("a 40 % faster decode step" is ``decode=0.6``)."""
         s = self.calls
         calls = replace(s, prefill_fixed_ms=s.prefill_fixed_ms * prefill,
+                        per_prefill_chunk_ms=s.per_prefill_chunk_ms * prefill,
                         per_prefill_token_ms=s.per_prefill_token_ms * prefill,
                         per_attention_ms=s.per_attention_ms * prefill,
                         decode_fixed_ms=s.decode_fixed_ms * decode,
@@ -163,7 +166,9 @@ class GenService:
         c = self.calls
         kv = f" + {c.per_kv_token_ms:.2e}/KV token" if c.per_kv_token_ms else ""
         attn = f" + {c.per_attention_ms:.2e}/attention pair" if c.per_attention_ms else ""
-        return (f"step = {self.step_own_ms:.3f} own + prefill call ({c.prefill_fixed_ms:.3f} + "
+        chunk = f" + {c.per_prefill_chunk_ms:.3f}/chunk" if c.per_prefill_chunk_ms else ""
+        return (f"step = {self.step_own_ms:.3f} own + prefill call ({c.prefill_fixed_ms:.3f}"
+                f"{chunk} + "
                 f"{c.per_prefill_token_ms:.4f}/token{attn}) + decode call "
                 f"({c.decode_fixed_ms:.3f} + "
                 f"{c.per_sequence_ms:.4f}/sequence{kv}) + {self.detokenize_ms:.3f}/token "
@@ -230,7 +235,8 @@ def fit_gen_service(rows: np.ndarray, tokens: np.ndarray, steps: np.ndarray,
     # a step's tokens: one a decoding sequence, at most one a prefilled one
     emitted = steps["decode_seqs"].astype(np.float64) + steps["prefill_seqs"]
     predicted_calls = calls.predict_ms(steps["prefill_tokens"], steps["decode_seqs"],
-                                       steps["kv_used"], steps["prefill_attn"])
+                                       steps["kv_used"], steps["prefill_attn"],
+                                       steps["prefill_seqs"])
     own = float(np.median(np.maximum(measured - predicted_calls - detok * emitted, 0)))
     predicted = own + predicted_calls + detok * emitted
     ratio = measured / np.maximum(predicted, 1e-6)

@@ -4,7 +4,8 @@ simulator of iteration-level scheduling draws its step times from.
 A step prefills some prompt tokens (in one call) and decodes one token for each running
 sequence (in another); its time is modelled as
 
-    step = fixed + [prefill] · (prefill_fixed + per_prefill_token · prompt tokens
+    step = fixed + [prefill] · (prefill_fixed + per_prefill_chunk · chunks
+                                + per_prefill_token · prompt tokens
                                 + per_attention · attention pairs)
                  + [decode]  · (decode_fixed + per_sequence · sequences + per_kv_token · KV held)
 
@@ -12,6 +13,11 @@ sequence (in another); its time is modelled as
 memory-bound in its batch and its context). The attention pairs (``STEP_DTYPE.prefill_attn``:
 each prompt token times the positions it attends) make a long prompt's prefill grow faster
 than its length, as a transformer's does; a run recorded without them fits without the term.
+A prefill call holding several prompt chunks may pay a fixed cost for each (a pipeline that
+runs its chunks one forward each, as tiny-lm does) or one for the call (one fused forward, as
+vLLM's): both terms are fitted, and the data choose — priced per call alone, a chunked
+prefill's many one-chunk calls are charged the fixed cost that whole-prompt calls of several
+prompts spread over their chunks.
 The coefficients are non-negative least squares of the relative error over the recorded steps
 (``scipy.optimize.nnls``: a negative cost is not physical), and the fit says how good it is —
 R² and the median and p90 relative error of the steps it predicts — so a simulator that uses
@@ -33,7 +39,7 @@ import numpy as np
 #: the coefficients, in the order of the design matrix's columns (ms each)
 TERMS: tuple[str, ...] = ("fixed_ms", "prefill_fixed_ms", "per_prefill_token_ms",
                           "decode_fixed_ms", "per_sequence_ms", "per_kv_token_ms",
-                          "per_attention_ms")
+                          "per_attention_ms", "per_prefill_chunk_ms")
 #: the fewest steps a fit is made from
 MIN_STEPS = 20
 
@@ -53,6 +59,7 @@ class StepCost:
     per_sequence_ms: float
     per_kv_token_ms: float
     per_attention_ms: float = 0.0
+    per_prefill_chunk_ms: float = 0.0
     #: the fit: steps used, R², the median and p90 of |predicted − measured| / measured
     steps: int = 0
     r2: float = 0.0
@@ -60,12 +67,15 @@ class StepCost:
     p90_error: float = 0.0
 
     def predict_ms(self, prefill_tokens: np.ndarray, decode_seqs: np.ndarray,
-                   kv_tokens: np.ndarray, attention: np.ndarray | None = None) -> np.ndarray:
+                   kv_tokens: np.ndarray, attention: np.ndarray | None = None,
+                   prefill_chunks: np.ndarray | None = None) -> np.ndarray:
         """Each step's predicted time (ms); ``attention``: its prefill's attention pairs
-        (none given: 0)."""
+        (none given: 0); ``prefill_chunks``: the prompt chunks its prefill call held (none
+        given: one per call that prefills)."""
         p = np.asarray(prefill_tokens)
         a = np.zeros(p.shape) if attention is None else np.asarray(attention)
-        return _design(p, np.asarray(decode_seqs), np.asarray(kv_tokens), a) \
+        c = (p > 0).astype(np.int64) if prefill_chunks is None else np.asarray(prefill_chunks)
+        return _design(p, np.asarray(decode_seqs), np.asarray(kv_tokens), a, c) \
             @ self.coefficients()
 
     def coefficients(self) -> np.ndarray:
@@ -79,7 +89,8 @@ class StepCost:
         fitted on 812 steps, R² 0.998, median error 1.2 %, p90 3.4 %'."""
         kv = f" + {self.per_kv_token_ms:.2e}/KV token" if self.per_kv_token_ms else ""
         attn = f" + {self.per_attention_ms:.2e}/attention pair" if self.per_attention_ms else ""
-        return (f"step = {self.fixed_ms:.3f} + prefill ({self.prefill_fixed_ms:.3f} + "
+        chunk = f" + {self.per_prefill_chunk_ms:.3f}/chunk" if self.per_prefill_chunk_ms else ""
+        return (f"step = {self.fixed_ms:.3f} + prefill ({self.prefill_fixed_ms:.3f}{chunk} + "
                 f"{self.per_prefill_token_ms:.4f}/token{attn}) + decode "
                 f"({self.decode_fixed_ms:.3f} "
                 f"+ {self.per_sequence_ms:.4f}/sequence{kv}) ms; fitted on {self.steps:,} "
@@ -88,14 +99,15 @@ class StepCost:
 
 
 def _design(prefill_tokens: np.ndarray, decode_seqs: np.ndarray, kv_tokens: np.ndarray,
-            attention: np.ndarray) -> np.ndarray:
+            attention: np.ndarray, chunks: np.ndarray) -> np.ndarray:
     p = prefill_tokens.astype(np.float64)
     d = decode_seqs.astype(np.float64)
     kv = kv_tokens.astype(np.float64)
     has_p = (p > 0).astype(np.float64)
     has_d = (d > 0).astype(np.float64)
     return np.column_stack([np.ones_like(p), has_p, p, has_d, d, kv * has_d,
-                            attention.astype(np.float64) * has_p])
+                            attention.astype(np.float64) * has_p,
+                            chunks.astype(np.float64) * has_p])
 
 
 def fit_step_cost(steps: np.ndarray, of: str = "step") -> StepCost:
@@ -114,7 +126,7 @@ def fit_step_cost(steps: np.ndarray, of: str = "step") -> StepCost:
     took = steps["t_end"] - steps["t_start"] if of == "step" else steps["call_ns"]
     measured = took.astype(np.float64) / 1e6
     x = _design(steps["prefill_tokens"], steps["decode_seqs"], steps["kv_used"],
-                steps["prefill_attn"])
+                steps["prefill_attn"], steps["prefill_seqs"])
     exercised = np.asarray(x.any(axis=0))  # a term no step exercised is left at zero
     # the step's own fixed cost is told apart from the calls' only by steps holding both
     # calls; without them (prefill-first) it is the calls' fixed costs' sum, and a call's
