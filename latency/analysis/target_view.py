@@ -222,8 +222,13 @@ def target_view(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray,
     """The view of a target run's successful measured requests; ``tokenizer``: the run
     counted tokens with the served model's tokenizer."""
     target = environment.get("target") or {}
+    # a tokenizer that knows only a reply's count (vLLM's /tokenize) leaves gaps per chunk
+    per_chunk = target.get("tokenizer_per_chunk", True)
     counted_by = ("the server's per-chunk usage" if target.get("chunk_usage") else
-                  "tokenizer" if tokenizer else "chunks")
+                  "chunks" if not tokenizer or not per_chunk else
+                  "the server's /tokenize"
+                  if str(target.get("tokenizer", "")).startswith("the server's /tokenize")
+                  else "tokenizer")
     rtt_ms = float(target.get("rtt_floor_ms") or 0.0)
     ok = (~rows["warmup"]) & (rows["status"] == STATUS_OK)
     idx = np.flatnonzero(ok)

@@ -346,8 +346,9 @@ class RunConfig:
     tokenizer: str | None = field(default=None, metadata=flag(
         "--tokenizer", "Generation from a --target: the served model's Hugging Face tokenizer "
         "(a directory with tokenizer.json): counts each streamed chunk's tokens, so gaps are "
-        "per token, and cuts --prompt-tokens prompts.", commands=(RUN,), group=GENERATION,
-        metavar="DIR"))
+        "per token, and cuts --prompt-tokens prompts. 'server': the server's own /tokenize "
+        "(vLLM, llama.cpp, TGI), one request a reply.", commands=(RUN,), group=GENERATION,
+        metavar="DIR|server"))
     api_key_env: str | None = field(default=None, metadata=flag(
         "--api-key-env", "Generation from a --target: the environment variable holding the "
         "API key, sent as a bearer token (never stored).", commands=(RUN,), group=GENERATION,
@@ -562,8 +563,8 @@ class RunConfig:
                               "server schedules its own requests (set them on that server)")
         if self.prompt_tokens is not None and self.tokenizer is None:
             raise ConfigError("--prompt-tokens with a --target cuts prompts at the served "
-                              "model's token boundaries: give its --tokenizer DIR (or your "
-                              "own --prompts FILE)")
+                              "model's token boundaries: give its --tokenizer DIR (or "
+                              "--tokenizer server, or your own --prompts FILE)")
         if self.api_key_env is not None and not str(self.api_key_env).strip():
             raise ConfigError("--api-key-env names an environment variable: it is empty")
 

@@ -27,6 +27,7 @@ from latency.core.gen_records import GenRequest
 from latency.core.timing import now_ns
 from latency.execution.http_backend import http_get
 from latency.execution.openai_probe import TargetInfo, api_key, auth_headers
+from latency.execution.remote_tokenizer import RemoteTokenCounter
 from latency.loadgen.metrics_scraper import MetricsScraper, metrics_url
 from latency.loadgen.sse_client import SseTransport
 from latency.pipelines.generative import GenerativePipeline
@@ -145,8 +146,9 @@ class TargetGen:
     streaming client with a trace id a request, its key and, when it takes them, forced
     output lengths; its ``/metrics`` scraped during the run with ``--scrape-metrics``."""
 
-    def __init__(self, config: RunConfig, target: TargetInfo) -> None:
-        self.config, self.target = config, target
+    def __init__(self, config: RunConfig, target: TargetInfo,
+                 counter: TokenCounter | RemoteTokenCounter | None = None) -> None:
+        self.config, self.target, self.counter = config, target, counter
         self.transport: SseTransport | None = None
         self.scraper: MetricsScraper | None = None
         #: the server's metrics over the run (``metrics_scraper`` series), once closed
@@ -154,8 +156,7 @@ class TargetGen:
         self.env: dict[str, Any] = {}
 
     def start(self, timings: Timings, env: dict[str, Any]) -> Submit:
-        c, t = self.config, self.target
-        counter = TokenCounter(c.tokenizer) if c.tokenizer else None
+        c, t, counter = self.config, self.target, self.counter
         ignore_eos = (not c.stop_on_eos) if t.forces_length else None
         self.transport = SseTransport(
             t.url, t.model, chat=t.api == "chat", ignore_eos=ignore_eos,
@@ -163,6 +164,10 @@ class TargetGen:
             counter=counter, trace=True, needs_done=t.sends_done, chunk_usage=t.chunk_usage,
             **stream_limits(c))
         env["target"] = t.describe()
+        if counter is not None:
+            env["target"]["tokenizer"] = counter.source
+            env["target"]["tokenizer_per_chunk"] = not isinstance(counter, RemoteTokenCounter) \
+                or counter.shape != "vllm"
         self.env = env
         if c.scrape_metrics:
             self.scraper = MetricsScraper(metrics_url(t.base)).start()
@@ -189,6 +194,11 @@ class TargetGen:
                 warnings.append(f"{self.transport.bad_report_total} request(s) came with a "
                                 f"report of the server's that could not be used (e.g. {why}): "
                                 "left out of the split")
+        if self.transport is not None and self.transport.uncounted:
+            n = sum(self.transport.uncounted.values())
+            why = self.transport.uncounted.most_common(1)[0][0]
+            warnings.append(f"the server's tokenizer could not count {n} repl(ies) (e.g. "
+                            f"{why}): their gaps are per chunk")
         if not self.target.rtt_floor_ns:
             warnings.append("no round-trip floor to the server (its GET /models did not "
                             "answer 200): where the split takes the network as that floor "

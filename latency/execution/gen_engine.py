@@ -29,7 +29,8 @@ from latency.core.gen_records import STEP_DTYPE, GenLog, GenRequest
 from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
 from latency.execution.gen_backends import GenBackend, TargetGen, gen_backend
 from latency.execution.lock import Holder, MachineLock
-from latency.execution.openai_probe import TargetInfo, probe_target
+from latency.execution.openai_probe import TargetInfo, api_key, auth_headers, probe_target
+from latency.execution.remote_tokenizer import token_counter
 from latency.execution.validate import validated
 from latency.host import environment
 from latency.host.devices import DTYPES, resolve_device
@@ -39,7 +40,6 @@ from latency.pipelines.gen_workload import build_work
 from latency.pipelines.generative import GenerativePipeline
 from latency.pipelines.registry import build_pipeline
 from latency.pipelines.target_text import TargetText
-from latency.pipelines.token_counter import TokenCounter
 
 #: the most token rows a run keeps (~45 bytes each: ≈ 180 MB)
 MAX_TOKENS_STORED = 4_000_000
@@ -112,9 +112,12 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
     if config.target is not None and target is None:
         target = probe_target(config.target, config.api, config.served_model,
                               config.api_key_env)
+    counter = None
     if target is not None:  # named as the server names it (validated again, it stays)
         config.model = config.served_model = target.model
         config.api = target.api
+        counter = token_counter(config.tokenizer, target,
+                                auth_headers(api_key(config.api_key_env)))
     cancel = cancel or threading.Event()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     device = resolve_device(config.device)
@@ -183,9 +186,8 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             set_phase("loading")
             total = (config.requests or 4096) + config.warmup
             if target is not None:  # a server of yours: nothing of ours to build
-                counter = TokenCounter(config.tokenizer) if config.tokenizer else None
                 work = build_work(TargetText(counter), config, total, prompts)
-                server = TargetGen(config, target)
+                server = TargetGen(config, target, counter)
             else:
                 t = time.perf_counter()
                 import torch

@@ -37,6 +37,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from latency.core.errors import ConfigError
 from latency.core.gen_records import GenRequest
 from latency.core.gen_reports import MISSING
 from latency.core.timing import now_ns
@@ -58,9 +59,13 @@ MAX_PROMPT_TOKENS = 10_000_000
 
 
 class ChunkCounter(Protocol):
-    """Counts the tokens of each streamed chunk of a reply (``pipelines.token_counter``)."""
+    """Counts the tokens of each streamed chunk of a reply (``pipelines.token_counter``, or
+    the server's own tokenize endpoint: ``execution.remote_tokenizer``)."""
 
-    def per_chunk(self, chunks: list[str]) -> list[int]: ...
+    def per_chunk(self, chunks: list[str]) -> list[int] | None:
+        """Each chunk's tokens; None when the counter knows only the reply's count."""
+
+    def count(self, text: str) -> int: ...
 
 
 class StreamError(ValueError):
@@ -185,6 +190,8 @@ class SseTransport:
         #: (the first 8 reasons)
         self.bad_report_total = 0
         self.bad_reports: Counter[str] = Counter()
+        #: replies the server's tokenizer could not count, by why (the run names them)
+        self.uncounted: Counter[str] = Counter()
         #: counts a reply's tokens with the tokenizer off the loop's thread, so no other
         #: stream waits for it to be read and stamped
         self._counting = ThreadPoolExecutor(1, "sse-count") if counter is not None else None
@@ -300,6 +307,8 @@ class SseTransport:
                                        "tokens differ")
                 lay_out(req, account, per_token(stamps, chunks))
                 req.stream_chunks = len(stamps)
+                if self.counter is not None and req.text:  # the client's count beside it
+                    self._count_whole(reply, req.text)
                 return
             except AccountError as exc:
                 self.unusable[exc.why] += 1
@@ -316,8 +325,8 @@ class SseTransport:
             else None
         if per_chunk is not None:  # the server's own count of each chunk
             stamps = [s for s, k in zip(stamps, per_chunk, strict=True) for _ in range(k)]
-        elif self.counter is not None and req.text:
-            counts = self.counter.per_chunk(req.text)
+        elif self.counter is not None and req.text and \
+                (counts := self._counted(reply, req.text)) is not None:
             reply.counted = sum(counts)
             told = reply.usage.get("completion_tokens") if isinstance(reply.usage, dict) \
                 else None
@@ -329,6 +338,28 @@ class SseTransport:
         ok = isinstance(prompt, int) and not isinstance(prompt, bool) and \
             0 <= prompt <= MAX_PROMPT_TOKENS
         undecomposed(req, stamps, prompt if ok else 0)
+
+    def _count_whole(self, reply: _Reply, texts: list[str]) -> None:
+        """The reply's tokens by the counter (``reply.counted``), for a reply whose chunks
+        the server counted itself."""
+        assert self.counter is not None
+        try:
+            reply.counted = self.counter.count("".join(texts))
+        except ConfigError as exc:
+            self.uncounted[str(exc)] += 1
+
+    def _counted(self, reply: _Reply, texts: list[str]) -> list[int] | None:
+        """Each chunk's tokens by the counter; None (the reply's count kept in
+        ``reply.counted``) when it knows only the reply's count, or could not count it."""
+        assert self.counter is not None
+        try:
+            counts = self.counter.per_chunk(texts)
+            if counts is None:
+                reply.counted = self.counter.count("".join(texts))
+            return counts
+        except ConfigError as exc:  # the server's tokenizer failed: this reply uncounted
+            self.uncounted[str(exc)] += 1
+            return None
 
     def _report(self, req: GenRequest, reply: _Reply, headers: dict[bytes, bytes],
                 trace: tuple[int, int]) -> tuple[Any, ...]:

@@ -112,7 +112,7 @@ def target_generation_checked(c: RunConfig, length_given: bool) -> None:
     if not length_given:
         c.requests = DEFAULT_GEN_REQUESTS
     LengthSpec.parse(c.output_tokens or "64", "--output-tokens")
-    if c.tokenizer is not None:
+    if c.tokenizer is not None and c.tokenizer != "server":  # the server's: probed later
         from latency.pipelines.token_counter import TokenCounter
 
         TokenCounter(c.tokenizer)  # ConfigError in one line when it does not load

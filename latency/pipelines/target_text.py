@@ -11,19 +11,28 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from typing import Protocol
 
 from latency.core.errors import ConfigError
-from latency.pipelines.token_counter import TokenCounter
 
 #: where the sample prompts come from (by name, as the registry loads the samples)
 CORPUS = "sample_models.lm_corpus"
+
+
+class TextTokenizer(Protocol):
+    """A served model's tokenizer: a local one (``TokenCounter``) or the server's own
+    (``execution.remote_tokenizer``)."""
+
+    def ids(self, text: str) -> list[int]: ...
+
+    def text(self, ids: list[int]) -> str: ...
 
 
 class TargetText:
     """The text side of a served model we do not hold: sample prompts, and (with a
     tokenizer) tokenize/detokenize to cut them to drawn lengths."""
 
-    def __init__(self, counter: TokenCounter | None) -> None:
+    def __init__(self, counter: TextTokenizer | None) -> None:
         self.counter = counter
 
     def sample_inputs(self, n: int, seed: int) -> list[str]:

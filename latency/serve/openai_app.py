@@ -6,6 +6,9 @@ Routes:
     POST /v1/completions, /v1/chat/completions   stream: true → server-sent events
                                                  (``openai_chunks``), else one JSON body
     GET  /v1/models                              the one model served
+    POST /tokenize, /detokenize                  the model's tokenizer, in vLLM's shapes
+                                                 ({"prompt"} → {"count", "tokens",
+                                                 "max_model_len"}; {"tokens"} → {"prompt"})
     GET  /health                                 200 once serving
     GET  /metrics                                Prometheus: responses by status, refusals
                                                  below the app, and the generation gauges
@@ -35,6 +38,7 @@ while its request waits or streams; the request is cancelled in the generation s
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -218,6 +222,49 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
             "id": model, "object": "model", "created": int(time.time()),
             "owned_by": "latency-lab", "max_model_len": max_context}]})
 
+    async def json_ask(request: HttpRequest) -> dict[str, Any]:
+        """A tokenize or detokenize request's body (vLLM's shape): a JSON object naming our
+        model, if any."""
+        try:
+            body = json.loads(await read_body(request))
+        except ValueError:
+            raise OpenAIError(400, "the body is not JSON") from None
+        if not isinstance(body, dict):
+            raise OpenAIError(400, "the body is not a JSON object")
+        if body.get("model") not in (None, model):
+            raise OpenAIError(404, f"the model {body.get('model')!r} does not exist",
+                              code="model_not_found")
+        return body
+
+    async def tokenize(request: HttpRequest) -> Response:
+        try:
+            body = await json_ask(request)
+            prompt = body.get("prompt")
+            if not isinstance(prompt, str) or len(prompt) > max_body_bytes:
+                raise OpenAIError(400, "'prompt' must be a string (messages are not "
+                                       "tokenized here)")
+            ids = await asyncio.to_thread(server.pipeline.tokenize, prompt)
+        except OpenAIError as exc:
+            return refuse(exc)
+        stats.count(200)
+        return JSONResponse({"count": len(ids), "max_model_len": max_context,
+                             "tokens": [int(i) for i in ids]})
+
+    async def detokenize(request: HttpRequest) -> Response:
+        try:
+            body = await json_ask(request)
+            ids = body.get("tokens")
+            if not isinstance(ids, list) or len(ids) > max_context or not all(
+                    isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+                raise OpenAIError(400, f"'tokens' must be at most {max_context} token ids")
+            text = await asyncio.to_thread(server.pipeline.detokenize, ids)
+        except OpenAIError as exc:
+            return refuse(exc)
+        except (ValueError, IndexError, KeyError) as exc:  # an id outside the vocabulary
+            return refuse(OpenAIError(400, f"cannot detokenize: {exc}"))
+        stats.count(200)
+        return JSONResponse({"prompt": text})
+
     async def health(request: HttpRequest) -> Response:
         stats.count(200)
         return JSONResponse({"status": "ok"})
@@ -254,6 +301,8 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/models", models), Route("/health", health),
+        Route("/tokenize", tokenize, methods=["POST"]),
+        Route("/detokenize", detokenize, methods=["POST"]),
         Route("/metrics", metrics), Route("/latency_lab/state", state),
         Route("/latency_lab/steps", step_log),
     ]

@@ -10,13 +10,15 @@ none. What the client sees still says how the server's time grows:
   tokens it carried: a server that coalesces writes still decodes a token a step). Every
   stream that has its first token and not yet its last is decoding alongside: the step's
   cost is fitted as fixed + per sequence through the median gap at each number of streams
-  (non-negative least squares, each weighted by its gaps), leaving out the gaps inside which
-  another request's first token arrived — a prefill ran there (the stutter the simulator
-  makes of its own);
-- **a prefill** is what a request's time to first token holds beyond the network and any
-  queue: for requests the server split (its report), TTFT − network − queue; for a request
-  sent while nothing else was in flight, TTFT − the round-trip floor. Fitted as fixed + per
-  prompt token + per attention pair (as ours);
+  (non-negative least squares, each weighted by its gaps), leaving out every gap beside which
+  another request was waiting for its first token — its prefill, or a chunk of it, may have
+  run there (the stutter the simulator makes of its own);
+- **a prefill** is what the time to first token of a request that found the server idle (no
+  other request in flight until its first token) holds beyond the network: TTFT − network −
+  queue where the server split it (its report), else TTFT − the round-trip floor. Fitted as
+  fixed + per prompt token + per attention pair (as ours). A prefill that shared the server
+  is left out: batched with others' decodes or prompts it is stretched, and the simulator
+  makes that sharing of its own;
 - **the network**: half the round-trip floor each way (the probe's fastest ``GET /models``);
   the client's schedule lag, as measured;
 - **the slots**: the most requests the server ran at once — by its scraped running gauge,
@@ -40,6 +42,7 @@ import numpy as np
 
 from latency.analysis.server_split import ServerSplit, split
 from latency.core.gen_records import STATUS_OK
+from latency.core.gen_reports import SOURCE_NONE
 from latency.simulation.gen_service import (
     MIN_KIND_STEPS,
     RATIO_QUANTILES,
@@ -50,6 +53,9 @@ from latency.simulation.gen_step_cost import FitError, StepCost
 
 #: the fewest requests a prefill cost is fitted from, and the fewest decode gaps
 MIN_PREFILLS = 8
+#: the most other requests in flight beside a prefill it is fitted from, when too few found
+#: the server idle
+MAX_COMPANY = 2
 MIN_GAPS = 50
 #: the fewest gaps at one number of decoding streams whose median the decode step is fitted
 #: through
@@ -92,7 +98,8 @@ def fit_target_service(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray
     # the network and the server's frontend, both ways: what the server's split left to it
     # (its own measure of the request), else the round-trip floor
     split_net = sp is not None and sp.n >= MIN_PREFILLS
-    network_ns = float(np.median(sp.parts["network"])) if split_net else float(rtt_ns)
+    network_ns = float(np.median(sp.parts["network"])) if sp is not None and split_net \
+        else float(rtt_ns)
     calls = StepCost(fixed_ms=0.0, prefill_fixed_ms=prefill[0], per_prefill_token_ms=prefill[1],
                      per_attention_ms=prefill[2], decode_fixed_ms=decode[0],
                      per_sequence_ms=decode[1], per_kv_token_ms=0.0, steps=gaps,
@@ -119,7 +126,10 @@ def fit_target_service(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray
     about = (f"fitted from outside (the client's stamps{_report_words(reports, idx)}): "
              f"prefill {prefill[0]:.2f} + {prefill[1]:.4f}/token"
              + (f" + {prefill[2]:.2e}/attention pair" if prefill[2] else "")
-             + f" ms over {prefill[3]} requests; decode step {decode[0]:.3f} + "
+             + f" ms over {prefill[3]} requests "
+             + ("that found the server idle" if not prefill[4] else
+                f"with at most {prefill[4]} other(s) in flight (too few found it idle)")
+             + f"; decode step {decode[0]:.3f} + "
              f"{decode[1]:.4f}/sequence ms over {gaps:,} gaps between tokens (a gap predicted "
              f"within {decode[3]:.1%} median, {decode[4]:.1%} p90); network {half:.2f} ms each "
              f"way (half {'the split network median' if split_net else 'the round-trip floor'})"
@@ -128,7 +138,7 @@ def fit_target_service(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray
 
 
 def _report_words(reports: np.ndarray, idx: np.ndarray) -> str:
-    if len(reports) and (reports["source"][idx] != 0).any():
+    if len(reports) and (reports["source"][idx] != SOURCE_NONE).any():
         return " and the server's reports"
     return "; the server reported nothing"
 
@@ -161,13 +171,16 @@ def _decode_fit(rows: np.ndarray, tokens: np.ndarray, idx: np.ndarray
     running = (np.searchsorted(first, mid, side="right")
                - np.searchsorted(done, mid, side="right")).astype(np.float64)
     # a gap holding another request's first token held its prefill: not a decode step's cost
-    firsts_before_hi = np.searchsorted(first, hi, side="left")
-    firsts_upto_lo = np.searchsorted(first, lo, side="right")
-    clean = (firsts_before_hi - firsts_upto_lo == 0) & (step > 0) & (running >= 1)
+    # a gap overlapping another request's wait for its first token may hold its prefill
+    # (or a chunk of it: a chunked prompt's earlier chunks emit nothing): only gaps with no
+    # such wait beside them are a decode step's own
+    sent = np.sort(rows["t_sent"][idx])
+    waiting = np.searchsorted(sent, hi, side="left") - np.searchsorted(first, lo, side="right")
+    clean = (waiting == 0) & (step > 0) & (running >= 1)
     if clean.sum() < MIN_GAPS:
-        raise FitError(f"{int(clean.sum())} gaps between tokens without another request's "
-                       f"prefill in them: a decode step needs at least {MIN_GAPS} — run longer "
-                       "outputs or more requests")
+        raise FitError(f"{int(clean.sum())} gaps between tokens with no other request "
+                       f"waiting for its first token beside them: a decode step needs at least "
+                       f"{MIN_GAPS} — run longer outputs, more requests, or a lower load")
     y, n = step[clean], running[clean]
     # fitted through each batch size's median gap, weighted by how many gaps it has: a
     # stream's gaps are not a step's each — two writes the client read together leave a
@@ -198,8 +211,9 @@ def _decode_fit(rows: np.ndarray, tokens: np.ndarray, idx: np.ndarray
 
 
 def _prefill_fit(ok: np.ndarray, sp: ServerSplit | None, rtt_ns: int
-                 ) -> tuple[tuple[float, float, float, int], np.ndarray, int]:
-    """The prefill (fixed, per prompt token, per attention pair, requests used) of the
+                 ) -> tuple[tuple[float, float, float, int, int], np.ndarray, int]:
+    """The prefill (fixed, per prompt token, per attention pair, requests used, the most
+    other requests in flight beside one of them) of the
     successful measured requests ``ok`` (split by the server as ``sp``), its requests'
     measured / predicted ratios, and the longest prompt it saw."""
     from scipy.optimize import nnls
@@ -208,21 +222,24 @@ def _prefill_fit(ok: np.ndarray, sp: ServerSplit | None, rtt_ns: int
     prefill = np.full(len(ok), -1, dtype=np.int64)
     if sp is not None:
         prefill[sp.rows] = sp.ttft_ns - sp.parts["network"] - sp.parts["queue"]
-    # sent while nothing else was in flight: its whole time to first token but the network
-    sent, done = ok["t_sent"], ok["t_done"]
-    order = np.argsort(sent, kind="stable")
-    busy_until = np.maximum.accumulate(done[order])
-    alone = np.zeros(len(ok), dtype=bool)
-    alone[order[1:]] = sent[order[1:]] >= busy_until[:-1]
-    alone[order[0]] = True
-    take = (prefill < 0) & alone
+    # a prefill's own cost shows only where nothing shared the server with it: no other
+    # request in flight between its send and its first token (a server that batches a
+    # prefill with others' decodes, or with other prompts, stretches it — vLLM's and our
+    # own reports count that in the prefill)
+    others = _in_flight_during(ok["t_sent"], ok["t_first_deliv"], ok["t_sent"], ok["t_done"])
+    # the least shared there are enough of: those that found the server idle, if enough did
+    company = 0
+    while company < MAX_COMPANY and ((others <= company) & (prefill > 0)).sum() \
+            + ((others <= company) & (prefill < 0)).sum() < MIN_PREFILLS:
+        company += 1
+    alone = others <= company
+    take = (prefill < 0) & alone & (others == 0)
     prefill[take] = ttft[take] - rtt_ns
-    use = prefill > 0
+    use = (prefill > 0) & alone
     if use.sum() < MIN_PREFILLS:
-        raise FitError(f"{int(use.sum())} requests show their prefill (split by the server's "
-                       f"report, or sent to an idle server): a prefill cost needs at least "
-                       f"{MIN_PREFILLS} — run at a lower load, or with a server that reports "
-                       "its timings")
+        raise FitError(f"{int(use.sum())} requests show their prefill with at most "
+                       f"{MAX_COMPANY} others in flight: a prefill cost needs at least "
+                       f"{MIN_PREFILLS} — run at a lower load, or with lulls (--arrival gamma)")
     y = prefill[use].astype(np.float64) / 1e6
     p = ok["prompt_tokens"][use].astype(np.float64)
     x = np.column_stack([np.ones_like(p), p, p * (p + 1) / 2])
@@ -233,8 +250,19 @@ def _prefill_fit(ok: np.ndarray, sp: ServerSplit | None, rtt_ns: int
     coef, _ = nnls(x / scale * w[:, None], y * w)
     coef = np.r_[coef / scale, np.zeros(3 - x.shape[1])]
     pred = np.maximum(np.column_stack([np.ones_like(p), p, p * (p + 1) / 2]) @ coef, 1e-9)
-    return ((float(coef[0]), float(coef[1]), float(coef[2]), int(use.sum())), y / pred,
-            int(p.max()))
+    return ((float(coef[0]), float(coef[1]), float(coef[2]), int(use.sum()), company),
+            y / pred, int(p.max()))
+
+
+def _in_flight_during(start: np.ndarray, end: np.ndarray, sent: np.ndarray,
+                      done: np.ndarray) -> np.ndarray:
+    """For each window [start, end), how many of the requests (sent, done) other than its
+    own overlapped it (each window is one of the requests')."""
+    s, d = np.sort(sent), np.sort(done)
+    # overlapping: sent before the window ends and done after it starts
+    began = np.searchsorted(s, end, side="left")
+    ended = np.searchsorted(d, start, side="right")
+    return began - ended - 1
 
 
 def _slots(rows: np.ndarray, idx: np.ndarray, environment: dict[str, Any],
