@@ -133,3 +133,32 @@ def test_validate_runs_the_setting_for_real_and_sets_it_beside_the_prediction():
     assert table.iloc[0]["measured"] == fmt.duration(measured.ttft_ms.p50)
     assert table.iloc[3]["measured"] == fmt.duration(measured.tpot_ms.p99)
     assert any(f"Measured on this machine by `{run_id}`" in c.value for c in at.caption)
+
+
+def test_a_saved_run_of_a_server_of_yours_is_fitted_from_outside():
+    from latency.core.config import RunConfig
+    from latency.execution.gen_engine import execute_generation
+    from latency.serve.http_server import ServerProcess
+    from latency.simulation.gen_replay import target_fit
+    from latency.storage.gen_store import GenerationStore
+
+    server = RunConfig(model="synthetic-lm", model_args={"prefill_ms": 2.0, "step_ms": 3.0},
+                       max_running=4).checked()
+    proc = ServerProcess(server).start()
+    try:
+        cfg = RunConfig(target=f"{proc.url}/v1", output_tokens="uniform:12:32", rate=12.0,
+                        requests=80, warmup=2, seed=5).checked()
+        result = execute_generation(cfg, force=True)
+    finally:
+        proc.stop()
+    run_id = GenerationStore().save(result)
+    at = generation_mode()
+    source = f"history:{run_id}"
+    assert any(run_id in o and "fitted from outside" in o
+               for o in at.sidebar.selectbox(key="gsim_source").options)
+    at.sidebar.selectbox(key="gsim_source").set_value(source).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    # the slots slider takes the server's slots as the run showed them
+    assert at.sidebar.slider(key="gsim_max_running").value == target_fit(result).slots
+    caption = next(c.value for c in at.caption if "**Simulated**" in c.value)
+    assert "fitted from outside" in caption and "decode step" in caption

@@ -131,7 +131,8 @@ def recorded_generations() -> dict[str, str]:
     except (StoreError, OSError):
         return {}
     return {f"{HISTORY}{r.id}": f"{r.id} · {r.model} · {r.load} (history"
-            + (", your server: fitted from outside)" if "://" in r.model else ")")
+            + (f", your server at {r.setup.split()[1]}: fitted from outside)"
+               if r.setup.startswith("target ") else ")")
             for r in runs if r.n}
 
 
