@@ -11,6 +11,7 @@ import pytest
 from latency.core.config import RunConfig
 from latency.execution.gen_engine import execute_generation
 from tests.conftest import QuietHandler, loopback_server
+from tests.target_support import cli
 
 # ---- replays of other servers' OpenAI-compatible streams, in the shapes their docs give -------
 WORDS = ["Once", " upon", " a", " time", " there", " was", " a", " cat", " who", " sang"]
@@ -130,3 +131,17 @@ def test_per_chunk_usage_counts_each_chunks_tokens_and_vllm_metrics_split_them()
     # a chunk's tokens are 0 ms apart; the gaps between chunks are kept beside them
     assert result.summary.itl_ms.p50 == 0.0
     assert view.itl_chunk_ms.p50 is not None and view.itl_chunk_ms.p50 > 1.0
+
+
+def test_a_servers_missing_tokenizer_is_one_line_before_the_run_from_the_cli():
+    """``--tokenizer server`` against a server that streams but has no tokenize endpoint
+    (llama.cpp's stream replayed, every other route answered with the stream too): the CLI
+    says so in one line and exits 2 before it measures — a tokenizer found missing inside
+    the run was a failed run, exit 1, kept in the history."""
+    with loopback_server(_replay(_llamacpp), path="/v1") as url:
+        r = cli("--target", url, "--tokenizer", "server", "--output-tokens", "4",
+                "--requests", "2", "--no-save", timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--tokenizer server" in r.stderr and "none of vLLM's" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "measured" not in r.stdout

@@ -29,8 +29,8 @@ from latency.core.gen_records import STEP_DTYPE, GenLog, GenRequest
 from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
 from latency.execution.gen_backends import GenBackend, TargetGen, gen_backend
 from latency.execution.lock import Holder, MachineLock
-from latency.execution.openai_probe import TargetInfo, api_key, auth_headers, probe_target
-from latency.execution.remote_tokenizer import token_counter
+from latency.execution.openai_probe import TargetInfo, probe_target
+from latency.execution.remote_tokenizer import TextCounter, target_counter
 from latency.execution.validate import validated
 from latency.host import environment
 from latency.host.devices import DTYPES, resolve_device
@@ -100,6 +100,7 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
                        pipeline: GenerativePipeline | None = None,
                        prompts: list[str] | None = None,
                        target: TargetInfo | None = None,
+                       counter: TextCounter | None = None,
                        on_logs: LogsCallback | None = None) -> GenResult:
     """Run the generation ``config`` describes (validated here) and return its GenResult.
     ``pipeline``: one built already, served as it is; ``prompts``: the prompt texts to send
@@ -112,12 +113,11 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
     if config.target is not None and target is None:
         target = probe_target(config.target, config.api, config.served_model,
                               config.api_key_env)
-    counter = None
     if target is not None:  # named as the server names it (validated again, it stays)
         config.model = config.served_model = target.model
         config.api = target.api
-        counter = token_counter(config.tokenizer, target,
-                                auth_headers(api_key(config.api_key_env)))
+        if counter is None:
+            counter = target_counter(config, target)
     cancel = cancel or threading.Event()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     device = resolve_device(config.device)

@@ -79,19 +79,23 @@ def _child(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who: str
         send("logs", rows.tobytes(), tokens.tobytes(), steps.tobytes(), errors)
 
     try:
-        target = None
+        target = counter = None
         try:
             checked = validated(RunConfig.from_dict(config), generation=True)
             if checked.target is not None:  # a server that is not usable: one line, exit 2
                 from latency.execution.openai_probe import probe_target
+                from latency.execution.remote_tokenizer import target_counter
 
                 target = probe_target(checked.target, checked.api, checked.served_model,
                                       checked.api_key_env)
+                # its tokenizer too (--tokenizer server without one, or one that cannot
+                # cut --prompt-tokens): known before the run, so refused before it
+                counter = target_counter(checked, target)
         except ConfigError as exc:
             send("refused", str(exc))
             return
         result = execute_generation(checked, cancel=stop, on_progress=progress, force=force,
-                                    who=who, target=target, on_logs=logs)
+                                    who=who, target=target, counter=counter, on_logs=logs)
         if orphaned.is_set():
             _keep_orphan(result, history, name, source)
             return

@@ -29,8 +29,9 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
-from latency.execution.openai_probe import TargetInfo, _exchange
+from latency.execution.openai_probe import TargetInfo, _exchange, api_key, auth_headers
 from latency.pipelines.token_counter import TokenCounter
 
 #: ``--tokenizer`` naming the server's own tokenize endpoint
@@ -86,8 +87,13 @@ class RemoteTokenCounter:
     def count(self, text: str) -> int:
         return len(self.ids(text))
 
+    @property
+    def detokenizes(self) -> bool:
+        """Whether the server turns tokens back into text (``--prompt-tokens`` needs it)."""
+        return self.shape != "tgi"
+
     def text(self, ids: list[int]) -> str:
-        if self.shape == "tgi":
+        if not self.detokenizes:
             raise ConfigError("--prompt-tokens cuts prompts at the served model's tokens: "
                               "TGI's server has no /detokenize (give --tokenizer DIR)")
         if self.shape == "vllm":
@@ -140,15 +146,30 @@ def server_root(base: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
-def token_counter(tokenizer: str | None, target: TargetInfo, headers: dict[str, str]
-                  ) -> TokenCounter | RemoteTokenCounter | None:
+def token_counter(tokenizer: str | None, target: TargetInfo, headers: dict[str, str],
+                  prompt_tokens: str | None = None) -> TextCounter | None:
     """The counter ``--tokenizer`` asks for: the server's (``server``, probed now: one line
-    when it has none), a local directory's, or none."""
+    when it has none), a local directory's, or none. ``prompt_tokens`` (the run's
+    ``--prompt-tokens``): prompts will be cut at the counter's tokens, so a server that
+    cannot detokenize is refused now, in one line, not when the run builds its prompts."""
     if tokenizer is None:
         return None
-    if tokenizer == SERVER:
-        return probe_tokenizer(target.base, target.model, headers)
-    return TokenCounter(tokenizer)
+    if tokenizer != SERVER:
+        return TokenCounter(tokenizer)
+    counter = probe_tokenizer(target.base, target.model, headers)
+    if prompt_tokens and not counter.detokenizes:
+        counter.text([])  # its one line: why the prompts cannot be cut
+    return counter
+
+
+TextCounter = TokenCounter | RemoteTokenCounter
+
+
+def target_counter(config: RunConfig, target: TargetInfo) -> TextCounter | None:
+    """The token counter of a run against ``target`` (``token_counter`` with the run's
+    settings): made before the run, so what cannot count — or cut — is one line then."""
+    return token_counter(config.tokenizer, target, auth_headers(api_key(config.api_key_env)),
+                         config.prompt_tokens)
 
 
 def probe_tokenizer(base: str, model: str, headers: dict[str, str]) -> RemoteTokenCounter:
