@@ -145,3 +145,31 @@ def test_a_servers_missing_tokenizer_is_one_line_before_the_run_from_the_cli():
     assert "--tokenizer server" in r.stderr and "none of vLLM's" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "measured" not in r.stdout
+
+
+def _stops_early(ask: dict) -> list:
+    """A server that takes ignore_eos and min_tokens without a word and ends every reply at
+    its end-of-sequence token anyway: three tokens, finish_reason "stop"."""
+    n = min(int(ask.get("max_tokens") or 4), 3)
+    out: list = [(0.001, {"choices": [{"index": 0, "delta": {"content": WORDS[i]},
+                                       "finish_reason": None}]}) for i in range(n)]
+    out.append((0.0, {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+    return [*out, (0.0, "[DONE]")]
+
+
+def test_a_server_that_ignores_forced_lengths_is_named():
+    with loopback_server(_replay(_stops_early), path="/v1") as url:
+        cfg = RunConfig(target=url, output_tokens="8", requests=5, concurrency=1, warmup=1)
+        result = execute_generation(cfg, force=True)
+    assert result.status == "completed", result.failure
+    assert result.environment["target"]["forces_length"] is True  # it took the fields
+    assert result.environment["target"]["finish_reasons"] == {"stop": 6}
+    assert any("6 of 6 replies ended before their asked length (6 × 'stop') though the "
+               "server took ignore_eos/min_tokens" in w for w in result.warnings), \
+        result.warnings
+    # a server that honours them is not named (llama.cpp's replay ends each at "length")
+    with loopback_server(_replay(_llamacpp), path="/v1") as url:
+        cfg = RunConfig(target=url, output_tokens="4", requests=3, concurrency=1, warmup=0)
+        result = execute_generation(cfg, force=True)
+    assert result.environment["target"]["finish_reasons"] == {"length": 3}
+    assert not any("before their asked length" in w for w in result.warnings)

@@ -60,6 +60,14 @@ def test_our_server_as_a_target_is_split_by_its_own_account(ours, tmp_path):
     assert len(set(ids)) == len(ids) == 14 and all(re.fullmatch(r"[0-9a-f]{32}", i)
                                                    for i in ids)
     assert (frame["server_report"] == "Latency Lab's account").all()
+    # each request's split is its own row: its parts sum to its send-anchored E2E, and each
+    # says where it came from
+    parts = frame[[f"split_{p}_ms" for p in ("network", "queue", "prefill", "decode",
+                                            "other")]]
+    e2e_sent = frame["t_done_ms"] - frame["t_sent_ms"]
+    assert np.allclose(parts.sum(axis=1), e2e_sent, atol=2e-3)  # the CSV's 4 decimals
+    assert (frame["split_provenance"] == "network measured, queue reported, prefill "
+            "reported, decode reported, other derived").all()
     # the key was sent, and is written nowhere
     assert SECRET not in out.read_text() + csv.read_text() + r.stdout + r.stderr
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import pandas as pd
 import pytest
 
 from latency.core.config import RunConfig
@@ -35,10 +36,13 @@ def test_our_servers_tokenizer_counts_each_reply_and_cuts_the_prompts(ours, tmp_
     r = cli("--target", f"{ours.url}/v1", "--api", "completions", "--tokenizer", "server",
             "--prompt-tokens", "40",
             "--output-tokens", "12", "--requests", "10", "--concurrency", "2", "--warmup", "1",
-            "--json", str(out), "--no-save")
+            "--json", str(out), "--csv", str(tmp_path / "run.csv"), "--no-save")
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(out.read_text())
     assert d["environment"]["target"]["tokenizer"] == "the server's /tokenize (vllm's)"
+    # the CSV keeps both counts of each reply side by side
+    frame = pd.read_csv(tmp_path / "run.csv")
+    assert (frame["client_counted_tokens"] - frame["server_output_tokens"]).abs().max() <= 2
     reports = d["reports"]["columns"]
     rows = d["requests"]["columns"]
     measured = [i for i, w in enumerate(rows["warmup"]) if not w]

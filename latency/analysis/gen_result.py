@@ -17,6 +17,7 @@ import numpy as np
 from latency.analysis.findings import Finding, Verdict
 from latency.analysis.gen_summary import GenSummary, summarize_generation
 from latency.analysis.gen_verdict import gen_findings, gen_verdict
+from latency.analysis.server_split import split
 from latency.analysis.target_view import TargetView, target_view
 from latency.analysis.timings import Timings
 from latency.analysis.validity import Check, Validity, quiet_machine
@@ -34,6 +35,8 @@ from latency.core.gen_reports import (
     MISSING,
     REPORT_DTYPE,
     SOURCE_NAMES,
+    SPLIT,
+    SPLIT_PARTS,
     empty_reports,
     trace_id_hex,
 )
@@ -261,6 +264,9 @@ class GenResult:
             cols[f"t_{st}_ms"] = (rows[f"t_{st}"] - t0) / 1e6
         if self.is_target:
             cols.update(_report_columns(self.reports, len(rows)))
+            target = self.environment.get("target") or {}
+            cols.update(_split_columns(rows, self.reports,
+                                       float(target.get("rtt_floor_ms") or 0.0)))
         return pd.DataFrame(cols)
 
     def csv_bytes(self) -> bytes:
@@ -343,4 +349,28 @@ def _report_columns(reports: np.ndarray, n: int) -> dict[str, Any]:
             "server_decode_ms": ms("decode_ns"), "server_inference_ms": ms("inference_ns"),
             "server_prompt_tokens": count("prompt_tokens"),
             "server_output_tokens": count("output_tokens"),
-            "server_cached_tokens": count("cached_tokens")}
+            "server_cached_tokens": count("cached_tokens"),
+            # the client's own count of the reply (--tokenizer), beside the server's
+            "client_counted_tokens": count("counted_tokens")}
+
+
+def _split_columns(rows: np.ndarray, reports: np.ndarray, rtt_floor_ms: float
+                   ) -> dict[str, Any]:
+    """The CSV's columns of each request's split (``analysis.server_split``, send-anchored,
+    ms; empty for a request without a usable report) and where each part came from, in
+    one column: 'network measured, queue derived, prefill reported, …'."""
+    n = len(rows)
+    if len(reports) != n:
+        reports = empty_reports(n)
+    sp = split(rows, reports, int(rtt_floor_ms * 1e6))
+    cols: dict[str, Any] = {}
+    for part in SPLIT_PARTS:
+        v = np.full(n, np.nan)
+        v[sp.rows] = sp.parts[part] / 1e6
+        cols[f"split_{part}_ms"] = v
+    where = [""] * n
+    for i in sp.rows.tolist():
+        rule = SPLIT[int(reports["source"][i])]
+        where[i] = ", ".join(f"{part} {rule[part]}" for part in SPLIT_PARTS)
+    cols["split_provenance"] = where
+    return cols

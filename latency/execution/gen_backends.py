@@ -17,6 +17,7 @@ charged to the other's time.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -211,7 +212,25 @@ class TargetGen:
             warnings.append("the server refused ignore_eos/min_tokens: output lengths could "
                             "not be forced, so a request may end early at its end-of-sequence "
                             "token (each request's own count is kept)")
+        elif self.transport is not None and not self.config.stop_on_eos:
+            warnings += _unforced(self.transport.finishes)
+        if self.transport is not None and "target" in self.env:
+            self.env["target"]["finish_reasons"] = dict(self.transport.finishes)
         return warnings
+
+
+def _unforced(finishes: Counter[str]) -> list[str]:
+    """The warning for replies that ended on their own though the server took ignore_eos and
+    min_tokens (it accepted the fields and did not honour them): their lengths were not
+    forced. A forced reply ends at its length ("length"), or names no reason."""
+    early = {r: n for r, n in finishes.items() if r not in ("length", "none")}
+    if not early:
+        return []
+    total = sum(finishes.values())
+    why = ", ".join(f"{n} × {r!r}" for r, n in sorted(early.items(), key=lambda x: -x[1])[:3])
+    return [f"{sum(early.values())} of {total} replies ended before their asked length "
+            f"({why}) though the server took ignore_eos/min_tokens: it does not honour them, "
+            "so those lengths were not forced (each request's own count is kept)"]
 
 
 def gen_backend(config: RunConfig, pipeline: GenerativePipeline, given: bool,

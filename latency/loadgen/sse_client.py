@@ -192,6 +192,9 @@ class SseTransport:
         self.bad_reports: Counter[str] = Counter()
         #: replies the server's tokenizer could not count, by why (the run names them)
         self.uncounted: Counter[str] = Counter()
+        #: the successful replies by the finish_reason that ended them ("none": not given):
+        #: a reply ended by "stop" though its length was forced was not forced
+        self.finishes: Counter[str] = Counter()
         #: counts a reply's tokens with the tokenizer off the loop's thread, so no other
         #: stream waits for it to be read and stamped
         self._counting = ThreadPoolExecutor(1, "sse-count") if counter is not None else None
@@ -289,6 +292,8 @@ class SseTransport:
     def _finish(self, req: GenRequest, reply: _Reply, headers: dict[bytes, bytes],
                 trace: tuple[int, int]) -> None:
         self._fill(req, reply)
+        if req.error is None:
+            self.finishes[str(reply.finish or "none")[:40]] += 1
         if self.trace:
             req.report = self._report(req, reply, headers, trace)
         if req.on_done is not None:
