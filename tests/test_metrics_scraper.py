@@ -102,3 +102,87 @@ def test_the_servers_histogram_means_are_set_beside_the_clients():
     assert "running mean 3.00, peak 4.00" in line  # the gauge inside the window only
     assert "TTFT mean 50.0 ms over 10 requests (the client's: 48.0 ms)" in line
     assert "3.50 requests in flight" in line
+
+
+# two /metrics pages of SGLang and of TGI, a second apart, in the shapes their docs give
+# (SGLang's families labelled by model; TGI's histograms in seconds, unlabelled)
+SGLANG = """# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{{model_name="m"}} {running}
+# HELP sglang:num_queue_reqs The number of requests in the waiting queue.
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{{model_name="m"}} {waiting}
+# HELP sglang:queue_time_seconds Histogram of queueing time in seconds.
+# TYPE sglang:queue_time_seconds histogram
+sglang:queue_time_seconds_bucket{{le="+Inf",model_name="m"}} {n}
+sglang:queue_time_seconds_sum{{model_name="m"}} {queue}
+sglang:queue_time_seconds_count{{model_name="m"}} {n}
+# HELP sglang:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE sglang:time_to_first_token_seconds histogram
+sglang:time_to_first_token_seconds_bucket{{le="+Inf",model_name="m"}} {n}
+sglang:time_to_first_token_seconds_sum{{model_name="m"}} {ttft}
+sglang:time_to_first_token_seconds_count{{model_name="m"}} {n}
+"""
+TGI = """# TYPE tgi_queue_size gauge
+tgi_queue_size {waiting}
+# TYPE tgi_request_queue_duration histogram
+tgi_request_queue_duration_bucket{{le="+Inf"}} {n}
+tgi_request_queue_duration_sum {queue}
+tgi_request_queue_duration_count {n}
+# TYPE tgi_request_mean_time_per_token_duration histogram
+tgi_request_mean_time_per_token_duration_bucket{{le="+Inf"}} {n}
+tgi_request_mean_time_per_token_duration_sum {tpot}
+tgi_request_mean_time_per_token_duration_count {n}
+"""
+VLLM_PREEMPTIONS = """# TYPE vllm:num_preemptions counter
+vllm:num_preemptions_total{{model_name="m"}} {p}
+"""
+
+
+def test_sglangs_and_tgis_histograms_and_vllms_preemptions_are_read_beside_the_clients():
+    from latency.analysis.server_metrics import server_metric_line
+
+    def series(pages: list[dict[str, float]]) -> dict:
+        names = sorted({k for p in pages for k in p})
+        return {"url": "http://h/metrics", "t_ns": list(range(len(pages))),
+                "values": {k: [p.get(k) for p in pages] for k in names}}
+
+    sg = series([parse(SGLANG.format(running=2, waiting=0, n=10, queue=1.0, ttft=2.0)),
+                 parse(SGLANG.format(running=6, waiting=3, n=30, queue=3.0, ttft=4.4))])
+    line = server_metric_line(sg, 8.5, {"TTFT": 118.0, "queue time": 97.0})
+    # 20 requests in the window: queue (3.0 − 1.0)/20 s, TTFT (4.4 − 2.0)/20 s
+    assert "queue time mean 100.0 ms over 20 requests (the split's: 97.0 ms)" in line, line
+    assert "TTFT mean 120.0 ms over 20 requests (the client's: 118.0 ms)" in line, line
+    assert "running mean 4.00, peak 6.00" in line and "waiting mean 1.50" in line
+    tgi = series([parse(TGI.format(waiting=1, n=4, queue=0.2, tpot=0.08)),
+                  parse(TGI.format(waiting=5, n=14, queue=1.2, tpot=0.33))])
+    line = server_metric_line(tgi, None, {"TPOT": 24.0})
+    assert "queue time mean 100.0 ms over 10 requests" in line, line
+    assert "TPOT mean 25.0 ms over 10 requests (the client's: 24.0 ms)" in line, line
+    pre = series([parse(VLLM_PREEMPTIONS.format(p=3)), parse(VLLM_PREEMPTIONS.format(p=10))])
+    assert "preemptions +7" in server_metric_line(pre)
+
+
+def test_a_metrics_page_behind_the_key_is_read_with_it():
+    from tests.conftest import QuietHandler, loopback_server
+
+    page = VLLM_PREEMPTIONS.format(p=1).encode()
+
+    class Guarded(QuietHandler):
+        def do_GET(self) -> None:
+            ok = self.headers.get("Authorization") == "Bearer k"
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Length", str(len(page) if ok else 0))
+            self.end_headers()
+            if ok:
+                self.wfile.write(page)
+
+    with loopback_server(Guarded, path="/metrics") as url:
+        with pytest.raises(ScrapeError, match="HTTP 401"):
+            fetch(url)
+        scraper = MetricsScraper(url, period_s=0.05, headers={"Authorization": "Bearer k"})
+        scraper.start()
+        time.sleep(0.2)
+        got = scraper.stop()
+    assert got["failures"] == 0 and got["values"]["vllm:num_preemptions_total"][0] == 1.0
+    assert "Bearer" not in repr(got)  # the key is sent, never kept

@@ -129,7 +129,8 @@ def format_generation(result: Any) -> str:
         lines.append(server_metric_line(
             measured_window(metrics, t.measure_start_ns, t.measure_end_ns),
             in_flight(result.rows, t.measure_start_ns, t.measure_end_ns),
-            {"TTFT": s.ttft_sent_ms.mean, "ITL": s.itl_ms.mean, "TPOT": s.tpot_ms.mean}))
+            {"TTFT": s.ttft_sent_ms.mean, "ITL": s.itl_ms.mean, "TPOT": s.tpot_ms.mean,
+             "queue time": _split_queue_mean(result)}))
     for w in result.findings:
         lines.append(f"warning: {w}")
     lines.append(f"verdict: {result.verdict}")
@@ -152,3 +153,11 @@ def in_flight(rows: Any, start_ns: int | None, end_ns: int | None) -> float | No
     lo = np.maximum(m["t_sent"], start_ns)
     hi = np.minimum(m["t_done"], end_ns)
     return float(np.maximum(hi - lo, 0).sum() / (end_ns - start_ns))
+
+
+def _split_queue_mean(result: Any) -> float | None:
+    """The mean queue (ms) of the requests the server's account split (None: none split)."""
+    view = result.target_view
+    if view is None or not view.split.n:
+        return None
+    return view.parts_ms["queue"].mean

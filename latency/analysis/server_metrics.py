@@ -31,13 +31,34 @@ GAUGES = (("vllm:num_requests_running", "running"), ("vllm:num_requests_waiting"
           ("latency_lab_gen_running", "running"), ("latency_lab_gen_waiting", "waiting"))
 #: histograms whose window mean is set beside the client's figure (the first of a label's
 #: names that the server has: vLLM renamed its per-iteration inter-token histogram
-#: ``time_per_output_token_seconds`` to ``inter_token_latency_seconds``; its per-request
-#: TPOT is ``request_time_per_output_token_seconds``)
+#: ``time_per_output_token_seconds`` to ``inter_token_latency_seconds``, as SGLang did; its
+#: per-request TPOT is ``request_time_per_output_token_seconds``; TGI's histograms are in
+#: seconds without the suffix in its name, ``_seconds`` added by some exporters)
 HISTOGRAMS = (("vllm:request_queue_time_seconds", "queue time"),
               ("vllm:time_to_first_token_seconds", "TTFT"),
               ("vllm:inter_token_latency_seconds", "ITL"),
               ("vllm:time_per_output_token_seconds", "ITL"),
-              ("vllm:request_time_per_output_token_seconds", "TPOT"))
+              ("vllm:request_time_per_output_token_seconds", "TPOT"),
+              ("sglang:queue_time_seconds", "queue time"),
+              ("sglang:time_to_first_token_seconds", "TTFT"),
+              ("sglang:inter_token_latency_seconds", "ITL"),
+              ("sglang:time_per_output_token_seconds", "ITL"),
+              ("tgi_request_queue_duration", "queue time"),
+              ("tgi_request_queue_duration_seconds", "queue time"),
+              ("tgi_request_mean_time_per_token_duration", "TPOT"),
+              ("tgi_request_mean_time_per_token_duration_seconds", "TPOT"))
+#: counters whose change over the window is worth a line (a preemption evicts a running
+#: sequence's KV cache: it recomputes or swaps, and its stream stalls meanwhile)
+COUNTERS = (("vllm:num_preemptions_total", "preemptions"),
+            ("sglang:num_retracted_reqs_total", "retracted requests"),
+            ("latency_lab_gen_disconnects_total", "disconnects"))
+
+
+def window_change(series: dict[str, Any], counter: str) -> float | None:
+    """How much ``counter`` grew from the first scrape to the last (None: scraped fewer
+    than twice)."""
+    v = [x for x in (series.get("values") or {}).get(counter, []) if x is not None]
+    return v[-1] - v[0] if len(v) >= 2 else None
 
 
 def measured_window(series: dict[str, Any], start_ns: int | None, end_ns: int | None
@@ -62,7 +83,8 @@ def server_metric_line(series: dict[str, Any], client_in_flight: float | None = 
                        client_ms: dict[str, float | None] | None = None) -> str:
     """The server's own metrics over the measurement, one line: its gauges' means and peaks
     and its histograms' means (the last scrape less the first), each beside the client's
-    figure of the same name (``client_ms``: mean ms by label, e.g. "TTFT") and the client's
+    figure of the same name (``client_ms``: mean ms by label, e.g. "TTFT"; "queue time": the
+    server split's mean queue), its counters' growth (preemptions) and the client's
     mean requests in flight (Little's law: the sum of their times over the span)."""
     values = series.get("values") or {}
     said = []
@@ -78,9 +100,16 @@ def server_metric_line(series: dict[str, Any], client_in_flight: float | None = 
             shown.add(label)
             count, mean_s = got
             mine = (client_ms or {}).get(label)
-            beside = f" (the client's: {mine:,.1f} ms)" if mine is not None else ""
+            # the queue is not the client's to see: beside it, the split's (the server's
+            # per-request account, joined with the client's stamps)
+            whose = "the split's" if label == "queue time" else "the client's"
+            beside = f" ({whose}: {mine:,.1f} ms)" if mine is not None else ""
             said.append(f"{label} mean {mean_s * 1e3:,.1f} ms over {count:,.0f} requests"
                         f"{beside}")
+    for name, label in COUNTERS:
+        grew = window_change(series, name)
+        if grew is not None:
+            said.append(f"{label} +{grew:,.0f}")
     n = len(series.get("t_ns") or [])
     if not said:
         return (f"server metrics: {n} scrape(s) of {series.get('url')} while measuring, none "

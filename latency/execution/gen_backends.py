@@ -171,7 +171,8 @@ class TargetGen:
                 or counter.shape != "vllm"
         self.env = env
         if c.scrape_metrics:
-            self.scraper = MetricsScraper(metrics_url(t.base)).start()
+            self.scraper = MetricsScraper(metrics_url(t.base),
+                                          headers=auth_headers(api_key(c.api_key_env))).start()
         return self.transport.submit
 
     def abandon(self) -> None:

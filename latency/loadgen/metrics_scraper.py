@@ -58,14 +58,17 @@ def parse(text: str) -> dict[str, float]:
     return out
 
 
-def fetch(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> str:
-    """GET ``url`` (bounded in time and size); ScrapeError unless 200 with a body."""
+def fetch(url: str, timeout_s: float = SCRAPE_TIMEOUT_S,
+          headers: dict[str, str] | None = None) -> str:
+    """GET ``url`` (bounded in time and size) with ``headers`` besides Accept (a server
+    behind a key guards its /metrics with it too); ScrapeError unless 200 with a body."""
     parts = urlsplit(url)
     cls = http.client.HTTPSConnection if parts.scheme == "https" else \
         http.client.HTTPConnection
     conn = cls(parts.hostname or "", parts.port, timeout=timeout_s)
     try:
-        conn.request("GET", parts.path or "/metrics", headers={"Accept": "text/plain"})
+        conn.request("GET", parts.path or "/metrics",
+                     headers={"Accept": "text/plain", **(headers or {})})
         resp = conn.getresponse()
         body = resp.read(MAX_BODY + 1)
     except (OSError, http.client.HTTPException) as exc:
@@ -86,10 +89,13 @@ def metrics_url(base: str) -> str:
 
 
 class MetricsScraper:
-    """Reads ``url`` every ``period_s`` on a thread of its own from ``start`` to ``stop``."""
+    """Reads ``url`` every ``period_s`` on a thread of its own from ``start`` to ``stop``,
+    sending ``headers`` (the run's key: never kept in the series)."""
 
-    def __init__(self, url: str, period_s: float = PERIOD_S) -> None:
+    def __init__(self, url: str, period_s: float = PERIOD_S,
+                 headers: dict[str, str] | None = None) -> None:
         self.url, self.period_s = url, period_s
+        self._headers = dict(headers or {})
         self.t_ns: list[int] = []
         self.values: list[dict[str, float]] = []
         self.failures = 0
@@ -103,7 +109,7 @@ class MetricsScraper:
 
     def scrape(self) -> None:
         try:
-            got = parse(fetch(self.url))
+            got = parse(fetch(self.url, headers=self._headers))
         except ScrapeError as exc:
             self.failures += 1
             self.last_error = str(exc)
