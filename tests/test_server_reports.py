@@ -139,6 +139,28 @@ def test_a_tokenizer_that_does_not_load_is_one_line(tmp_path):
         TokenCounter(tmp_path)
 
 
+def test_a_tokenizer_saved_without_its_tokenizer_json_is_read_through_transformers(tmp_path):
+    """A BPE's vocab.json and merges.txt with its tokenizer_config.json (a tokenizer saved
+    "slow", as many model repositories ship it): transformers converts it to the same fast
+    tokenizer, whose offsets give each token its chunk."""
+    pytest.importorskip("transformers")
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(["the weather today is sunny and warm"] * 40, vocab_size=280,
+                            min_frequency=1)
+    bpe.save_model(str(tmp_path))
+    (tmp_path / "tokenizer_config.json").write_text('{"tokenizer_class": "GPT2Tokenizer"}')
+    counter = TokenCounter(tmp_path)
+    text = "the weather today is warm"
+    assert counter.ids(text) == bpe.encode(text).ids
+    assert sum(counter.per_chunk(["the wea", "ther today", " is warm"])) == counter.count(text)
+    assert "transformers" in counter.source
+    (tmp_path / "tokenizer_config.json").write_text('{"tokenizer_class": "NoSuchTokenizer"}')
+    with pytest.raises(ConfigError, match="transformers could not load it"):
+        TokenCounter(tmp_path)
+
+
 # ---- the split of each request between network, queue, prefill, decode and the rest ----------
 def _rows(ttft_ms: list[float], e2e_ms: list[float]):
     import numpy as np

@@ -10,7 +10,9 @@ in, so every token gets the stamp of the chunk that delivered it, and the inter-
 are per token.
 
 The directory is read as a Hugging Face tokenizer: its ``tokenizer.json`` with the
-``tokenizers`` library (what ``transformers`` loads for a fast tokenizer). Re-tokenizing
+``tokenizers`` library (what ``transformers`` loads for a fast tokenizer); a directory saved
+without one (a SentencePiece ``tokenizer.model``, a BPE's ``vocab.json`` and ``merges.txt``)
+through ``transformers``, which converts it to the same fast tokenizer, when installed. Re-tokenizing
 generated text can differ from the server's own count by a token where a boundary merges
 differently; the run reports the client/server difference per request.
 """
@@ -29,18 +31,17 @@ class TokenCounter:
     def __init__(self, directory: str | Path) -> None:
         path = Path(directory).expanduser()
         file = path / "tokenizer.json" if path.is_dir() else path
-        if not file.is_file():
-            raise ConfigError(f"--tokenizer {directory}: no tokenizer.json there (give the "
-                              "directory of a Hugging Face tokenizer, or its tokenizer.json)")
-        try:
-            from tokenizers import Tokenizer
-
-            self._tok: Any = Tokenizer.from_file(str(file))
-        except Exception as exc:  # noqa: BLE001 - a file that does not load, in one line
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise ConfigError(f"--tokenizer {directory}: {file.name} does not load "
-                              f"({type(exc).__name__}: {first[:200]})") from None
-        self.source = str(file)
+        if file.is_file():
+            self._tok: Any = _from_file(directory, file)
+            self.source = str(file)
+        elif path.is_dir() and any((path / f).is_file() for f in SLOW_FILES):
+            self._tok = _from_transformers(directory, path)
+            self.source = f"{path} (transformers)"
+        else:
+            raise ConfigError(f"--tokenizer {directory}: no tokenizer.json there, nor a "
+                              f"tokenizer transformers loads ({', '.join(SLOW_FILES)}): give "
+                              "the directory of a Hugging Face tokenizer, or its "
+                              "tokenizer.json")
 
     def ids(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False).ids)
@@ -76,3 +77,47 @@ class TokenCounter:
             if len(out) >= limit:
                 break
         return out
+
+
+#: the files of a tokenizer saved without its tokenizer.json (a "slow" one: SentencePiece's
+#: model, or a BPE's vocabulary and merges), which transformers converts to a fast one
+SLOW_FILES = ("tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
+              "merges.txt")
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"
+
+
+def _from_file(directory: str | Path, file: Path) -> Any:
+    """A ``tokenizers.Tokenizer`` from a tokenizer.json (ConfigError: one line)."""
+    try:
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(str(file))
+    except Exception as exc:  # noqa: BLE001 - a file that does not load, in one line
+        raise ConfigError(f"--tokenizer {directory}: {file.name} does not load "
+                          f"({_first_line(exc)})") from None
+
+
+def _from_transformers(directory: str | Path, path: Path) -> Any:
+    """The fast tokenizer transformers makes of a directory without a tokenizer.json (from
+    this disk only), as a ``tokenizers.Tokenizer`` — the one the offsets come from."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise ConfigError(f"--tokenizer {directory}: no tokenizer.json there, and reading "
+                          "its other tokenizer files needs transformers (pip install -r "
+                          "requirements-hf.txt)") from None
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - a directory that does not load, in one line
+        raise ConfigError(f"--tokenizer {directory}: transformers could not load it "
+                          f"({_first_line(exc)})") from None
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is None:
+        raise ConfigError(f"--tokenizer {directory}: transformers loaded only a slow "
+                          f"tokenizer ({type(tok).__name__}), which gives no offsets: save "
+                          "its tokenizer.json (tokenizer.save_pretrained with a fast one)")
+    return backend
