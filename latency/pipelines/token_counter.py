@@ -12,8 +12,8 @@ are per token.
 The directory is read as a Hugging Face tokenizer: its ``tokenizer.json`` with the
 ``tokenizers`` library (what ``transformers`` loads for a fast tokenizer); a directory saved
 without one (a SentencePiece ``tokenizer.model``, a BPE's ``vocab.json`` and ``merges.txt``)
-through ``transformers``, which converts it to the same fast tokenizer, when installed. Re-tokenizing
-generated text can differ from the server's own count by a token where a boundary merges
+through ``transformers``, which converts it to the same fast tokenizer, when installed.
+Re-tokenizing generated text can differ from the server's own count by a token where a boundary merges
 differently; the run reports the client/server difference per request.
 """
 from __future__ import annotations
