@@ -13,8 +13,8 @@ The directory is read as a Hugging Face tokenizer: its ``tokenizer.json`` with t
 ``tokenizers`` library (what ``transformers`` loads for a fast tokenizer); a directory saved
 without one (a SentencePiece ``tokenizer.model``, a BPE's ``vocab.json`` and ``merges.txt``)
 through ``transformers``, which converts it to the same fast tokenizer, when installed.
-Re-tokenizing generated text can differ from the server's own count by a token where a boundary merges
-differently; the run reports the client/server difference per request.
+Re-tokenizing generated text can differ from the server's own count by a token where a
+boundary merges differently; the run reports the client/server difference per request.
 """
 from __future__ import annotations
 
