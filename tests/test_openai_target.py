@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -113,12 +114,13 @@ def test_the_servers_metrics_are_scraped_beside_the_clients(ours):
                      r"client had [\d.]+ requests in flight", repr(result))
 
 
-def test_target_runs_compare_by_their_server_split(ours, tmp_path):
-    files = []
+def test_target_runs_compare_by_their_server_split(ours, tmp_path, monkeypatch):
+    files, results = [], []
     for clients in (1, 3):
         cfg = RunConfig(target=f"{ours.url}/v1", output_tokens="8", requests=10,
                         concurrency=clients, warmup=1)
         result = execute_generation(cfg, force=True)
+        results.append(result)
         files.append(tmp_path / f"c{clients}.json")
         files[-1].write_text(result.json_text())
     r = subprocess.run([sys.executable, "-m", "latency", "compare", *map(str, files)],
@@ -128,6 +130,31 @@ def test_target_runs_compare_by_their_server_split(ours, tmp_path):
     for part in ("network", "queue", "prefill", "decode", "other"):
         assert f"split: {part} (mean)" in r.stdout
     assert "tokenize (mean)" not in r.stdout  # the client's own components are not shown
+    # the same on Compare Runs' generation mode: TTFT's parts are each run's split (mean and
+    # around p99), the diff's rows the split's
+    from streamlit.testing.v1 import AppTest
+
+    from latency.storage.gen_store import GenerationStore
+
+    monkeypatch.setenv("LATENCY_LAB_DB", str(tmp_path / "runs.sqlite"))
+    store = GenerationStore(tmp_path / "runs.sqlite")
+    for result in results:
+        store.save(result)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"),
+                           default_timeout=60)
+    at.query_params["cmp_kind"] = "generations (LLM)"
+    at.run()
+    at.switch_page("views/compare_runs.py").run()
+    assert not at.exception
+    parts = json.loads(at.get("plotly_chart")[2].proto.spec)
+    views = [r.target_view.ttft_parts_ms() for r in results]
+    for name in ("network", "queue", "prefill"):
+        bar = next(t for t in parts["data"] if t["name"] == name)
+        assert bar["y"] == pytest.approx([views[0]["mean"][name], views[1]["mean"][name],
+                                          views[0]["p99"][name], views[1]["p99"][name]])
+    assert any("a server of yours" in c.value for c in at.caption)
+    figures = set(at.dataframe[1].value["figure"])
+    assert "split: queue (mean)" in figures and "tokenize (mean)" not in figures
     # the server's running counts: an event without text hands its tokens to the next one
     assert chunk_counts([2, 4, 4, 5], [0, 1, 3], 9) == [2, 2, 1]
     assert chunk_counts([1, None], [0, 1], 9) is None  # a text event that did not say

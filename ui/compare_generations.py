@@ -47,6 +47,11 @@ class GenAggregates:
     summary: GenSummary
     ttft_spectrum: tuple[np.ndarray, np.ndarray] | None
     itl_spectrum: tuple[np.ndarray, np.ndarray] | None
+    #: TTFT's parts, {"mean": {part: ms}, "p99": {…}}: the client's components, or a server
+    #: of yours' split (its requests are whole to the client)
+    ttft_parts: dict[str, dict[str, float]]
+    #: a --target run's server split (``TargetView.to_dict``), else None
+    split: dict[str, Any] | None
 
 
 def store() -> GenerationStore:
@@ -60,9 +65,14 @@ def aggregates(db: str, run_id: str) -> GenAggregates:
     ok = np.flatnonzero((rows["status"] == 0) & ~rows["warmup"])
     ttft = (rows["t_first_deliv"] - rows["t_intended"])[ok] / 1e6
     gaps, _ = token_gaps(result.tokens[np.isin(result.tokens["request"], ok)])
+    view = result.target_view
+    parts = (view.ttft_parts_ms() if view is not None else
+             {"mean": result.summary.ttft_mean_parts_ms,
+              "p99": result.summary.ttft_p99_parts_ms})
     return GenAggregates(info, result.config, dict(result.environment), result.summary,
                          latency_spectrum(ttft.astype(np.float64)),
-                         latency_spectrum(gaps.astype(np.float64) / 1e6))
+                         latency_spectrum(gaps.astype(np.float64) / 1e6), parts,
+                         view.to_dict() if view is not None else None)
 
 
 @st.cache_data(max_entries=4, show_spinner="Building the file…")
@@ -169,13 +179,19 @@ def compared(history: GenerationStore, chosen: list[str], names: list[str]) -> N
                                               for rid, r in zip(chosen, runs)}, log_y,
                                              "Inter-token gaps", "gap between two tokens"),
                         key="gcmp_itl")
-    st.plotly_chart(runs_ttft_parts_figure(
-        {x: {"mean": r.summary.ttft_mean_parts_ms, "p99": r.summary.ttft_p99_parts_ms}
-         for x, r in zip(names, runs)}, "Where the time to first token goes"),
-        key="gcmp_parts")
+    targets = [x for x, r in zip(names, runs) if r.config.target is not None]
+    if targets:
+        st.caption(f"{', '.join(targets)}: a server of yours — its time to first token is "
+                   "split by the server's own account (network, queue, prefill, from the "
+                   "send); no split where it reported nothing.")
+    st.plotly_chart(runs_ttft_parts_figure({x: r.ttft_parts for x, r in zip(names, runs)},
+                                           "Where the time to first token goes"),
+                    key="gcmp_parts")
     if len(runs) >= 2:
         st.subheader("Figure by figure")
-        st.dataframe(pd.DataFrame(gen_diff_rows(names, [r.summary for r in runs])),
+        # every run a server of yours: their splits stand in for the client's components
+        splits = [r.split for r in runs] if len(targets) == len(runs) else None
+        st.dataframe(pd.DataFrame(gen_diff_rows(names, [r.summary for r in runs], splits)),
                      hide_index=True, height=35 * 22)
         st.caption("Times in ms; rates per second. Δ% against A: for a time, negative is "
                    "faster; for a rate, positive serves more. `python -m latency compare` "

@@ -85,14 +85,28 @@ def gen_headline(base: GenSummary, other: GenSummary, a: str = "A", b: str = "B"
     return f"{b} vs {a}: " + ", ".join(parts)
 
 
-def gen_diff_rows(letters: list[str], summaries: list[GenSummary]) -> list[dict[str, Any]]:
+def diff_rows(summaries: list[GenSummary], splits: list[dict[str, Any] | None] | None = None
+              ) -> list[tuple[str, list[float | None]]]:
+    """Each figure of the diff and its value in each run (None where a run has none; a figure
+    no run has is left out). ``splits``: when every run is a --target's, their server splits
+    (``TargetView.to_dict``) stand in for the client's components (a target's requests are
+    whole to the client)."""
+    if splits is None:
+        rows = [(label, [value(s, path) for s in summaries]) for label, path in ROWS]
+    else:
+        rows = [(label, [value(s, path) for s in summaries]) for label, path in ROWS
+                if not path.startswith("components_ms.")]
+        means = [split_means(v) for v in splits]
+        rows += [(f"split: {p} (mean)", [m[p] for m in means]) for p in SPLIT_PARTS]
+    return [(label, values) for label, values in rows if any(v is not None for v in values)]
+
+
+def gen_diff_rows(letters: list[str], summaries: list[GenSummary],
+                  splits: list[dict[str, Any] | None] | None = None) -> list[dict[str, Any]]:
     """The diff as table rows (the dashboard's): a figure, each run's value (ms, or its rate
     unit), each later run's change against the first (%); None where a run has no value."""
     out = []
-    for label, path in ROWS:
-        values = [value(s, path) for s in summaries]
-        if all(v is None for v in values):
-            continue
+    for label, values in diff_rows(summaries, splits):
         row: dict[str, Any] = {"figure": label}
         for x, v in zip(letters, values):
             row[x] = None if v is None else round(v, 3)
@@ -119,17 +133,7 @@ def format_gen_diff(letters: list[str], summaries: list[GenSummary],
     head = f"{'':<22}" + "".join(f"{x:>10}" for x in letters) + "".join(
         f"{'Δ% ' + x:>10}" for x in letters[1:])
     lines = [head, "-" * len(head)]
-    rows: list[tuple[str, Any]] = [(label, path) for label, path in ROWS
-                                   if not path.startswith("components_ms.")]
-    if splits is None:
-        rows = list(ROWS)
-    else:
-        means = [split_means(v) for v in splits]
-        rows += [(f"split: {p} (mean)", [m[p] for m in means]) for p in SPLIT_PARTS]
-    for label, path in rows:
-        values = [value(s, path) for s in summaries] if isinstance(path, str) else path
-        if all(v is None for v in values):
-            continue
+    for label, values in diff_rows(summaries, splits):
         cells = "".join(f"{fmt.ms(v):>10}" for v in values)
         base = values[0]
         deltas = "".join(

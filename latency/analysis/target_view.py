@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from latency.analysis.findings import Finding, Verdict
-from latency.analysis.server_split import ServerSplit, split
-from latency.analysis.stats import LatencyStats, describe_ms
+from latency.analysis.server_split import TTFT_SPLIT, ServerSplit, split
+from latency.analysis.stats import LatencyStats, describe_ms, tail_makeup_ms
 from latency.core import fmt
 from latency.core.gen_records import STATUS_OK
 from latency.core.gen_reports import (
@@ -92,6 +92,18 @@ class TargetView:
                 "count_mean_abs_diff": self.count_mean_abs_diff,
                 "itl_spikes_coinciding_with_prefills": self.spikes_coinciding,
                 "gaps_coinciding_with_prefills": self.gaps_coinciding}
+
+    def ttft_parts_ms(self) -> dict[str, dict[str, float]]:
+        """The send-anchored time to first token of the requests split, as its parts
+        (network, queue, prefill; ms): the mean request's and the requests' around its p99
+        (``stats.tail_makeup_ms``) — the split's counterpart of a summary's
+        ``ttft_mean_parts_ms`` and ``ttft_p99_parts_ms`` (empty: nothing split)."""
+        s = self.split
+        if not s.n:
+            return {}
+        parts = {p: s.parts[p] / 1e6 for p in TTFT_SPLIT}
+        return {"mean": {p: float(v.mean()) for p, v in parts.items()},
+                "p99": tail_makeup_ms(parts, s.ttft_ns / 1e6, 0.99)}
 
     # ---- text ------------------------------------------------------------------------------
     def lines(self) -> list[str]:
