@@ -95,6 +95,16 @@ def test_an_unreachable_target_and_target_flags_without_one_are_one_line():
     assert r.returncode == 2 and "give its --target URL" in r.stderr, r.stderr
 
 
+def test_a_tls_failure_is_one_line(ours):
+    """https:// to a server that speaks plain HTTP: the handshake fails, one line, exit 2."""
+    port = ours.url.rsplit(":", 1)[1]
+    r = cli("--target", f"https://127.0.0.1:{port}/v1", "--output-tokens", "4", "--no-save",
+            timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "TLS" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
 def test_the_servers_count_is_kept_and_the_tokenizers_spread_over_the_chunks():
     assert fitted([1, 2, 1], 4) == [1, 2, 1]
     assert sum(fitted([1, 3, 2, 2], 6)) == 6 and fitted([1, 3, 2, 2], 6)[1] >= 2
