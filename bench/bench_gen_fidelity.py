@@ -30,6 +30,10 @@ disturbed server: the machine while each run measured is printed with it.
     python bench/bench_gen_fidelity.py --load runs/    # … and predict them again, measuring none
     python bench/bench_gen_fidelity.py --quick --target  # through our server, from outside
 
+One held-out run is measured twice (same seed, same trace: ``--no-repeat`` skips it): how far
+two measurements of the same thing fall apart on this machine is the floor under any
+prediction's error — a 10 % aim cannot be checked on a machine that repeats itself within 20 %.
+
 ``--target`` makes every run against our own server in its own process as a server of yours
 (``run --target``): no steps are recorded, so the calibration's costs are fitted from outside
 (the gaps between tokens, the first tokens, the server's reports) — how close a simulation of
@@ -75,6 +79,8 @@ CALIBRATION_CHUNK = 512
 #: the decode step's cost at 8 was an extrapolation (the 1.4× run's TPOT p50 came out 35 %
 #: high)
 CALIBRATION_BURSTINESS = 0.25
+#: the held-out setting measured twice (same seed, same trace): the machine's repeatability
+REPEATED = "1.4× the rate"
 #: synthetic-lm's set costs (ms) for its runs: a 2-core machine's tiny-lm, roughly
 SYNTHETIC = {"prefill_ms": 1.5, "prefill_ms_per_token": 0.06, "step_ms": 3.0,
              "step_ms_per_seq": 0.4}
@@ -164,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", type=Path, default=None, help="keep each measured run's JSON here")
     ap.add_argument("--load", type=Path, default=None,
                     help="read the runs an earlier --save kept instead of measuring")
+    ap.add_argument("--no-repeat", dest="repeat", action="store_false",
+                    help="skip measuring one held-out run a second time (the machine's "
+                         "repeatability: the floor under any prediction's error)")
     ap.add_argument("--target", action="store_true",
                     help="every run through our server in its own process, as a server of "
                          "yours: the costs fitted from outside")
@@ -188,10 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     worst = 0.0
     within = total = inside = 0
     machines: list[str] = []
+    measured_runs: dict[str, GenResult] = {}
     intervals: list[str] = []
     for s in held_out:
         setting = {**calibration, **s.changes}
         run = measure(replace(base, requests=held), setting, s.name, a.save, a.load, a.target)
+        measured_runs[s.name] = run
         # a server of yours: its scheduler is known to whoever set it up, not to the run
         known = {"max_running": setting["max_running"],
                  "chunked_prefill": setting.get("chunked_prefill") or 0} if a.target else {}
@@ -220,6 +231,25 @@ def main(argv: list[str] | None = None) -> int:
         for w in sims[0].warnings:
             print(f"{'':<30}warning: {w}")
         machines.append(f"  {s.name}: {machine_line(run.environment) or 'not sampled'}")
+    if a.repeat and not a.quick:
+        # the machine's own floor: the same run (setting, seed, trace) measured again — how
+        # far two measurements of one thing fall apart here bounds how close any prediction
+        # can be checked to come
+        again = [s for s in held_out if s.name == REPEATED][0]
+        setting = {**calibration, **again.changes}
+        first = measured_runs[again.name]
+        second = measure(replace(base, requests=held), setting, again.name + " again", a.save,
+                         a.load, a.target)
+        cells = []
+        for metric, stat in METRICS:
+            x = getattr(getattr(first.summary, metric), stat)
+            y = getattr(getattr(second.summary, metric), stat)
+            cells.append(f"{x:7.1f}→{y:6.1f} ({abs(y - x) / x:4.0%})")
+        print(f"\nthe machine's repeatability: {REPEATED!r} measured twice (same seed, same "
+              "trace), first → second (difference):\n" + f"{again.name + ' again':<30}"
+              + "".join(f"{c:>20}" for c in cells))
+        machines.append(f"  {again.name} again: "
+                        f"{machine_line(second.environment) or 'not sampled'}")
     if intervals:
         print(f"\nthe measured p99s' 95 % intervals (order statistics): {inside} of "
               f"{len(intervals)} predictions inside\n" + "\n".join(intervals))
