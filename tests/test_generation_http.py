@@ -414,7 +414,9 @@ def test_serve_cli_answers_an_httpx_stream_with_valid_sse():
         assert events[-1] == "[DONE]"
         chunks = [json.loads(e) for e in events[:-1]]
         texts = [c["choices"][0]["text"] for c in chunks if c["choices"]]
-        assert len(texts) == 6 and all(texts)
+        # six tokens, each a word of synthetic-lm's: one event each, or several in one where
+        # the server had more than one ready when it wrote (a busy machine coalesces them)
+        assert all(texts) and len("".join(texts).split()) == 6 and 1 <= len(texts) <= 6
         assert chunks[-2]["choices"][0]["finish_reason"] == "length"
         assert chunks[-1]["usage"]["completion_tokens"] == 6
         assert chunks[-1]["latency_lab"]["tokens"] == 6

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from latency.analysis.gen_result import GenResult
 from latency.core.config import RunConfig
 from latency.execution.gen_engine import execute_generation
 from tests.conftest import QuietHandler, loopback_server
@@ -54,6 +55,14 @@ def _replay(events) -> type[QuietHandler]:
     return H
 
 
+def replayed(events, **settings) -> GenResult:
+    """A completed run against a replay of ``events`` (``_replay``), with these settings."""
+    with loopback_server(_replay(events), path="/v1") as url:
+        result = execute_generation(RunConfig(target=url, **settings), force=True)
+    assert result.status == "completed", result.failure
+    return result
+
+
 def _llamacpp(ask: dict) -> list:
     """llama-server's stream: a role chunk, a chunk a token, the last with ``timings``."""
     n = min(int(ask.get("max_tokens") or 4), len(WORDS))
@@ -94,10 +103,7 @@ def _vllm_speculative(ask: dict) -> list:
 
 
 def test_llamacpp_timings_join_each_request_as_prefill_and_decode():
-    with loopback_server(_replay(_llamacpp), path="/v1") as url:
-        cfg = RunConfig(target=url, output_tokens="6", requests=8, concurrency=2, warmup=1)
-        result = execute_generation(cfg, force=True)
-    assert result.status == "completed", result.failure
+    result = replayed(_llamacpp, output_tokens="6", requests=8, concurrency=2, warmup=1)
     assert result.summary.successful == 8
     view = result.target_view
     assert view is not None and view.split.sources == {"llama.cpp timings": 8}
@@ -113,10 +119,8 @@ def test_llamacpp_timings_join_each_request_as_prefill_and_decode():
 
 
 def test_per_chunk_usage_counts_each_chunks_tokens_and_vllm_metrics_split_them():
-    with loopback_server(_replay(_vllm_speculative), path="/v1") as url:
-        cfg = RunConfig(target=url, output_tokens="8", requests=6, concurrency=2, warmup=1)
-        result = execute_generation(cfg, force=True)
-    assert result.status == "completed", result.failure
+    result = replayed(_vllm_speculative, output_tokens="8", requests=6, concurrency=2,
+                      warmup=1)
     assert result.environment["target"]["chunk_usage"] is True
     rows = result.rows[~result.rows["warmup"]]
     # eight tokens in four chunks: each token gets its chunk's stamp
@@ -158,18 +162,13 @@ def _stops_early(ask: dict) -> list:
 
 
 def test_a_server_that_ignores_forced_lengths_is_named():
-    with loopback_server(_replay(_stops_early), path="/v1") as url:
-        cfg = RunConfig(target=url, output_tokens="8", requests=5, concurrency=1, warmup=1)
-        result = execute_generation(cfg, force=True)
-    assert result.status == "completed", result.failure
+    result = replayed(_stops_early, output_tokens="8", requests=5, concurrency=1, warmup=1)
     assert result.environment["target"]["forces_length"] is True  # it took the fields
     assert result.environment["target"]["finish_reasons"] == {"stop": 6}
     assert any("6 of 6 replies ended before their asked length (6 × 'stop') though the "
                "server took ignore_eos/min_tokens" in w for w in result.warnings), \
         result.warnings
     # a server that honours them is not named (llama.cpp's replay ends each at "length")
-    with loopback_server(_replay(_llamacpp), path="/v1") as url:
-        cfg = RunConfig(target=url, output_tokens="4", requests=3, concurrency=1, warmup=0)
-        result = execute_generation(cfg, force=True)
+    result = replayed(_llamacpp, output_tokens="4", requests=3, concurrency=1, warmup=0)
     assert result.environment["target"]["finish_reasons"] == {"length": 3}
     assert not any("before their asked length" in w for w in result.warnings)
