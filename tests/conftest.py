@@ -101,25 +101,6 @@ def pytest_xdist_auto_num_workers(config) -> int:
     return workers if workers >= 2 else 0
 
 
-#: the suite's longest files, longest first (``--durations`` on this project's 2-core VM): a
-#: worker takes a whole file (``--dist loadfile``), so these go out first — collected in
-#: name order, the last of them held one worker for minutes while the other had finished
-LONGEST_FILES = ("test_llm_course.py", "test_ray.py", "test_room_browser.py",
-                 "test_your_pipeline.py", "test_lab_page.py", "test_generation.py",
-                 "test_run_process_isolation.py", "test_disturbed_marks.py", "test_ab.py",
-                 "test_validation.py", "test_gen_simulator_page.py", "test_browser.py",
-                 "test_known_answers.py", "test_bounds.py", "test_follower_lesson_step.py",
-                 "test_run_lock.py", "test_browser_http.py", "test_course.py",
-                 "test_compare_browser.py", "test_gen_handle.py", "test_history_cli.py")
-
-
-def pytest_collection_modifyitems(session, config, items) -> None:
-    """The longest files first (``LONGEST_FILES``), the rest in their collected order: with
-    two workers, the suite ends when its last file does."""
-    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 @contextlib.contextmanager
 def _flock(path: Path, exclusive: bool):
     import fcntl
