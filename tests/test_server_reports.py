@@ -143,7 +143,10 @@ def test_a_tokenizer_saved_without_its_tokenizer_json_is_read_through_transforme
     """A BPE's vocab.json and merges.txt with its tokenizer_config.json (a tokenizer saved
     "slow", as many model repositories ship it): transformers converts it to the same fast
     tokenizer, whose offsets give each token its chunk."""
-    pytest.importorskip("transformers")
+    from tests.conftest import require_extra
+
+    require_extra("transformers", "a tokenizer without its tokenizer.json is read through "
+                  "transformers (pip install -r requirements-hf.txt)")
     from tokenizers import ByteLevelBPETokenizer
 
     bpe = ByteLevelBPETokenizer()
