@@ -161,6 +161,25 @@ def measured_values(run: GenResult, metric: str) -> np.ndarray:
     return np.sort(f[metric].dropna().to_numpy())
 
 
+def lone_decode_ms(run: GenResult) -> float | None:
+    """The median decode call of one sequence alone (a step decoding one sequence and
+    prefilling nothing) — the same work in every run, so how long it took is the machine's
+    pace while that run measured (None: the run had no such steps)."""
+    s = run.steps
+    lone = s[(s["t_end"] > s["t_start"]) & (s["prefill_tokens"] == 0)
+             & (s["decode_seqs"] == 1)]
+    return float(np.median(lone["call_ns"])) / 1e6 if len(lone) >= 20 else None
+
+
+def _pace(run: GenResult, calib: GenResult) -> str:
+    """'; a lone decode call 2.67 ms, 0.66× the calibration's' — read after the prediction,
+    never by it: it says how much of an error is the machine's pace between the runs."""
+    mine, theirs = lone_decode_ms(run), lone_decode_ms(calib)
+    if mine is None or theirs is None:
+        return ""
+    return f"; a lone decode call {mine:.2f} ms, {mine / theirs:.2f}× the calibration's"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="synthetic-lm, two held-out runs")
@@ -190,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"calibration: {model}, {requests} requests, {calibration}; held-out runs: {held} "
           "requests each")
     print(f"  fit: {service.describe()}")
-    print(f"  {machine_line(calib.environment) or 'machine: not sampled'}\n")
+    pace = lone_decode_ms(calib)
+    print(f"  {machine_line(calib.environment) or 'machine: not sampled'}"
+          + (f"; a lone decode call {pace:.2f} ms" if pace is not None else "") + "\n")
     head = f"{'held-out setting':<30}" + "".join(
         f"{m.split('_')[0].upper() + ' ' + s:>20}" for m, s in METRICS)
     print(head + "\n" + f"{'':<30}" + "".join(f"{'run → sim (err)':>20}" for _ in METRICS))
@@ -230,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{s.name:<30}" + "".join(f"{c:>20}" for c in cells))
         for w in sims[0].warnings:
             print(f"{'':<30}warning: {w}")
-        machines.append(f"  {s.name}: {machine_line(run.environment) or 'not sampled'}")
+        machines.append(f"  {s.name}: {machine_line(run.environment) or 'not sampled'}"
+                        + _pace(run, calib))
     if a.repeat and not a.quick:
         # the machine's own floor: the same run (setting, seed, trace) measured again — how
         # far two measurements of one thing fall apart here bounds how close any prediction
@@ -249,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
               "trace), first → second (difference):\n" + f"{again.name + ' again':<30}"
               + "".join(f"{c:>20}" for c in cells))
         machines.append(f"  {again.name} again: "
-                        f"{machine_line(second.environment) or 'not sampled'}")
+                        f"{machine_line(second.environment) or 'not sampled'}"
+                        + _pace(second, calib))
     if intervals:
         print(f"\nthe measured p99s' 95 % intervals (order statistics): {inside} of "
               f"{len(intervals)} predictions inside\n" + "\n".join(intervals))
