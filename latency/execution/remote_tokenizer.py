@@ -37,6 +37,9 @@ from latency.pipelines.token_counter import TokenCounter
 #: ``--tokenizer`` naming the server's own tokenize endpoint
 SERVER = "server"
 SHAPES = ("vllm", "llamacpp", "tgi")
+#: why --prompt-tokens cannot use a server that does not detokenize
+NO_DETOKENIZE = ("--prompt-tokens cuts prompts at the served model's tokens: TGI's server has "
+                 "no /detokenize (give --tokenizer DIR)")
 #: the longest text sent to be tokenized (characters): a reply is bounded by its tokens
 MAX_TEXT = 4 << 20
 #: a token's text, when llama.cpp gives its bytes, is at most this long
@@ -94,8 +97,7 @@ class RemoteTokenCounter:
 
     def text(self, ids: list[int]) -> str:
         if not self.detokenizes:
-            raise ConfigError("--prompt-tokens cuts prompts at the served model's tokens: "
-                              "TGI's server has no /detokenize (give --tokenizer DIR)")
+            raise ConfigError(NO_DETOKENIZE)
         if self.shape == "vllm":
             got = self._post("/detokenize", {"model": self.model, "tokens": list(ids)})
             key = "prompt"
@@ -158,7 +160,7 @@ def token_counter(tokenizer: str | None, target: TargetInfo, headers: dict[str, 
         return TokenCounter(tokenizer)
     counter = probe_tokenizer(target.base, target.model, headers)
     if prompt_tokens and not counter.detokenizes:
-        counter.text([])  # its one line: why the prompts cannot be cut
+        raise ConfigError(NO_DETOKENIZE)
     return counter
 
 
