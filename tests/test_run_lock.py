@@ -32,18 +32,22 @@ def _wait_for_holder(proc, timeout=60.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         holder = lock.holder()
-        if holder is not None and _parent(holder.pid) == proc.pid:  # the CLI's run process
+        if holder is not None and _descends(holder.pid, proc.pid):  # the CLI's run process
             assert "CLI run" in holder.what
             return holder
         time.sleep(0.05)
     raise AssertionError("the CLI run never took the machine")
 
 
-def _parent(pid: int) -> int | None:
-    try:  # /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces
-        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+def _descends(pid: int, ancestor: int) -> bool:
+    """Whether ``pid`` is a child of ``ancestor`` or of its child (a run process is forked by
+    the fork server its caller started)."""
+    import psutil
+
+    try:
+        return ancestor in [p.pid for p in psutil.Process(pid).parents()[:2]]
+    except psutil.Error:
+        return False
 
 
 def _quick(**kw):

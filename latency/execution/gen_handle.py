@@ -19,8 +19,8 @@ from latency.analysis.gen_snapshot import GenSnapshot, build_gen_snapshot, finis
 from latency.core.config import RunConfig
 from latency.core.errors import error_text
 from latency.execution.gen_process import GenLogs, _child
-from latency.execution.gen_process import _ctx as gen_ctx
-from latency.execution.process import ProcessHandle, RunOptions, _spawn
+from latency.execution.process import ProcessHandle, RunOptions
+from latency.execution.run_start import RUN_CONTEXT, run_process, start
 from latency.execution.validate import validated
 
 
@@ -46,14 +46,13 @@ class GenRunHandle(ProcessHandle):
         """Spawn the run process — only if the run is still queued (returns self)."""
         if not self._begin():
             return self
-        receive, send = gen_ctx.Pipe(duplex=False)
+        receive, send = RUN_CONTEXT.Pipe(duplex=False)
         o = self.options
-        self._proc = gen_ctx.Process(
-            target=_child, args=(self.config.to_dict(), send, self._cancel, o.force, o.who,
-                                 o.history, o.name, o.source),
-            name=f"latency-{self.run_id}", daemon=True)
+        self._proc = run_process(_child, (self.config.to_dict(), send, self._cancel, o.force,
+                                          o.who, o.history, o.name, o.source),
+                                 name=f"latency-{self.run_id}")
         try:
-            _spawn(self._proc)
+            start(self._proc)
         except Exception as exc:  # could not spawn: this run fails alone, saying why
             self._end(GenResult(config=self.config, environment={}, status="failed",
                                 failure=f"could not start the run process: {exc}"))

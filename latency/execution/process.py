@@ -23,10 +23,8 @@ from __future__ import annotations
 import itertools
 import multiprocessing as mp
 import signal
-import sys
 import threading
 import time
-import types
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -40,10 +38,10 @@ from latency.core.config import RunConfig
 from latency.core.errors import error_text
 from latency.core.records import RECORD_DTYPE
 from latency.execution.messages import Accepted, Done, Final, Phase, Refused, Rows
+from latency.execution.run_start import RUN_CONTEXT, run_process, start
 from latency.execution.validate import validated
 from latency.host.processes import exit_now
 
-_ctx = mp.get_context("spawn")
 #: how often the run process sends new rows: one snapshot version a second is what the
 #: dashboard shows, and each version costs the viewers' server one round of figure building.
 PROGRESS_INTERVAL_S = 1.0
@@ -172,7 +170,7 @@ class ProcessHandle:
         self._status = "queued"
         self._final: Any = None
         self._done = threading.Event()
-        self._cancel = _ctx.Event()
+        self._cancel = RUN_CONTEXT.Event()
         self._proc: Any = None
         self._killed: str | None = None
         self._refused: str | None = None
@@ -287,12 +285,12 @@ class RunHandle(ProcessHandle):
         """Spawn the run process — only if the run is still queued (returns self)."""
         if not self._begin():
             return self
-        parent, child = _ctx.Pipe(duplex=False)
-        self._proc = _ctx.Process(target=_child_main, name=f"latency-{self.run_id}",
-                                  args=(self.config.to_dict(), child, self._cancel,
-                                        self._inputs, self.options), daemon=True)
+        parent, child = RUN_CONTEXT.Pipe(duplex=False)
+        self._proc = run_process(_child_main, (self.config.to_dict(), child, self._cancel,
+                                               self._inputs, self.options),
+                                 name=f"latency-{self.run_id}")
         try:
-            _spawn(self._proc)
+            start(self._proc)
         except Exception as exc:  # could not spawn: fail this run alone, say why
             with self._lock:
                 self._final = Final.ended(self.config, "failed",
@@ -426,27 +424,6 @@ class RunHandle(ProcessHandle):
                          status=final.status, log=rows, errors=errors, timings=final.timings,
                          warnings=final.warnings, failure=final.failure,
                          traceback=final.traceback)
-
-
-_spawn_lock = threading.Lock()
-
-
-def _spawn(proc: Any) -> None:
-    """Start a spawned process that imports only the engine.
-
-    ``spawn`` re-runs the parent's ``__main__`` in the child. Under Streamlit that is the
-    dashboard script (and under pytest, pytest): running it again in the run process would
-    be wrong and slow. So the child is handed a blank ``__main__``. It inherits the parent's
-    ``sys.path`` (multiprocessing sends it along), so ``latency`` imports wherever it did here.
-    """
-    with _spawn_lock:
-        main = sys.modules.get("__main__")
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        try:
-            proc.start()
-        finally:
-            if main is not None:
-                sys.modules["__main__"] = main
 
 
 def _fraction(config: RunConfig, progress: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,78 @@
+"""How a run process is started: forked from a server that has already imported the engine.
+
+Why not a plain ``spawn``: a spawned run process is a fresh interpreter that imports torch,
+SciPy and the engine before it measures anything — 1.7 s on a 2-core VM, paid by every run
+(each arm of an A/B, each run of a lesson, each run of the dashboard). The fork server
+(``multiprocessing``'s ``forkserver``) imports them once, single-threaded, before any torch
+thread pool or CUDA context exists, and forks every run process from that state: a run starts
+in milliseconds. Why not a plain ``fork`` of the caller: the caller (the dashboard, a test
+runner) has threads, locks and perhaps a CUDA context that a forked child would inherit half
+held; the fork server has none of them.
+
+What a forked run process would not see is its caller's environment as it is *now* — the
+server was started by the first run, with the environment of that moment — so every run
+carries its caller's ``os.environ`` and sets it before anything else (``_as_called``). Where
+``forkserver`` does not exist (Windows), runs are spawned as before.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
+#: what the fork server imports before it forks the first run process
+PRELOAD = ["latency.execution.engine", "latency.execution.gen_engine"]
+
+
+def _context() -> Any:
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+#: the multiprocessing context of every run process (its pipes and events too)
+RUN_CONTEXT = _context()
+
+_start_lock = threading.Lock()
+
+
+def _as_called(environ: dict[str, str], target: Callable[..., None], args: tuple) -> None:
+    """The run process's first act: the caller's environment, then the run."""
+    os.environ.clear()
+    os.environ.update(environ)
+    target(*args)
+
+
+def run_process(target: Callable[..., None], args: tuple, *, name: str,
+                daemon: bool = True) -> Any:
+    """A run process (not started) that calls ``target(*args)`` in the caller's environment."""
+    return RUN_CONTEXT.Process(target=_as_called, args=(dict(os.environ), target, args),
+                               name=name, daemon=daemon)
+
+
+def start(proc: Any) -> None:
+    """Start a run process that imports only the engine.
+
+    Both ``spawn`` and ``forkserver`` re-run the parent's ``__main__`` in the child. Under
+    Streamlit that is the dashboard script (and under pytest, pytest): running it again in the
+    run process would be wrong and slow. So the child is handed a blank ``__main__``. It
+    inherits the parent's ``sys.path`` and working directory (multiprocessing sends them
+    along), so ``latency`` imports wherever it did here.
+    """
+    with _start_lock:
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            proc.start()
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
+
+
+__all__ = ["PRELOAD", "RUN_CONTEXT", "run_process", "start"]
