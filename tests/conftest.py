@@ -13,7 +13,9 @@
   tests).
 - The suite runs on the cores that are idle when it starts (pytest-xdist, ``-n auto`` in
   pytest.ini; ``pytest_xdist_auto_num_workers``): two workers on a quiet 2-core machine, one
-  process (no workers) where another program already keeps a core busy. A ``timing`` test
+  process (no workers) where another program already keeps a core busy. The workers take
+  tests one by one, a module's tests together only where they share a fixture of the module
+  (``pytest_collection_modifyitems``). A ``timing`` test
   never has another test beside it: it takes the workers' shared lock exclusively, every
   other test takes it shared (``pytest_runtest_protocol``).
 """
@@ -140,6 +142,22 @@ def pytest_runtest_protocol(item, nextitem):
         return
     with _alone_or_shared(item.get_closest_marker("timing") is not None):
         yield
+
+
+#: fixture scopes wider than a test: a module's tests that share one stay on one worker
+_SHARED_SCOPES = ("class", "module", "package", "session")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under ``--dist loadgroup``, the workers take tests one by one (the last minutes of a
+    run are not one worker's long file while the other idles) — except the tests of a module
+    that share a fixture of its own wider than a test (a measured run, a cluster, a server):
+    those stay together on one worker, so the fixture is made once."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = [d for ds in (info.name2fixturedefs.values() if info else ()) for d in ds]
+        if any(d.scope in _SHARED_SCOPES and str(d.baseid).endswith(".py") for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 def pytest_runtest_setup(item) -> None:

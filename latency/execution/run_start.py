@@ -12,7 +12,8 @@ held; the fork server has none of them.
 What a forked run process would not see is its caller's environment as it is *now* — the
 server was started by the first run, with the environment of that moment — so every run
 carries its caller's ``os.environ`` and sets it before anything else (``_as_called``). Where
-``forkserver`` does not exist (Windows), runs are spawned as before.
+``forkserver`` does not exist (Windows), or ``LATENCY_LAB_START_METHOD=spawn`` asks for it (a
+pipeline that needs an interpreter of its own), runs are spawned.
 """
 from __future__ import annotations
 
@@ -26,10 +27,15 @@ from typing import Any
 
 #: what the fork server imports before it forks the first run process
 PRELOAD = ["latency.execution.engine", "latency.execution.gen_engine"]
+#: names the start method: ``forkserver`` (the default where it exists) or ``spawn``
+START_METHOD_ENV = "LATENCY_LAB_START_METHOD"
 
 
 def _context() -> Any:
-    if "forkserver" not in mp.get_all_start_methods():
+    asked = os.environ.get(START_METHOD_ENV, "").strip() or "forkserver"
+    if asked not in ("forkserver", "spawn"):
+        raise ValueError(f"{START_METHOD_ENV}={asked!r}: expected forkserver or spawn")
+    if asked == "spawn" or "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
@@ -75,4 +81,4 @@ def start(proc: Any) -> None:
                 sys.modules["__main__"] = main
 
 
-__all__ = ["PRELOAD", "RUN_CONTEXT", "run_process", "start"]
+__all__ = ["PRELOAD", "RUN_CONTEXT", "START_METHOD_ENV", "run_process", "start"]

@@ -1,0 +1,29 @@
+"""How a run process starts (``latency.execution.run_start``): forked by a server that
+imported the engine once, yet in its caller's environment as it is when the run starts — not
+as it was when the fork server started."""
+from __future__ import annotations
+
+import textwrap
+
+from latency.core.config import RunConfig
+from latency.execution.process import run
+
+FACTORY = textwrap.dedent('''
+    import os
+
+    def reads_the_environment():
+        raise RuntimeError("LATENCY_LAB_TEST_MARK=" + os.environ.get("LATENCY_LAB_TEST_MARK",
+                                                                    "unset"))
+''')
+
+
+def test_a_run_process_sees_its_callers_environment_as_it_is_now(tmp_path, monkeypatch):
+    path = tmp_path / "reads_env.py"
+    path.write_text(FACTORY)
+    monkeypatch.delenv("LATENCY_LAB_TEST_MARK", raising=False)
+    first = run(RunConfig(pipeline=f"{path}:reads_the_environment", requests=5, warmup=0))
+    assert first.status == "failed" and "LATENCY_LAB_TEST_MARK=unset" in first.failure
+    monkeypatch.setenv("LATENCY_LAB_TEST_MARK", "set after the first run")
+    second = run(RunConfig(pipeline=f"{path}:reads_the_environment", requests=5, warmup=0))
+    assert second.status == "failed", second.status
+    assert "LATENCY_LAB_TEST_MARK=set after the first run" in second.failure, second.failure
