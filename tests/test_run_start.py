@@ -27,3 +27,17 @@ def test_a_run_process_sees_its_callers_environment_as_it_is_now(tmp_path, monke
     second = run(RunConfig(pipeline=f"{path}:reads_the_environment", requests=5, warmup=0))
     assert second.status == "failed", second.status
     assert "LATENCY_LAB_TEST_MARK=set after the first run" in second.failure, second.failure
+
+
+def test_an_unknown_start_method_is_one_line_and_exit_2():
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "latency", "run", "--model", "synthetic",
+                          "--requests", "5", "--no-save"],
+                         env={**os.environ, "LATENCY_LAB_START_METHOD": "fork"},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == ("latency: error: LATENCY_LAB_START_METHOD='fork': expected "
+                                  "forkserver or spawn")

@@ -20,7 +20,7 @@ from latency.core.config import RunConfig
 from latency.core.errors import error_text
 from latency.execution.gen_process import GenLogs, _child
 from latency.execution.process import ProcessHandle, RunOptions
-from latency.execution.run_start import RUN_CONTEXT, run_process, start
+from latency.execution.run_start import run_context, run_process, start
 from latency.execution.validate import validated
 
 
@@ -46,7 +46,7 @@ class GenRunHandle(ProcessHandle):
         """Spawn the run process — only if the run is still queued (returns self)."""
         if not self._begin():
             return self
-        receive, send = RUN_CONTEXT.Pipe(duplex=False)
+        receive, send = run_context().Pipe(duplex=False)
         o = self.options
         self._proc = run_process(_child, (self.config.to_dict(), send, self._cancel, o.force,
                                           o.who, o.history, o.name, o.source),

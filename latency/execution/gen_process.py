@@ -26,7 +26,7 @@ from latency.core.config import RunConfig
 from latency.core.errors import ConfigError, error_text
 from latency.core.gen_records import GEN_DTYPE, STEP_DTYPE, TOKEN_DTYPE
 from latency.execution.process import KILL_AFTER_STOP_S
-from latency.execution.run_start import RUN_CONTEXT, run_process, start
+from latency.execution.run_start import run_context, run_process, start
 from latency.host.processes import exit_now
 
 
@@ -171,8 +171,8 @@ def run_generation_process(config: RunConfig, *, cancel: threading.Event,
                            force: bool = False, who: str = "a run") -> GenResult:
     """Run ``config`` (checked, not yet imported) in a run process; its GenResult. ConfigError
     (one line) when the run process refuses the config."""
-    receive, send = RUN_CONTEXT.Pipe(duplex=False)
-    stop = RUN_CONTEXT.Event()
+    receive, send = run_context().Pipe(duplex=False)
+    stop = run_context().Event()
     proc = run_process(_child, (config.to_dict(), send, stop, force, who),
                        name="latency-generation", daemon=False)
     start(proc)

@@ -38,7 +38,7 @@ from latency.core.config import RunConfig
 from latency.core.errors import error_text
 from latency.core.records import RECORD_DTYPE
 from latency.execution.messages import Accepted, Done, Final, Phase, Refused, Rows
-from latency.execution.run_start import RUN_CONTEXT, run_process, start
+from latency.execution.run_start import run_context, run_process, start
 from latency.execution.validate import validated
 from latency.host.processes import exit_now
 
@@ -170,7 +170,7 @@ class ProcessHandle:
         self._status = "queued"
         self._final: Any = None
         self._done = threading.Event()
-        self._cancel = RUN_CONTEXT.Event()
+        self._cancel = run_context().Event()
         self._proc: Any = None
         self._killed: str | None = None
         self._refused: str | None = None
@@ -285,7 +285,7 @@ class RunHandle(ProcessHandle):
         """Spawn the run process — only if the run is still queued (returns self)."""
         if not self._begin():
             return self
-        parent, child = RUN_CONTEXT.Pipe(duplex=False)
+        parent, child = run_context().Pipe(duplex=False)
         self._proc = run_process(_child_main, (self.config.to_dict(), child, self._cancel,
                                                self._inputs, self.options),
                                  name=f"latency-{self.run_id}")

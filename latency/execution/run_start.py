@@ -17,6 +17,7 @@ pipeline that needs an interpreter of its own), runs are spawned.
 """
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import os
 import sys
@@ -25,25 +26,26 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from latency.core.errors import ConfigError
+
 #: what the fork server imports before it forks the first run process
 PRELOAD = ["latency.execution.engine", "latency.execution.gen_engine"]
 #: names the start method: ``forkserver`` (the default where it exists) or ``spawn``
 START_METHOD_ENV = "LATENCY_LAB_START_METHOD"
 
 
-def _context() -> Any:
+@functools.lru_cache(maxsize=1)
+def run_context() -> Any:
+    """The multiprocessing context of every run process (its pipes and events too), chosen
+    at the first run. ConfigError (one line) for an unknown ``LATENCY_LAB_START_METHOD``."""
     asked = os.environ.get(START_METHOD_ENV, "").strip() or "forkserver"
     if asked not in ("forkserver", "spawn"):
-        raise ValueError(f"{START_METHOD_ENV}={asked!r}: expected forkserver or spawn")
+        raise ConfigError(f"{START_METHOD_ENV}={asked!r}: expected forkserver or spawn")
     if asked == "spawn" or "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
-
-
-#: the multiprocessing context of every run process (its pipes and events too)
-RUN_CONTEXT = _context()
 
 _start_lock = threading.Lock()
 
@@ -58,7 +60,7 @@ def _as_called(environ: dict[str, str], target: Callable[..., None], args: tuple
 def run_process(target: Callable[..., None], args: tuple, *, name: str,
                 daemon: bool = True) -> Any:
     """A run process (not started) that calls ``target(*args)`` in the caller's environment."""
-    return RUN_CONTEXT.Process(target=_as_called, args=(dict(os.environ), target, args),
+    return run_context().Process(target=_as_called, args=(dict(os.environ), target, args),
                                name=name, daemon=daemon)
 
 
@@ -81,4 +83,4 @@ def start(proc: Any) -> None:
                 sys.modules["__main__"] = main
 
 
-__all__ = ["PRELOAD", "RUN_CONTEXT", "START_METHOD_ENV", "run_process", "start"]
+__all__ = ["PRELOAD", "START_METHOD_ENV", "run_context", "run_process", "start"]
