@@ -13,11 +13,10 @@
   tests).
 - The suite runs on the cores that are idle when it starts (pytest-xdist, ``-n auto`` in
   pytest.ini; ``pytest_xdist_auto_num_workers``): two workers on a quiet 2-core machine, one
-  process (no workers) where another program already keeps a core busy. The workers take
-  tests one by one, a module's tests together only where they share a fixture of the module
-  (``pytest_collection_modifyitems``). A ``timing`` test
+  process (no workers) where another program already keeps a core busy. A ``timing`` test
   never has another test beside it: it takes the workers' shared lock exclusively, every
-  other test takes it shared (``pytest_runtest_protocol``).
+  other test takes it shared (``pytest_runtest_protocol``); a module's timing tests run
+  first in it and keep the lock from one to the next.
 """
 import atexit
 import contextlib
@@ -133,31 +132,45 @@ def _alone_or_shared(exclusive: bool):
         yield
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """Under pytest-xdist, a ``timing`` test runs with no other test beside it — its setup
-    too, where a module's measured runs are made for it."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        yield
-        return
-    with _alone_or_shared(item.get_closest_marker("timing") is not None):
-        yield
-
-
-#: fixture scopes wider than a test: a module's tests that share one stay on one worker
-_SHARED_SCOPES = ("class", "module", "package", "session")
+def _timing(item) -> bool:
+    return item is not None and item.get_closest_marker("timing") is not None
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Under ``--dist loadgroup``, the workers take tests one by one (the last minutes of a
-    run are not one worker's long file while the other idles) — except the tests of a module
-    that share a fixture of its own wider than a test (a measured run, a cluster, a server):
-    those stay together on one worker, so the fixture is made once."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        defs = [d for ds in (info.name2fixturedefs.values() if info else ()) for d in ds]
-        if any(d.scope in _SHARED_SCOPES and str(d.baseid).endswith(".py") for d in defs):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    """A module's ``timing`` tests run first in it, in their order, so a worker waits for the
+    other to be idle once per module, not once per timing test."""
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first.setdefault(item.nodeid.split("::")[0], i)
+    items.sort(key=lambda item: (first[item.nodeid.split("::")[0]], not _timing(item)))
+
+
+#: the exclusive hold of the lock, kept from one timing test to the next on this worker
+_alone: contextlib.ExitStack | None = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under pytest-xdist, a ``timing`` test runs with no other test beside it — its setup
+    too, where a module's measured runs are made for it. The hold lasts until the worker's
+    next test is not a timing test."""
+    global _alone
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    if not _timing(item):
+        with _alone_or_shared(False):
+            yield
+        return
+    if _alone is None:
+        _alone = contextlib.ExitStack()
+        _alone.enter_context(_alone_or_shared(True))
+    try:
+        yield
+    finally:
+        if not _timing(nextitem):
+            _alone.close()
+            _alone = None
 
 
 def pytest_runtest_setup(item) -> None:
