@@ -75,6 +75,10 @@ PRACTICE_CHOICES = ("TTFT is the queue and the prefill: no decode step is in it"
                     "it did move: decode steps are in TTFT here")
 #: TTFT p99 "did not move": changed by less than this share
 UNMOVED = 0.10
+#: ... or by less than this share of TPOT's change: decode steps inside TTFT would move it as
+#: TPOT moved, while a faster step also shortens the queue for a slot a little (and a p99 of a
+#: few dozen requests scatters by ~10 % between two runs on a busy machine)
+LIKE_DECODE = 0.5
 
 
 def _gen(model_args: dict[str, float] | None = None, **kw: Any) -> RunConfig:
@@ -370,7 +374,7 @@ def _decode40(step: Step, labels: Sequence[str], results: Sequence[Any]) -> Answ
     saturated = base["offered_rps"] and base["throughput_rps"] < 0.9 * base["offered_rps"]
     if saturated:
         value = PRACTICE_CHOICES[2]
-    elif abs(ttft) >= UNMOVED:
+    elif abs(ttft) >= UNMOVED and abs(ttft) >= LIKE_DECODE * abs(tpot):
         value = PRACTICE_CHOICES[3]
     elif abs(tpot) < UNMOVED:
         value = PRACTICE_CHOICES[1]
