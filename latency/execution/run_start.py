@@ -47,6 +47,7 @@ def run_context() -> Any:
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
 
+
 _start_lock = threading.Lock()
 
 
