@@ -4,13 +4,12 @@ draws them; bad shapes are one line."""
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from latency.loadgen.generator import arrival_offsets_ns
+from tests.cli_support import cli_here
 
 
 @pytest.mark.parametrize("burstiness", [0.25, 1.0, 4.0])
@@ -28,9 +27,7 @@ def test_gamma_gaps_keep_the_rate_and_have_the_shape_s_spread(burstiness):
     (["--rate", "10", "--burstiness", "2"], "--arrival gamma"),
 ])
 def test_bad_burstiness_is_one_line(flags, says):
-    out = subprocess.run([sys.executable, "-m", "latency", "run", "--model", "synthetic",
-                          "--requests", "5", "--no-save", *flags], capture_output=True,
-                         text=True, timeout=120)
+    out = cli_here("run", "--model", "synthetic", "--requests", "5", "--no-save", *flags)
     assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
 
 
@@ -50,8 +47,7 @@ def test_a_gamma_run_is_measured_and_accounted_for():
 def test_an_open_loop_run_through_the_run_process_is_checked_twice_alike(arrival):
     """The CLI's config is checked, sent to the run process and checked again: an open loop
     must pass both (a closed loop's default of one client must not be set on it)."""
-    out = subprocess.run([sys.executable, "-m", "latency", "run", "--model", "synthetic",
-                          "--rate", "100", "--requests", "20", "--warmup", "2", "--no-save",
-                          "--quiet", *arrival], capture_output=True, text=True, timeout=120)
+    out = cli_here("run", "--model", "synthetic", "--rate", "100", "--requests", "20",
+                   "--warmup", "2", "--no-save", "--quiet", *arrival)
     assert out.returncode == 0, out.stderr
     assert "open 100 req/s" in out.stdout

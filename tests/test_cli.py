@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_support import cli_here
 from tests.timing_support import machine_note
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,25 +16,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "latency", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def cli_here(*args: str) -> subprocess.CompletedProcess:
-    """The same command line in this process (``latency.cli.main``): the same code without
-    paying a fresh interpreter's imports per call (a ``run`` still runs in its own run
-    process). ``cli`` (a real ``python -m latency``) is kept for the shared ``run_files``
-    run, the command as a user types it."""
-    import contextlib
-    import io
-
-    from latency.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exc:  # as the interpreter would exit (argparse's refusals)
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def test_models_lists_every_pipeline_with_a_description():

@@ -20,6 +20,7 @@ from latency.core.gen_records import (
 )
 from latency.execution.gen_engine import execute_generation
 from sample_models.synthetic_lm import SyntheticLMPipeline
+from tests.cli_support import cli_here
 from tests.gen_support import (
     CALL_OWN_MS,
     assert_adds_up,
@@ -244,20 +245,6 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
                           text=True, timeout=300, cwd=cwd)
 
 
-def cli_here(capsys, *args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI called in this process, read as ``cli``'s would be: no fresh interpreter a call
-    (~2 s each), where what is tested is what the commands say, not how a process ends."""
-    from latency.cli.main import main
-
-    capsys.readouterr()
-    try:
-        code = main(list(args))
-    except SystemExit as exc:  # argparse's own refusals
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(list(args), code, out.out, out.err)
-
-
 @pytest.mark.parametrize("flags, says", [
     (["--output-tokens", "0"], "--output-tokens"),
     (["--output-tokens", "lognormal:x:1"], "--output-tokens"),
@@ -271,7 +258,7 @@ def cli_here(capsys, *args: str) -> subprocess.CompletedProcess[str]:
     (["--slo", "nope"], "--slo must be one of"),
 ])
 def test_bad_generation_input_is_one_line_exit_2(flags, says, tmp_path):
-    out = cli("run", "--model", "synthetic-lm", "--requests", "2", "--no-save", *flags)
+    out = cli_here("run", "--model", "synthetic-lm", "--requests", "2", "--no-save", *flags)
     assert out.returncode == 2, out.stderr
     assert says in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
@@ -354,21 +341,21 @@ def test_the_trace_draws_each_request_with_parts_that_sum_to_it():
     assert any(e.get("ph") == "C" for e in trace["traceEvents"])
 
 
-def test_compare_two_generation_runs_names_the_setting_and_gates(tmp_path, capsys):
+def test_compare_two_generation_runs_names_the_setting_and_gates(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     common = ["--model", "synthetic-lm", "--prompt-tokens", "64", "--output-tokens", "6",
               "--requests", "8", "--concurrency", "2", "--no-save", "--quiet"]
-    assert cli_here(capsys, "run", *common, "--json", str(a)).returncode == 0
-    assert cli_here(capsys, "run", *common, "--model-arg", "step_ms=8",
+    assert cli_here("run", *common, "--json", str(a)).returncode == 0
+    assert cli_here("run", *common, "--model-arg", "step_ms=8",
                     "--json", str(b)).returncode == 0
-    out = cli_here(capsys, "compare", str(a), str(b), "--fail-if-p99-worse", "10")
+    out = cli_here("compare", str(a), str(b), "--fail-if-p99-worse", "10")
     assert out.returncode == 1, out.stdout + out.stderr  # B's steps are 4× as long
     assert "model_args" in out.stdout and "ITL p99" in out.stdout
     assert "gate FAILED" in out.stdout
-    mixed = cli_here(capsys, "compare", str(a), str(tmp_path / "nope.json"))
+    mixed = cli_here("compare", str(a), str(tmp_path / "nope.json"))
     assert mixed.returncode == 2 and "Traceback" not in mixed.stderr
     # a generation run is simulated step by step
-    sim = cli_here(capsys, "simulate", "--from-run", str(a))
+    sim = cli_here("simulate", "--from-run", str(a))
     assert sim.returncode == 0 and sim.stdout.startswith("SIMULATED (no model ran)"), sim.stderr
 
 
@@ -419,32 +406,32 @@ def test_one_slot_open_loop_queues_as_pollaczek_khinchine_says():
         waited.mean(), theory, rho, se, machine_note(result))
 
 
-def test_a_generation_is_saved_listed_shown_exported_compared_and_deleted(tmp_path, capsys):
+def test_a_generation_is_saved_listed_shown_exported_compared_and_deleted(tmp_path):
     db = str(tmp_path / "runs.sqlite")
     common = ["--model", "synthetic-lm", "--prompt-tokens", "32", "--output-tokens", "5",
               "--requests", "6", "--concurrency", "2", "--quiet", "--db", db]
-    first = cli_here(capsys, "run", *common, "--name", "baseline")
+    first = cli_here("run", *common, "--name", "baseline")
     assert first.returncode == 0, first.stderr
     gid = first.stdout.strip().splitlines()[-1].split()[3]
     assert gid.startswith("g")
-    second = cli_here(capsys, "run", *common, "--model-arg", "step_ms=9")
+    second = cli_here("run", *common, "--model-arg", "step_ms=9")
     gid2 = second.stdout.strip().splitlines()[-1].split()[3]
-    listing = cli_here(capsys, "history", "--db", db)
+    listing = cli_here("history", "--db", db)
     assert gid in listing.stdout and "baseline" in listing.stdout and "TTFT p99" in listing.stdout
-    shown = cli_here(capsys, "history", "show", gid, "--db", db)
+    shown = cli_here("history", "show", gid, "--db", db)
     assert "TTFT" in shown.stdout and "verdict:" in shown.stdout
     out = tmp_path / "g.json"
-    assert cli_here(capsys, "history", "export", gid, "--format", "json", "--out", str(out),
+    assert cli_here("history", "export", gid, "--format", "json", "--out", str(out),
                "--db", db).returncode == 0
     from latency.analysis.gen_result import GenResult
 
     back = GenResult.from_dict(json.loads(out.read_text()))
     assert back.summary.successful == 6
-    compared = cli_here(capsys, "compare", gid, gid2, "--db", db, "--fail-if-p99-worse", "20")
+    compared = cli_here("compare", gid, gid2, "--db", db, "--fail-if-p99-worse", "20")
     assert compared.returncode == 1 and "gate FAILED" in compared.stdout, compared.stdout
-    assert cli_here(capsys, "history", "delete", gid, "--db", db).returncode == 0
-    assert gid not in cli_here(capsys, "history", "--db", db).stdout
-    gone = cli_here(capsys, "history", "show", gid, "--db", db)
+    assert cli_here("history", "delete", gid, "--db", db).returncode == 0
+    assert gid not in cli_here("history", "--db", db).stdout
+    gone = cli_here("history", "show", gid, "--db", db)
     assert gone.returncode == 2 and "no generation" in gone.stderr
 
 

@@ -1,7 +1,5 @@
 """The history from the command line: `run` saves, `history` lists and manages, `compare`
 diffs and gates CI on p99 (exit 1), bad input is one line and exit 2."""
-import contextlib
-import io
 import json
 import sqlite3
 import subprocess
@@ -11,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from latency.cli.main import main
+from tests.cli_support import cli_here
 from tests.timing_support import machine_note
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,10 +23,7 @@ def cli(*args: str, db: Path | None = None, timeout: float = 180) -> subprocess.
     if args[0] == "run":
         return subprocess.run([sys.executable, "-m", "latency", *args, *extra], cwd=ROOT,
                               capture_output=True, text=True, timeout=timeout)
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([*args, *extra])
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+    return cli_here(*args, *extra)
 
 
 def one_line_error(out: subprocess.CompletedProcess, needle: str) -> None:
@@ -40,16 +35,16 @@ def one_line_error(out: subprocess.CompletedProcess, needle: str) -> None:
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory):
-    """Two real runs saved by `python -m latency run`: 1 ms forward, then 10 ms forward — a
-    gap wider than the scheduling stalls of a loaded 2-core machine, so the p99 gate's answer
-    is the model's, not the machine's."""
+    """Two real runs saved by the CLI's ``run`` (each measured in its run process): 1 ms
+    forward, then 10 ms forward — a gap wider than the scheduling stalls of a loaded 2-core
+    machine, so the p99 gate's answer is the model's, not the machine's."""
     db = tmp_path_factory.mktemp("hist") / "runs.sqlite"
     ids = []
     for fwd, name in (("1", "fast"), ("10", None)):
         args = ["run", "--model-arg", f"forward_ms={fwd}", "--model-arg", "preprocess_ms=0.5",
                 "--model-arg", "postprocess_ms=0.2", "--requests", "200", "--warmup", "5",
                 "--quiet"] + (["--name", name] if name else [])
-        out = cli(*args, db=db)
+        out = cli_here(*args, "--db", str(db))
         assert out.returncode == 0, out.stderr
         last = out.stdout.strip().splitlines()[-1]
         assert last.startswith("saved as run ")
@@ -134,7 +129,8 @@ def test_bad_input_is_one_line_exit_2(history, args, needle):
 
 def test_run_with_a_bad_db_fails_before_running_and_no_save_skips(tmp_path):
     (tmp_path / "file").write_text("x")
-    out = cli("run", "--requests", "10", "--quiet", db=tmp_path / "file" / "h.sqlite")
+    out = cli_here("run", "--requests", "10", "--quiet", "--db",
+                   str(tmp_path / "file" / "h.sqlite"))  # refused before any run starts
     one_line_error(out, "cannot open the run history")
     assert out.stdout == ""  # nothing ran
     db = tmp_path / "h.sqlite"

@@ -20,6 +20,7 @@ from latency.core.config import RunConfig
 from latency.execution.gen_engine import execute_generation
 from latency.loadgen.sse_client import chunk_counts, fitted
 from latency.serve.http_server import ServerProcess
+from tests.cli_support import cli_here
 from tests.target_support import SECRET, cli, free_port
 
 
@@ -81,25 +82,25 @@ def test_our_server_as_a_target_is_split_by_its_own_account(ours, tmp_path):
     (["--output-tokens", "4", "--served-model", "no-such-model"], "404|HTTP 4"),
 ])
 def test_bad_target_generation_input_is_one_line(ours, args, says):
-    r = cli("--target", f"{ours.url}/v1", "--no-save", *args, timeout=120)
+    r = cli_here("run", "--target", f"{ours.url}/v1", "--no-save", *args)
     assert r.returncode == 2, r.stdout + r.stderr
     assert re.search(says, r.stderr), r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_an_unreachable_target_and_target_flags_without_one_are_one_line():
-    r = cli("--target", f"http://127.0.0.1:{free_port()}/v1", "--output-tokens", "4",
-            "--no-save", timeout=120)
+    r = cli_here("run", "--target", f"http://127.0.0.1:{free_port()}/v1", "--output-tokens",
+                 "4", "--no-save")
     assert r.returncode == 2 and "cannot reach it" in r.stderr, r.stderr
-    r = cli("--model", "synthetic-lm", "--api", "chat", "--no-save", timeout=120)
+    r = cli_here("run", "--model", "synthetic-lm", "--api", "chat", "--no-save")
     assert r.returncode == 2 and "give its --target URL" in r.stderr, r.stderr
 
 
 def test_a_tls_failure_is_one_line(ours):
     """https:// to a server that speaks plain HTTP: the handshake fails, one line, exit 2."""
     port = ours.url.rsplit(":", 1)[1]
-    r = cli("--target", f"https://127.0.0.1:{port}/v1", "--output-tokens", "4", "--no-save",
-            timeout=120)
+    r = cli_here("run", "--target", f"https://127.0.0.1:{port}/v1", "--output-tokens", "4",
+                 "--no-save")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "TLS" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -197,9 +198,9 @@ def test_a_key_that_cannot_be_a_header_is_refused_without_showing_it(monkeypatch
 
 
 def test_model_and_one_shot_flags_are_refused_with_a_generation_target(ours):
-    r = cli("--target", f"{ours.url}/v1", "--output-tokens", "4", "--model", "tiny-lm",
-            "--no-save", timeout=120)
+    r = cli_here("run", "--target", f"{ours.url}/v1", "--output-tokens", "4", "--model",
+                 "tiny-lm", "--no-save")
     assert r.returncode == 2 and "--served-model tiny-lm" in r.stderr, r.stderr
-    r = cli("--target", f"{ours.url}/v1", "--output-tokens", "4", "--target-protocol", "http",
-            "--no-save", timeout=120)
+    r = cli_here("run", "--target", f"{ours.url}/v1", "--output-tokens", "4",
+                 "--target-protocol", "http", "--no-save")
     assert r.returncode == 2 and "--target-protocol is for one-shot" in r.stderr, r.stderr

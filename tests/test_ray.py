@@ -1,9 +1,10 @@
 """Ray Serve as the serving backend (``--backend ray``): the same pipeline served by Ray's
 replica actors, Ray's ``@serve.batch`` and Ray's HTTP proxy, decomposed per request.
 
-Most tests connect to one Ray cluster started for this module (``ray start --head``, as a
-user's own cluster would be): connecting and deploying takes seconds, starting Ray ~10 s. One
-test lets the run start and stop its own local instance, as a plain ``--backend ray`` does.
+Most tests (the dashboard's too) connect to one Ray cluster started for this module (``ray
+start --head``, as a user's own cluster would be): connecting and deploying takes seconds,
+starting Ray ~10 s. One test lets the run start and stop its own local instance, as a plain
+``--backend ray`` does.
 Known answers: the synthetic pipeline's set stage times, measured back within the tolerances
 of the in-process known-answer tests (``test_known_answers.py``).
 """
@@ -152,11 +153,17 @@ def test_a_local_instance_stopped_mid_run_keeps_what_it_measured_and_leaves_noth
         if sum(seen) >= 50:
             cancel.set()
 
+    environ = dict(os.environ)
     r = execute(synthetic(preprocess_ms=0, forward_ms=2, postprocess_ms=0, concurrency=2,
                           duration_s=120, warmup=5), cancel=cancel, on_rows=on_rows)
     assert r.status == "stopped", r.failure
     assert r.summary.requests >= 20 and r.summary.errors == 0
     assert not ray.is_initialized()
+    # what ray.init wrote into the environment (RAY_AUTH_MODE=token, …) is gone with it: a
+    # later run from this process (the dashboard's, on the cluster) would inherit it (gRPC's
+    # log level stays set: gRPC, once imported, logs each later fork)
+    changed = {k for k in os.environ.keys() | environ.keys() if os.environ.get(k) != environ.get(k)}
+    assert changed <= {"GRPC_VERBOSITY"}, changed
     mine = [p for p in Path("/tmp").glob(f"{ray_serve.TEMP_PREFIX}{os.getpid()}-*")]
     assert mine == []  # the instance's directory (logs, sockets) went with it
 
@@ -189,20 +196,23 @@ def test_an_unreachable_cluster_fails_the_run_in_seconds_with_one_reason():
     assert r.status == "failed" and "unreachable" in r.failure and "refused" in r.failure
 
 
-def test_the_dashboard_serves_a_run_on_ray_serve_with_the_same_live_bars():
+def test_the_dashboard_serves_a_run_on_ray_serve_with_the_same_live_bars(cluster, monkeypatch):
     """The Live Profiler offers Ray Serve (it is installed here); a run started from the
-    widgets is served by it, says so above the charts and shows the five components."""
+    widgets is served by it — on the cluster the server was started with — says so above the
+    charts and shows the five components."""
     import json
 
     from streamlit.testing.v1 import AppTest
 
     from tests.conftest import rerun_until
 
+    monkeypatch.setenv("LATENCY_LAB_RAY_ADDRESS", cluster)
     at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"),
                            default_timeout=60)
     at.run()
     at.switch_page("views/live_profiler.py").run()
     at.sidebar.radio(key="backend").set_value("Ray Serve").run()
+    assert any(f"the Ray cluster at {cluster}" in c.value for c in at.sidebar.caption)
     assert at.sidebar.radio(key="ray_preprocess").value == "in the replica"
     assert not [r for r in at.sidebar.radio if r.key == "transport"]  # Ray is reached by HTTP
     at.sidebar.slider(key="duration").set_value(2)
@@ -214,7 +224,7 @@ def test_the_dashboard_serves_a_run_on_ray_serve_with_the_same_live_bars():
     shown = [m.value for m in at.markdown][:6] + [c.value for c in at.caption][:4] + \
         [e.value for e in at.error]
     assert done(at) and not at.exception and not at.error, shown
-    assert any("Ray Serve (local instance" in c.value for c in at.caption)
+    assert any("Ray Serve (cluster" in c.value for c in at.caption)
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     bars = next(s for s in specs if {t.get("name") for t in s["data"]} >= {"queue", "forward"})
     names = {t["name"] for t in bars["data"] if t.get("type") == "bar"}

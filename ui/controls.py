@@ -7,6 +7,7 @@ that field's help (``field_help``), so the tooltip and ``--help`` say the same t
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import streamlit as st
@@ -150,6 +151,18 @@ def profiler_controls() -> tuple[RunConfig, float]:
     return config, float(slo)
 
 
+#: the Ray cluster the dashboard's Ray Serve runs use, set where the server starts (a browser
+#: never names one: connecting to a cluster trusts it with the server's process); unset, each
+#: run starts and stops a local instance
+RAY_ADDRESS_ENV = "LATENCY_LAB_RAY_ADDRESS"
+
+
+def ray_cluster() -> str | None:
+    """The server's Ray cluster address (``$LATENCY_LAB_RAY_ADDRESS``), None for a local
+    instance."""
+    return os.environ.get(RAY_ADDRESS_ENV, "").strip() or None
+
+
 def transport_controls(sb: Any) -> dict[str, Any]:
     """Serving engine and transport selectors and the EMULATED WAN settings; RunConfig fields
     out. Ray Serve is offered only where it is installed (an optional extra)."""
@@ -163,7 +176,7 @@ def transport_controls(sb: Any) -> dict[str, Any]:
             where = sb.radio("Preprocess on Ray", ["in the replica", "own deployment"],
                              horizontal=True, key="ray_preprocess",
                              help=field_help("ray_preprocess"), **KEEP)
-            serving = {"backend": "ray", "ray_preprocess":
+            serving = {"backend": "ray", "ray_address": ray_cluster(), "ray_preprocess":
                        "deployment" if where == "own deployment" else "replica"}
     kind = "HTTP" if serving else sb.radio(
                     "Transport", ["in-process", "HTTP"], horizontal=True, key="transport",
@@ -171,7 +184,11 @@ def transport_controls(sb: Any) -> dict[str, Any]:
     if kind != "HTTP":
         return {"transport": "in-process"}
     if serving:
-        sb.caption("Ray Serve is reached over HTTP (Open Inference Protocol) through its proxy.")
+        where_ray = (f"the Ray cluster at {serving['ray_address']} (${RAY_ADDRESS_ENV})"
+                     if serving["ray_address"] else "a local Ray instance each run starts "
+                     f"(~20 s; ${RAY_ADDRESS_ENV} names a cluster)")
+        sb.caption(f"Served on {where_ray}, reached over HTTP (Open Inference Protocol) "
+                   "through Ray's proxy.")
     payload = sb.radio("Payload", ["json", "raw"], horizontal=True, key="payload",
                        help=field_help("payload"), **KEEP)
     with sb.expander("Emulated WAN", expanded=False):

@@ -414,6 +414,8 @@ class RayServe:
     logs: str | None = None
     _started: bool = False
     _temp: str | None = None
+    #: this process's environment before ``ray.init``, put back at stop
+    _environ: dict[str, str] = field(default_factory=dict)
 
     @property
     def local(self) -> bool:
@@ -430,7 +432,12 @@ class RayServe:
         c = self.config
         timings: dict[str, float] = {}
         t = time.perf_counter()
-        self._connect(ray)
+        self._environ = dict(os.environ)
+        try:
+            self._connect(ray)
+        except BaseException:
+            _restore_environment(self._environ)
+            raise
         self._started = True
         timings["ray_start_s"] = time.perf_counter() - t
         try:
@@ -529,9 +536,22 @@ class RayServe:
                 ray.shutdown()
         except Exception:  # noqa: BLE001, S110 - stopping must not fail a finished run
             pass
+        _restore_environment(self._environ)
         if self._temp is not None:
             shutil.rmtree(self._temp, ignore_errors=True)
             self.logs = None
+
+
+def _restore_environment(before: dict[str, str]) -> None:
+    """Undo what ``ray.init`` wrote into this process's environment: a local instance sets
+    ``RAY_AUTH_MODE=token`` (and more), which a later run from the same process — a cluster
+    without token auth, or any run process it starts, which inherits the environment — would
+    take as its own and wait on for ever."""
+    for key in set(os.environ) - set(before):
+        del os.environ[key]
+    for key, value in before.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
 
 
 def _remove_orphans(base: str) -> None:

@@ -1,0 +1,23 @@
+"""The command line called in the test process, read as a ``python -m latency`` would be.
+
+A fresh interpreter costs ~2-3 s a call (torch's import); where a test checks what a command
+says and its exit code — not how a process ends on a signal — ``cli_here`` runs the same
+``latency.cli.main`` here (a ``run`` still measures in its own run process)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+
+
+def cli_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """``latency ARGS`` in this process: its exit code and what it wrote to stdout/stderr."""
+    from latency.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # as the interpreter would exit (argparse's refusals)
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
