@@ -274,27 +274,25 @@ def test_the_dtype_asked_for_is_the_model_s(model_dir):
     assert logits.dtype == torch.bfloat16 and logits.shape == (1, bf16.model.config.vocab_size)
 
 
-def test_the_engine_profiles_the_model_through_the_cli(model_dir, tmp_path):
+def test_the_engine_profiles_the_model_through_the_cli(model_dir, tmp_path, monkeypatch):
     """Your HF model, measured back by the command line: every request served, each token
     stamped, the components adding up, and the context read before it loads."""
     import json
-    import subprocess
 
+    from tests.cli_support import cli_here
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the run process is started with it too
     out = tmp_path / "hf.json"
     spec = f"{EXAMPLE}:HFCausalLMPipeline"
-    done = subprocess.run(
-        [sys.executable, "-m", "latency", "run", "--pipeline", spec, "--model-arg",
-         f"path={model_dir}", "--output-tokens", "6", "--requests", "6", "--concurrency", "2",
-         "--max-running", "2", "--chunked-prefill", "4", "--warmup", "1", "--no-save",
-         "--quiet", "--json", str(out)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = cli_here("run", "--pipeline", spec, "--model-arg", f"path={model_dir}",
+                    "--output-tokens", "6", "--requests", "6", "--concurrency", "2",
+                    "--max-running", "2", "--chunked-prefill", "4", "--warmup", "1",
+                    "--no-save", "--quiet", "--json", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads(out.read_text())
     assert data["summary"]["successful"] == 6
     cols = data["requests"]["columns"]
     assert set(cols["output_tokens"]) == {6}
-    too_long = subprocess.run(
-        [sys.executable, "-m", "latency", "run", "--pipeline", spec, "--model-arg",
-         f"path={model_dir}", "--prompt-tokens", "100000", "--requests", "2", "--no-save"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    too_long = cli_here("run", "--pipeline", spec, "--model-arg", f"path={model_dir}",
+                        "--prompt-tokens", "100000", "--requests", "2", "--no-save")
     assert too_long.returncode == 2 and "context" in too_long.stderr, too_long.stderr

@@ -32,6 +32,7 @@ from latency.serve.oip import (
     format_server_timing,
     parse_server_timing,
 )
+from tests.cli_support import cli_here
 from tests.timing_support import machine_note
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -229,11 +230,9 @@ def test_cli_profiles_a_target_with_a_bodies_file(served, tmp_path):
     bodies.write_text("\n".join(encode_request(f"req {i}", "json")[0].decode()
                                 for i in range(3)) + "\n\n")
     j = tmp_path / "r.json"
-    out = subprocess.run([sys.executable, "-m", "latency", "run", "--target",
-                          f"{url}/v2/models/synthetic/infer", "--bodies", str(bodies),
-                          "--model", "whatever-remote", "--requests", "60", "--warmup", "3",
-                          "--json", str(j), "--quiet"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    out = cli_here("run", "--target", f"{url}/v2/models/synthetic/infer", "--bodies",
+                   str(bodies), "--model", "whatever-remote", "--requests", "60", "--warmup",
+                   "3", "--json", str(j), "--quiet")
     assert out.returncode == 0, out.stderr
     assert "transport: HTTP" in out.stdout and "Server-Timing" in out.stdout
     d = json.loads(j.read_text())

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -114,5 +113,6 @@ def test_a_target_run_too_short_to_fit_is_one_line(target_run):
 
 
 def cli_simulate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "latency", "simulate", *args],
-                          capture_output=True, text=True, timeout=300)
+    from tests.cli_support import cli_here
+
+    return cli_here("simulate", *args)

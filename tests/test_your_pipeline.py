@@ -20,6 +20,7 @@ from latency.core.records import COMPONENTS, component_ns
 from latency.execution.engine import execute
 from latency.execution.validate import validated
 from latency.pipelines.registry import load_spec
+from tests.cli_support import cli_here
 from tests.timing_support import machine_note
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,10 +235,8 @@ def test_the_example_model_is_trained_and_agrees_with_its_labels():
 
 def test_a_new_pipeline_template_runs_as_it_is(tmp_path):
     path = tmp_path / "mine.py"
-    assert subprocess.run([sys.executable, "-m", "latency", "new-pipeline", str(path)],
-                          capture_output=True, timeout=60).returncode == 0
-    again = subprocess.run([sys.executable, "-m", "latency", "new-pipeline", str(path)],
-                           capture_output=True, text=True, timeout=60)
+    assert cli_here("new-pipeline", str(path)).returncode == 0
+    again = cli_here("new-pipeline", str(path))
     assert again.returncode == 2 and "exists" in again.stderr
     r = execute(RunConfig(pipeline=f"{path}:MyPipeline", concurrency=2, requests=100,
                           warmup=5, batch_size=4, max_batch_delay_ms=1))
