@@ -32,16 +32,25 @@ def _chart_fingerprint(page) -> str:
 
 @pytest.fixture(scope="module")
 def dashboard():
-    """One dashboard server and one Chromium page for the module's runs."""
+    """One dashboard server and one Chromium for the module's runs."""
     with streamlit_server() as url, chromium_page(1280, 800) as page:
-        yield url, page
+        yield url, page.context.browser
 
 
-def watch_a_run(page, url: str, duration_s: int, screenshots: bool = False) -> dict:
-    """Start a run in the Live Profiler and watch it: when measuring began, when the first
-    figures drew, what each chart's place said before, how often the charts changed while it
-    measured, the page when it completed (and its screenshots in ``artifacts/``) and the
-    result it downloads."""
+def watch_a_run(browser, url: str, duration_s: int, screenshots: bool = False) -> dict:
+    """Start a run in the Live Profiler — a person's first visit: a fresh browser context, so
+    nothing of an earlier run is on the page — and watch it: when measuring began, when the
+    first figures drew, what each chart's place said before, how often the charts changed
+    while it measured, the page when it completed (and its screenshots in ``artifacts/``) and
+    the result it downloads."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        return _watched(context.new_page(), url, duration_s, screenshots)
+    finally:
+        context.close()
+
+
+def _watched(page, url: str, duration_s: int, screenshots: bool) -> dict:
     seen: dict = {"placeholders": []}
     page.goto(f"{url}/live?duration={duration_s}&mode=open+loop&rate=120"
               "&stage_dist=exponential")
@@ -108,10 +117,10 @@ def test_the_first_figures_come_within_2_s_of_measuring(dashboard):
 
 
 def test_live_profiler_updates_while_a_run_is_in_flight(dashboard):
-    url, page = dashboard
+    url, browser = dashboard
     # 12 s: the dashboard yields the CPU to runs (niced script threads), so on a busy machine
     # it refreshes less often; the run must still be seen changing three times
-    run = watch_a_run(page, url, duration_s=12, screenshots=True)
+    run = watch_a_run(browser, url, duration_s=12, screenshots=True)
     assert run["measuring_at"] is not None and run["chart_at"] is not None
     for body in run["placeholders"]:
         assert "waiting for the first measured requests" in body.lower()
