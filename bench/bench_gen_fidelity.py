@@ -10,15 +10,17 @@ as Vidur replays a trace; none of its times). The error is |simulated − measur
 TTFT and TPOT at p50 and p99, per held-out run, the simulated figure being the median of
 ``SEEDS`` simulations. The aim: every one within 10 %.
 
-**Calibrations bracket the held-out runs.** A shared VM's pace drifts by tens of per cent
-over minutes with no other process and no steal to show for it (BENCHMARKS.md: a decode call
-took 4.0 ms in the calibration and 2.3–3.1 ms in the held-out runs minutes later). A simulator
-fitted on one pace and checked on another measures the machine, not itself. So a calibration
-run is measured before the first held-out run and after each one, and every held-out run is
-predicted from the two calibrations either side of it, pooled into one fit (the costs at the
-machine's pace around that run — never from the held-out run's own times). The prediction
-from the first calibration alone (the design that needs a steady machine) is printed too.
-``--one-calibration`` measures only that one.
+**``--bracket``: calibrations either side of each held-out run.** A shared VM's pace drifts
+by tens of per cent over minutes with no other process and no steal to show for it
+(BENCHMARKS.md: a decode call took 4.0 ms in the calibration and 2.3–3.1 ms in the held-out
+runs minutes later). A simulator fitted at one pace and checked at another measures the
+machine, not itself. With ``--bracket`` a calibration run is measured after each held-out run
+too, and every held-out run is predicted from the two calibrations either side of it, pooled
+into one fit (the costs at the machine's pace around that run — never from the held-out run's
+own times), beside the prediction from the first calibration alone. Measured on 2026-12-06
+it did worse, not better (BENCHMARKS.md): the pace changes within a minute, so a short
+calibration can land wholly in a slow patch, and pooled with a fast one its level's spread
+widens every simulated p99.
 
 The calibration exercises every kind of call the held-out runs make — whole prompts, several
 prompts in one call, a prompt's later chunk attending to its earlier ones (chunked prefill at
@@ -33,7 +35,8 @@ The simulator reproduces the calibration run's machine too — its drift and its
 (``gen_service``) — so a calibration measured while the machine was disturbed predicts a
 disturbed server: the machine while each run measured is printed with it.
 
-    python bench/bench_gen_fidelity.py                 # tiny-lm (real compute), ~30 minutes
+    python bench/bench_gen_fidelity.py                 # tiny-lm (real compute), ~20 minutes
+    python bench/bench_gen_fidelity.py --bracket       # a calibration after each held-out run
     python bench/bench_gen_fidelity.py --model synthetic-lm
     python bench/bench_gen_fidelity.py --quick         # synthetic-lm, two short held-out runs
     python bench/bench_gen_fidelity.py --save runs/    # keep every measured run's JSON …
@@ -271,9 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-repeat", dest="repeat", action="store_false",
                     help="skip measuring one held-out run a second time (the machine's "
                          "repeatability: the floor under any prediction's error)")
-    ap.add_argument("--one-calibration", dest="bracket", action="store_false",
-                    help="one calibration run, before the held-out runs (the design that "
-                         "needs a machine whose pace holds for the whole benchmark)")
+    ap.add_argument("--bracket", action="store_true",
+                    help="a calibration run after each held-out run too, and each held-out "
+                         "run predicted from the two either side, pooled, beside the "
+                         "prediction from the first alone")
     ap.add_argument("--target", action="store_true",
                     help="every run through our server in its own process, as a server of "
                          "yours: the costs fitted from outside")

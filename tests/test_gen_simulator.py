@@ -54,6 +54,21 @@ def test_one_request_alone_takes_exactly_its_steps():
     assert repr(r).startswith("SIMULATED (no model ran; completed)")
 
 
+def test_a_batched_decode_call_costs_its_own_extra_and_a_decode_what_if_scales_it():
+    """Two requests together: every decode step of both is charged the batched call's extra
+    (the emulated server's 0.7 ms), a step of one alone is not; ``decode=0.5`` halves the
+    extra with the rest of the decode call."""
+    from dataclasses import replace
+
+    service = replace(EXACT, calls=replace(CALLS, batched_decode_ms=0.7))
+    r = simulate([100, 100], [3, 6], clients=2, service=service)
+    decode = ms(token_gaps(r.tokens)[1]["decode"])
+    together, alone = 2.0 + 0.7 + 0.5 * 2, 2.0 + 0.5
+    assert sorted(decode) == pytest.approx(sorted([together] * 4 + [alone] * 3), abs=1e-5)
+    half = service.scaled(decode=0.5).calls
+    assert half.decode_call_ms(2, 0) == pytest.approx(together / 2)
+
+
 def test_every_simulated_request_adds_up_like_a_measured_one():
     rng = np.random.default_rng(0)
     prompts, outputs = rng.integers(16, 600, 300), rng.integers(2, 40, 300)

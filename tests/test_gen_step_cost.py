@@ -136,3 +136,29 @@ def test_a_saved_step_of_the_layout_before_attention_reads_back_with_it_unknown(
     assert back.dtype == STEP_DTYPE and list(back["prefill_tokens"]) == [5, 6, 7]
     assert list(back["t_end"]) == [10, 20, 30] and not back["prefill_attn"].any()
     assert (steps_from_bytes(back.tobytes(), 2) == back).all()
+
+
+@pytest.mark.parametrize("batched", [0.0, 0.8])
+def test_a_batched_decode_calls_own_cost_is_fitted_only_where_the_steps_show_one(batched):
+    """Emulated steps (not a measurement): decode calls of one to eight sequences costing
+    2 + ``batched`` (two or more) + 0.4·sequences + 1e-4·KV tokens ms — a pipeline whose lone
+    sequence takes another path (tiny-lm's) or one that does not. The fit finds the jump where
+    there is one and none where there is not, and a lone call and a full batch are each
+    predicted as they cost: a line through both would miss the batches of two to four."""
+    rng = np.random.default_rng(2)
+    seqs = np.where(rng.random(600) < 0.5, 1, rng.integers(2, 9, 600))
+    kv = seqs * rng.integers(50, 900, 600)
+    steps = np.zeros(len(seqs), dtype=STEP_DTYPE)
+    steps["decode_seqs"], steps["kv_used"] = seqs, kv
+    took = 2 + batched * (seqs >= 2) + 0.4 * seqs + 1e-4 * kv
+    steps["t_start"] = np.arange(len(seqs)) * 10**9
+    steps["call_ns"] = (took * 1e6).astype(np.int64)
+    steps["t_end"] = steps["t_start"] + steps["call_ns"]
+    cost = fit_step_cost(steps, of="calls")
+    assert cost.batched_decode_ms == pytest.approx(batched, abs=0.01)
+    for n, k in ((1, 400), (3, 1200), (8, 4000)):
+        want = 2 + batched * (n >= 2) + 0.4 * n + 1e-4 * k
+        assert cost.decode_call_ms(n, k) == pytest.approx(want, rel=0.01)
+        assert cost.predict_ms(np.array([0]), np.array([n]), np.array([k]))[0] == \
+            pytest.approx(want, rel=0.01)
+    assert ("if batched" in cost.describe()) == (batched > 0)

@@ -150,6 +150,7 @@ class GenService:
                         per_prefill_token_ms=s.per_prefill_token_ms * prefill,
                         per_attention_ms=s.per_attention_ms * prefill,
                         decode_fixed_ms=s.decode_fixed_ms * decode,
+                        batched_decode_ms=s.batched_decode_ms * decode,
                         per_sequence_ms=s.per_sequence_ms * decode,
                         per_kv_token_ms=s.per_kv_token_ms * decode)
         return replace(self, calls=calls)
@@ -167,10 +168,11 @@ class GenService:
         kv = f" + {c.per_kv_token_ms:.2e}/KV token" if c.per_kv_token_ms else ""
         attn = f" + {c.per_attention_ms:.2e}/attention pair" if c.per_attention_ms else ""
         chunk = f" + {c.per_prefill_chunk_ms:.3f}/chunk" if c.per_prefill_chunk_ms else ""
+        batched = f" + {c.batched_decode_ms:.3f} if batched" if c.batched_decode_ms else ""
         return (f"step = {self.step_own_ms:.3f} own + prefill call ({c.prefill_fixed_ms:.3f}"
                 f"{chunk} + "
                 f"{c.per_prefill_token_ms:.4f}/token{attn}) + decode call "
-                f"({c.decode_fixed_ms:.3f} + "
+                f"({c.decode_fixed_ms:.3f}{batched} + "
                 f"{c.per_sequence_ms:.4f}/sequence{kv}) + {self.detokenize_ms:.3f}/token "
                 f"emitted ms; a step predicted within {self.step_median_error:.1%} (median), "
                 f"{self.step_p90_error:.1%} (p90), R² {self.step_r2:.3f}, over "

@@ -158,10 +158,7 @@ class _Sim:
         self.end_ns = 0
         self.last_arrival_ns = 0
         self.stopped = False
-        s = service.calls
-        self.coef = (s.fixed_ms, s.prefill_fixed_ms, s.per_prefill_token_ms,
-                     s.decode_fixed_ms, s.per_sequence_ms, s.per_kv_token_ms,
-                     s.per_attention_ms, s.per_prefill_chunk_ms)
+        self.calls = service.calls
         self.own_ms = service.step_own_ms
         self.between_ns = int(service.between_steps_ms * 1e6)
         self.detok_ns = int(service.detokenize_ms * 1e6)
@@ -269,13 +266,13 @@ class _Sim:
             q for q in decodes if q.generated + 1 >= q.max_tokens]
         kv = s.kv_used - sum(q.reserved for q in ending)
         prefill_tokens = plan.prefill_tokens
-        _, pf, pt, df, ps, pk, pa, pc = self.coef
         attention = prefill_attention([(start, n) for _, start, n in chunks])
         ratio = rep.level.next() * self.service.draw_ratio(
             self.rng, step_kind(prefill_tokens, len(decodes)))
-        pre_ns = int((pf + pc * len(chunks) + pt * prefill_tokens + pa * attention)
+        pre_ns = int(self.calls.prefill_call_ms(prefill_tokens, len(chunks), attention)
                      * ratio * 1e6) if chunks else 0
-        dec_ns = int((df + ps * len(decodes) + pk * kv) * ratio * 1e6) if decodes else 0
+        dec_ns = int(self.calls.decode_call_ms(len(decodes), kv)
+                     * ratio * 1e6) if decodes else 0
         detok_ns = int(self.detok_ns * ratio)
         clock = t + int(self.own_ms * ratio * 1e6)
         t_prefill_end = t
