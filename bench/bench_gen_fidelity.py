@@ -231,9 +231,10 @@ class Tally:
         self.total += 1
 
     def line(self) -> str:
+        inside = (f"; {self.inside} of {self.intervals} p99 predictions inside the measured "
+                  "p99's 95 % interval") if self.intervals else ""
         return (f"{self.name}: {self.within} of {self.total} figures within {AIM:.0%}; worst "
-                f"error {self.worst:.1%}; {self.inside} of {self.intervals} p99 predictions "
-                "inside the measured p99's 95 % interval")
+                f"error {self.worst:.1%}{inside}")
 
 
 def predict(run: GenResult, service, known: dict, tally: Tally) -> list[str]:
@@ -266,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="synthetic-lm, two held-out runs")
     ap.add_argument("--model", default=None, help="tiny-lm (default) or synthetic-lm")
-    ap.add_argument("--requests", type=int, default=None)
+    ap.add_argument("--requests", type=int, default=None,
+                    help="requests of every run, calibrations and held-out runs alike")
+    ap.add_argument("--calibration-requests", type=int, default=None,
+                    help=f"requests of a calibration run (default {CALIBRATION_REQUESTS}; "
+                         "300 until 2026-12-05)")
     ap.add_argument("--rate", type=float, default=None, help="the calibration run's rate")
     ap.add_argument("--save", type=Path, default=None, help="keep each measured run's JSON here")
     ap.add_argument("--load", type=Path, default=None,
@@ -283,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
                          "yours: the costs fitted from outside")
     a = ap.parse_args(argv)
     model = a.model or ("synthetic-lm" if a.quick else "tiny-lm")
-    requests = a.requests or (60 if a.quick else CALIBRATION_REQUESTS)
+    requests = a.calibration_requests or a.requests or (60 if a.quick
+                                                          else CALIBRATION_REQUESTS)
     held = a.requests or (60 if a.quick else HELD_OUT_REQUESTS)
     rate = a.rate or (10.0 if model == "synthetic-lm" else 4.0)
     base = RunConfig(model=model, requests=requests, warmup=8, seed=1,
