@@ -75,6 +75,7 @@ from latency.analysis.summary_text import machine_line  # noqa: E402
 from latency.core.config import RunConfig  # noqa: E402
 from latency.execution.gen_engine import execute_generation  # noqa: E402
 from latency.simulation.gen_replay import fitted_service, gen_replay  # noqa: E402
+from latency.simulation.gen_service import GenService  # noqa: E402
 
 AIM = 0.10
 #: simulations a held-out run is predicted by (their median: the simulator's prediction, not
@@ -82,7 +83,7 @@ AIM = 0.10
 SEEDS = 5
 METRICS = (("ttft_ms", "p50"), ("ttft_ms", "p99"), ("tpot_ms", "p50"), ("tpot_ms", "p99"))
 #: requests of a calibration run and of each held-out one (a p99 of 600 is its 6 slowest);
-#: a held-out run is predicted from two calibrations pooled: 400 requests
+#: with --bracket a held-out run is predicted from two calibrations pooled: 400 requests
 CALIBRATION_REQUESTS = 200
 HELD_OUT_REQUESTS = 600
 #: the calibration's chunk size: prompts longer than this are prefilled in two chunks
@@ -237,9 +238,11 @@ class Tally:
                 f"error {self.worst:.1%}{inside}")
 
 
-def predict(run: GenResult, service, known: dict, tally: Tally) -> list[str]:
-    """The cells of one held-out run's row: measured → simulated (error) for each metric,
-    the simulation the median of ``SEEDS`` replays of its trace with ``service``."""
+def predict(run: GenResult, service: GenService, known: dict, tally: Tally
+            ) -> tuple[list[str], list[str]]:
+    """The cells of one held-out run's row — measured → simulated (error) for each metric,
+    the simulation the median of ``SEEDS`` replays of its trace with ``service`` — and the
+    simulation's warnings."""
     sims = [gen_replay(run, service=service, arrival="recorded", seed=seed, **known).run()
             for seed in range(SEEDS)]
     cells = []
@@ -258,9 +261,7 @@ def predict(run: GenResult, service, known: dict, tally: Tally) -> list[str]:
                 tally.intervals += 1
                 cell += "" if hit else "!"
         cells.append(cell)
-    for w in sims[0].warnings:
-        cells.append(f"\n{'':<30}warning: {w}")
-    return cells
+    return cells, list(sims[0].warnings)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,9 +332,9 @@ def main(argv: list[str] | None = None) -> int:
             calibs.append(calibrate(i))
             services["bracketed"] = fitted_service(pooled(calibs[-2:]))
         for k in ways:
-            cells = predict(run, services[k], known, ways[k])
-            rows[k].append(f"{s.name:<30}" + "".join(
-                c if c.startswith("\n") else f"{c:>21}" for c in cells))
+            cells, warnings = predict(run, services[k], known, ways[k])
+            rows[k].append(f"{s.name:<30}" + "".join(f"{c:>21}" for c in cells) + "".join(
+                f"\n{'':<30}warning: {w}" for w in warnings))
         near = calibs[-2:] if a.bracket else calibs[:1]
         paces = [(len(calibs) - len(near) + j, lone_decode_ms(c)) for j, c in enumerate(near)]
         machines.append(f"  {s.name}: {machine_line(run.environment) or 'not sampled'}"

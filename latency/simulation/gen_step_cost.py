@@ -53,6 +53,8 @@ TERMS: tuple[str, ...] = ("fixed_ms", "prefill_fixed_ms", "per_prefill_token_ms"
                           "per_attention_ms", "per_prefill_chunk_ms", "batched_decode_ms")
 #: the fewest steps a fit is made from
 MIN_STEPS = 20
+#: a decode call of at least this many sequences pays ``batched_decode_ms``
+BATCHED_SEQUENCES = 2
 
 
 class FitError(ValueError):
@@ -100,7 +102,7 @@ class StepCost:
     def decode_call_ms(self, sequences: int, kv_tokens: int) -> float:
         """One decode call's time (ms): ``sequences`` decoding, ``kv_tokens`` held by them —
         the decode part of ``predict_ms``, for one step at a time."""
-        return (self.decode_fixed_ms + self.batched_decode_ms * (sequences >= 2)
+        return (self.decode_fixed_ms + self.batched_decode_ms * (sequences >= BATCHED_SEQUENCES)
                 + self.per_sequence_ms * sequences + self.per_kv_token_ms * kv_tokens)
 
     def coefficients(self) -> np.ndarray:
@@ -134,7 +136,8 @@ def _design(prefill_tokens: np.ndarray, decode_seqs: np.ndarray, kv_tokens: np.n
     has_d = (d > 0).astype(np.float64)
     return np.column_stack([np.ones_like(p), has_p, p, has_d, d, kv * has_d,
                             attention.astype(np.float64) * has_p,
-                            chunks.astype(np.float64) * has_p, (d >= 2).astype(np.float64)])
+                            chunks.astype(np.float64) * has_p,
+                            (d >= BATCHED_SEQUENCES).astype(np.float64)])
 
 
 def fit_step_cost(steps: np.ndarray, of: str = "step") -> StepCost:
