@@ -154,7 +154,7 @@ def test_the_sampler_is_bounded_covers_its_span_and_measures_itself():
 def test_merging_halves_the_series_and_keeps_the_totals():
     s = DisturbanceSampler(max_samples=4)
     for k in range(1, 11):  # ten 1-s intervals, 0.5 other core each, 100 switches each
-        s._add(Interval(float(k), 1.0, 1.0, 0.0, 0.5, 100, 0, 0.0, 0.0, None, 2000.0))
+        s._add(Interval(float(k), 1.0, 1.0, 0.0, 0.5, 0.0, 100, 0, 0.0, 0.0, None, 2000.0))
     iv = s._intervals + ([s._pending] if s._pending else [])
     assert len(iv) <= 4
     assert sum(i.dt for i in iv) == pytest.approx(10.0)

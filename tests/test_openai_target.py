@@ -112,6 +112,25 @@ def test_the_servers_count_is_kept_and_the_tokenizers_spread_over_the_chunks():
     assert fitted([0, 0], 3) in ([2, 1], [1, 2])
 
 
+def test_the_tokenizers_spread_never_takes_a_chunks_only_token():
+    """A real llama.cpp reply: 64 chunks of one token each that a tokenizer, run over each
+    chunk's text alone, counts as 66-75. The server's 64 keep one token a chunk: no chunk at
+    zero (its stamp lost: the last token earlier than the last chunk came), none at two
+    (a fake 0 ms gap)."""
+    rng = __import__("random").Random(3)
+    for _ in range(50):
+        counts = [1] * 64
+        for i in rng.sample(range(64), rng.randint(2, 11)):
+            counts[i] += 1
+        assert fitted(counts, 64) == [1] * 64
+    # fewer tokens than chunks: the first and last chunk keep theirs, the stamps that make
+    # TTFT and E2E
+    out = fitted([3, 1, 1, 1, 3], 3)
+    assert sum(out) == 3 and out[0] == 1 and out[-1] == 1
+    # more tokens than chunks: every chunk one, the rest by the tokenizer's spread
+    assert fitted([1, 4, 1], 5) == [1, 3, 1]
+
+
 def test_the_servers_metrics_are_scraped_beside_the_clients(ours):
     cfg = RunConfig(target=f"{ours.url}/v1", output_tokens="16", rate=20.0, duration_s=3.0,
                     warmup=2, scrape_metrics=True)

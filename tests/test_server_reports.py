@@ -235,3 +235,41 @@ def test_a_tgi_report_without_its_time_per_token_is_incomplete_not_inconsistent(
     # its prefill and decode come from its own headers, and say so
     assert s.provenance["TGI headers"]["prefill"] == "derived from the server's figures"
     assert s.parts["decode"][0] == 40_000_000 and s.parts["prefill"][0] == 20_000_000
+
+
+def test_a_report_longer_than_the_client_saw_by_less_than_it_resolves_is_clamped_and_counted():
+    """llama.cpp's predicted_ms is stamped where tokens are made, the client's E2E − TTFT
+    where they arrive: 0.4 ms more in the report is noise within a 1 ms resolution (clamped,
+    counted, the parts still sum exactly); 3 ms more is not (left out, counted)."""
+    from latency.analysis.server_split import TTFT_SPLIT, split
+
+    rows = _rows([30.0, 30.0, 30.0, 30.0], [230.0, 230.0, 230.0, 230.0])
+    reps = empty_reports(4)
+    reps["source"] = SOURCE_LLAMACPP
+    reps["prefill_ns"] = [10e6, 10e6, 29.7e6, 10e6]  # the third: queue −0.3 ms after the floor
+    reps["decode_ns"] = [199e6, 200.4e6, 199e6, 203e6]  # the second: other −0.4, the last −3
+    s = split(rows, reps, rtt_floor_ns=600_000, tolerance_ns=1_000_000)
+    assert s.n == 3 and list(s.rows) == [0, 1, 2]
+    assert s.clamped == 2 and s.inconsistent == 1 and s.floor_misfit == 0
+    assert all((v >= 0).all() for v in s.parts.values())
+    assert (sum(s.parts[p] for p in SPLIT_PARTS) == s.e2e_ns).all()
+    assert (sum(s.parts[p] for p in TTFT_SPLIT) == s.ttft_ns).all()
+    # the deficit is taken from the reported part beside it: decode, then prefill
+    assert s.parts["other"][1] == 0 and s.parts["decode"][1] == 200_000_000
+    assert s.parts["queue"][2] == 0 and s.parts["prefill"][2] == 29_400_000
+    # without a tolerance, all three disagreeing requests are left out, as before
+    assert split(rows, reps, rtt_floor_ns=600_000).inconsistent == 3
+
+
+def test_a_request_that_fits_only_without_the_network_floor_blames_the_floor():
+    """A server slow to answer small requests (no TCP_NODELAY) makes the probe's floor 43 ms:
+    the report fits the client's TTFT, the floor does not — counted as the floor's."""
+    from latency.analysis.server_split import split
+
+    rows = _rows([40.0, 40.0], [100.0, 100.0])
+    reps = empty_reports(2)
+    reps["source"] = SOURCE_LLAMACPP
+    reps["prefill_ns"] = [30e6, 45e6]  # the second exceeds TTFT itself: the report's fault
+    reps["decode_ns"] = [50e6, 50e6]
+    s = split(rows, reps, rtt_floor_ns=43_000_000, tolerance_ns=500_000)
+    assert s.n == 0 and s.inconsistent == 2 and s.floor_misfit == 1

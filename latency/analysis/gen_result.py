@@ -17,7 +17,7 @@ import numpy as np
 from latency.analysis.findings import Finding, Verdict
 from latency.analysis.gen_summary import GenSummary, summarize_generation
 from latency.analysis.gen_verdict import gen_findings, gen_verdict
-from latency.analysis.server_split import split
+from latency.analysis.server_split import split_for
 from latency.analysis.target_view import TargetView, target_view
 from latency.analysis.timings import Timings
 from latency.analysis.validity import Check, Validity, quiet_machine
@@ -265,8 +265,7 @@ class GenResult:
         if self.is_target:
             cols.update(_report_columns(self.reports, len(rows)))
             target = self.environment.get("target") or {}
-            cols.update(_split_columns(rows, self.reports,
-                                       float(target.get("rtt_floor_ms") or 0.0)))
+            cols.update(_split_columns(rows, self.reports, target))
         return pd.DataFrame(cols)
 
     def csv_bytes(self) -> bytes:
@@ -354,7 +353,7 @@ def _report_columns(reports: np.ndarray, n: int) -> dict[str, Any]:
             "client_counted_tokens": count("counted_tokens")}
 
 
-def _split_columns(rows: np.ndarray, reports: np.ndarray, rtt_floor_ms: float
+def _split_columns(rows: np.ndarray, reports: np.ndarray, target: dict[str, Any]
                    ) -> dict[str, Any]:
     """The CSV's columns of each request's split (``analysis.server_split``, send-anchored,
     ms; empty for a request without a usable report) and where each part came from, in
@@ -362,7 +361,7 @@ def _split_columns(rows: np.ndarray, reports: np.ndarray, rtt_floor_ms: float
     n = len(rows)
     if len(reports) != n:
         reports = empty_reports(n)
-    sp = split(rows, reports, int(rtt_floor_ms * 1e6))
+    sp = split_for(rows, reports, target)
     cols: dict[str, Any] = {}
     for part in SPLIT_PARTS:
         v = np.full(n, np.nan)

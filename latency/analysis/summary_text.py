@@ -119,8 +119,10 @@ def machine_line(environment: dict[str, Any] | None) -> str | None:
     d = (environment or {}).get("disturbance")
     if not isinstance(d, dict) or not d.get("measured_s"):
         return None
+    target = f", the target server (pid {', '.join(map(str, d['target_pids']))}) " \
+        f"{_num(d.get('target_cores_mean'))}" if d.get("target_pids") else ""
     parts = [f"other processes {_num(d.get('other_cores_mean'))} of {d.get('cores')} cores, "
-             f"this run {_num(d.get('run_cores_mean'))}, steal "
+             f"this run {_num(d.get('run_cores_mean'))}{target}, steal "
              f"{_num(d.get('steal_cores_mean'))}",
              _times("preempted", int(d.get("involuntary_switches") or 0))]
     if d.get("throttled_s") is not None:

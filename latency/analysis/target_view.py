@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from latency.analysis.findings import Finding, Verdict
-from latency.analysis.server_split import TTFT_SPLIT, ServerSplit, split
+from latency.analysis.server_split import TTFT_SPLIT, ServerSplit, split_for
 from latency.analysis.stats import LatencyStats, describe_ms, tail_makeup_ms
 from latency.core import fmt
 from latency.core.gen_records import STATUS_OK
@@ -83,6 +83,8 @@ class TargetView:
         return {"requests_split": s.n, "requests": self.requests, "sources": s.sources,
                 "provenance": s.provenance, "unreported": s.unreported,
                 "inconsistent": s.inconsistent, "incomplete": s.incomplete,
+                "clamped": s.clamped, "floor_misfit": s.floor_misfit,
+                "resolution_ms": s.tolerance_ns / 1e6,
                 "rtt_floor_ms": self.rtt_floor_ms,
                 "parts_ms": {p: v.to_dict() for p, v in self.parts_ms.items()},
                 "ttft_p99_shares": self.tail_shares, "forces_length": self.forces_length,
@@ -127,10 +129,18 @@ class TargetView:
             shares = ", ".join(f"{p} {fmt.share(v)}" for p, v in sorted(
                 self.tail_shares.items(), key=lambda kv: -kv[1]))
             out.append(f"TTFT's tail (its slowest 1 %) at the server: {shares}")
+            if s.clamped:
+                out.append(f"{s.clamped} request(s) split with a part clamped at 0: their "
+                           "report exceeded the client's time by less than the client can "
+                           f"resolve (±{fmt.ms(s.tolerance_ns / 1e6)} ms, measured in this run)")
             if s.unreported or s.inconsistent or s.incomplete:
+                beyond = f" by more than ±{fmt.ms(s.tolerance_ns / 1e6)} ms" \
+                    if s.tolerance_ns else ""
+                floor = f" ({s.floor_misfit} of them only by the round-trip floor of " \
+                    f"{fmt.ms(self.rtt_floor_ms)} ms)" if s.floor_misfit else ""
                 out.append(f"left out of the split: {s.unreported} without a report, "
                            f"{s.incomplete} whose report lacked a part, {s.inconsistent} "
-                           "whose report exceeded the client's time")
+                           f"whose report exceeded the client's time{beyond}{floor}")
         out.append(f"gaps: per {'chunk' if self.counted_by == 'chunks' else 'token'} "
                    f"(tokens counted by {self.counted_by}); between chunks: "
                    f"p50 {fmt.ms(self.itl_chunk_ms.p50)} ms, p99 {fmt.ms(self.itl_chunk_ms.p99)} "
@@ -140,6 +150,11 @@ class TargetView:
     def unavailable_reason(self) -> str:
         """Why no request could be split."""
         s = self.split
+        if s.inconsistent and s.floor_misfit == s.inconsistent:
+            return (f"the round-trip floor ({fmt.ms(self.rtt_floor_ms)} ms, the probe's "
+                    "fastest GET /models) is longer than what each request's time to first "
+                    "token leaves after the reported prefill: the floor does not fit this "
+                    "server (slow to answer the probe), not its reports")
         if s.inconsistent:
             return (f"{s.inconsistent} report(s) longer than the client saw were left out "
                     "(clocks or the report disagree)")
@@ -173,10 +188,20 @@ class TargetView:
                 f"{self.count_differs} of {self.count_compared} requests (mean |difference| "
                 f"{self.count_mean_abs_diff:.1f} tokens; re-tokenizing text can merge at a "
                 "boundary differently)", "run"))
-        if self.split.inconsistent:
+        if self.split.floor_misfit:
             out.append(Finding(
-                f"{self.split.inconsistent} request(s) reported more time than the client "
-                "saw: left out of the split (clocks or the report disagree)", "run"))
+                f"{self.split.floor_misfit} request(s) fit their report only with less "
+                f"network time than the round-trip floor ({fmt.ms(self.rtt_floor_ms)} ms, the "
+                "probe's fastest GET /models): the floor, not the report, does not fit — a "
+                "server that answers small requests slowly (e.g. without TCP_NODELAY) "
+                "inflates it", "run"))
+        other = self.split.inconsistent - self.split.floor_misfit
+        if other:
+            out.append(Finding(
+                f"{other} request(s) reported more time than the client saw"
+                + (f", beyond the ±{fmt.ms(self.split.tolerance_ns / 1e6)} ms it can resolve"
+                   if self.split.tolerance_ns else "")
+                + ": left out of the split (clocks or the report disagree)", "run"))
         if self._spikes_lead():
             out.append(Finding(
                 f"ITL spikes coincide with other requests' prefills: "
@@ -248,7 +273,7 @@ def target_view(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray,
         from latency.core.gen_reports import empty_reports
 
         reports = empty_reports(len(rows))
-    sp = split(rows[idx], reports[idx], int(rtt_ms * 1e6))
+    sp = split_for(rows[idx], reports[idx], target)
     parts = {p: describe_ms(sp.parts[p], with_ci=False) for p in SPLIT_PARTS}
     view = TargetView(split=sp, parts_ms=parts, tail_shares=sp.tail_shares(0.99),
                       requests=len(idx), rtt_floor_ms=rtt_ms,

@@ -40,6 +40,7 @@ from latency.host import environment
 from latency.host.cores import oversubscribed, usable_cores
 from latency.host.devices import resolve_device
 from latency.host.disturbance import DisturbanceSampler
+from latency.host.processes import local_server_pids
 from latency.loadgen.generator import LoadDriver
 from latency.loadgen.transport import Transport
 from latency.pipelines.contract import Pipeline
@@ -203,7 +204,9 @@ class _Run:
         start = self.timings.measure_start_ns = now_ns()
         cpu0 = time.process_time()  # this process's CPU while measuring (HTTP: the client's)
         # the machine, sampled from here to the end of measuring (draining included)
-        sampler = DisturbanceSampler(run_started=self.started_wall).start()
+        sampler = DisturbanceSampler(
+            run_started=self.started_wall,
+            target_pids=local_server_pids(str(c.target)) if c.target else None).start()
         until = start + int(c.duration_s * 1e9) if c.duration_s else None
         try:
             self.drive(driver, transport, rng, c.requests, until, False)

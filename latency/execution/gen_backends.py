@@ -26,9 +26,10 @@ from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
 from latency.core.gen_records import GenRequest
 from latency.core.timing import now_ns
-from latency.execution.http_backend import http_get
+from latency.execution.http_backend import http_get, retried_note
 from latency.execution.openai_probe import TargetInfo, api_key, auth_headers
 from latency.execution.remote_tokenizer import RemoteTokenCounter
+from latency.loadgen.delivery_jitter import DeliveryJitter
 from latency.loadgen.metrics_scraper import MetricsScraper, metrics_url
 from latency.loadgen.sse_client import SseTransport
 from latency.pipelines.generative import GenerativePipeline
@@ -117,6 +118,7 @@ class HttpGen:
                 warnings.append(f"{sum(unusable.values())} streamed request(s) came without a "
                                 f"usable server account ({why}): each kept whole, its time "
                                 "to first token as network and its gaps as delivery")
+            warnings += retried_note(self.transport.retried)
         if self.server is not None:
             warnings += self._steps()
             self.server.stop()
@@ -152,6 +154,7 @@ class TargetGen:
         self.config, self.target, self.counter = config, target, counter
         self.transport: SseTransport | None = None
         self.scraper: MetricsScraper | None = None
+        self.jitter: DeliveryJitter | None = None
         #: the server's metrics over the run (``metrics_scraper`` series), once closed
         self.metrics: dict[str, Any] | None = None
         self.env: dict[str, Any] = {}
@@ -170,6 +173,7 @@ class TargetGen:
             env["target"]["tokenizer_per_chunk"] = not isinstance(counter, RemoteTokenCounter) \
                 or counter.shape != "vllm"
         self.env = env
+        self.jitter = DeliveryJitter(t.base, auth_headers(api_key(c.api_key_env))).start()
         if c.scrape_metrics:
             self.scraper = MetricsScraper(metrics_url(t.base),
                                           headers=auth_headers(api_key(c.api_key_env))).start()
@@ -178,6 +182,18 @@ class TargetGen:
     def abandon(self) -> None:
         if self.transport is not None:
             self.transport.abandon()
+
+    def _resolution(self) -> dict[str, Any]:
+        """What the client can resolve of a server's report (``server_split``): a stamp
+        waits for the client's loop (its wake-ups' p99 over the run) and a delivery varies
+        (small round trips to the server during the run, ``loadgen.delivery_jitter``; the
+        probe's before it where none was timed) — each in ms, and their sum."""
+        assert self.transport is not None
+        lag = self.transport.stamp_lag_ns() / 1e6
+        figures = self.jitter.stop() if self.jitter is not None else {}
+        delivery = figures.get("delivery_jitter_ms") or self.target.rtt_spread_ns / 1e6
+        return {**figures, "stamp_lag_p99_ms": lag, "delivery_jitter_ms": delivery,
+                "resolution_ms": lag + delivery}
 
     def close(self) -> list[str]:
         warnings: list[str] = []
@@ -189,8 +205,11 @@ class TargetGen:
         if self.transport is not None:
             self.transport.close()
             bad = self.transport.bad_reports
+            warnings += retried_note(self.transport.retried)
             if "target" in self.env:
+                self.env["target"].update(self._resolution())
                 self.env["target"]["unusable_reports"] = self.transport.bad_report_total
+                self.env["target"]["retried_requests"] = self.transport.retried
             if self.transport.bad_report_total:
                 why = "; ".join(f"{n} × {reason}" for reason, n in bad.most_common(3))
                 warnings.append(f"{self.transport.bad_report_total} request(s) came with a "

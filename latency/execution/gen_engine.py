@@ -35,6 +35,7 @@ from latency.execution.validate import validated
 from latency.host import environment
 from latency.host.devices import DTYPES, resolve_device
 from latency.host.disturbance import DisturbanceSampler
+from latency.host.processes import local_server_pids
 from latency.loadgen.gen_driver import GenDriver
 from latency.pipelines.gen_workload import build_work
 from latency.pipelines.generative import GenerativePipeline
@@ -213,7 +214,10 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             set_phase("measuring")
             start = timings.measure_start_ns = now_ns()
             cpu0 = time.process_time()
-            sampler = DisturbanceSampler(run_started=time.time()).start()
+            sampler = DisturbanceSampler(
+                run_started=time.time(),
+                target_pids=local_server_pids(str(config.target)) if config.target else None
+            ).start()
             until = start + int(config.duration_s * 1e9) if config.duration_s else None
             watcher = threading.Thread(target=_stop_when_full, daemon=True,
                                        args=(rec.full, cancel, stop_progress), name="full")

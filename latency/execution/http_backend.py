@@ -75,6 +75,16 @@ def server_counts(base: str) -> dict[int, int] | None:
     return counts or None
 
 
+def retried_note(retried: int) -> list[str]:
+    """The run's line for requests sent again on a fresh connection (``http1_pool``)."""
+    if not retried:
+        return []
+    return [f"{retried} request(s) were sent again on a fresh connection: the server closed a "
+            "kept-alive connection as they went out, before any byte of a reply (each "
+            "counted once, its time from the first send); after the first, every request "
+            "had a connection of its own"]
+
+
 class HttpBackend:
     """The HTTP side of one run."""
 
@@ -202,5 +212,6 @@ class HttpBackend:
             timings.count_server(None, None)  # a remote server without our /metrics
         if self.transport is not None:
             self.transport.close()
+            warnings += retried_note(self.transport.retried)
         if self.server is not None:
             self.server.stop()

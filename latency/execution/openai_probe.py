@@ -33,8 +33,11 @@ from latency.loadgen.sse_client import error_message
 #: the probe's bounds: each exchange, and the bytes of a reply it reads
 PROBE_TIMEOUT_S = 30.0
 PROBE_MAX_BYTES = 1 << 20
-#: GET /models this many times; the fastest is the round-trip floor
-RTT_PROBES = 5
+#: GET /models this many times; the fastest is the round-trip floor, the spread above it
+#: (its 90th percentile less the fastest) the delivery jitter the split tolerates
+RTT_PROBES = 20
+#: TCP connections opened (and closed) to time the network alone: the fastest handshake
+CONNECT_PROBES = 5
 ROUTES = {"chat": "/chat/completions", "completions": "/completions"}
 #: the environment variable an API key is read from unless --api-key-env names another
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -54,6 +57,11 @@ class TargetInfo:
     usage: bool
     #: the fastest GET /models, ns: the client's round-trip floor to the server
     rtt_floor_ns: int
+    #: the 90th percentile of the GET /models less the fastest, ns: how much one exchange's
+    #: delivery varies on this path
+    rtt_spread_ns: int = 0
+    #: the fastest TCP handshake, ns: the network's own round trip, with no server code in it
+    connect_ns: int = 0
     #: the server's ``Server`` header, when it sends one
     server: str = ""
     models: tuple[str, ...] = field(default_factory=tuple)
@@ -67,7 +75,9 @@ class TargetInfo:
     def describe(self) -> dict[str, Any]:
         return {"base": self.base, "api": self.api, "model": self.model,
                 "forces_length": self.forces_length, "usage": self.usage,
-                "rtt_floor_ms": self.rtt_floor_ns / 1e6, "server": self.server,
+                "rtt_floor_ms": self.rtt_floor_ns / 1e6,
+                "rtt_spread_ms": self.rtt_spread_ns / 1e6,
+                "connect_ms": self.connect_ns / 1e6, "server": self.server,
                 "models": list(self.models), "sends_done": self.sends_done,
                 "chunk_usage": self.chunk_usage}
 
@@ -123,8 +133,17 @@ def _exchange(url: str, method: str, headers: dict[str, str], body: bytes | None
     conn = keep if keep is not None else _connection(url)
     path = parts.path + (f"?{parts.query}" if parts.query else "")
     try:
-        conn.request(method, path or "/", body=body, headers=headers)
-        resp = conn.getresponse()
+        try:
+            conn.request(method, path or "/", body=body, headers=headers)
+            resp = conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            if keep is None:
+                raise
+            # the server closed the kept connection as the request went out (no byte came
+            # back): once more on a fresh one, as the measuring client does (http1_pool)
+            conn.close()
+            conn.request(method, path or "/", body=body, headers=headers)
+            resp = conn.getresponse()
         data = resp.read(PROBE_MAX_BYTES)
         return resp.status, resp.getheader("Content-Type") or "", data, \
             {k.lower(): v for k, v in resp.getheaders()}
@@ -140,8 +159,8 @@ def _exchange(url: str, method: str, headers: dict[str, str], body: bytes | None
             conn.close()
 
 
-def _models(base: str, headers: dict[str, str]) -> tuple[list[str], int, str]:
-    """The served model ids, the fastest GET /models (ns; 0 when it does not answer 200)
+def _models(base: str, headers: dict[str, str]) -> tuple[list[str], list[int], str]:
+    """The served model ids, each timed GET /models (ns; none when it does not answer 200)
     and the Server header. On one kept-alive connection, as the run's requests travel, and
     the first exchange (DNS, connect, TLS) is not timed."""
     conn = _connection(base)
@@ -151,9 +170,40 @@ def _models(base: str, headers: dict[str, str]) -> tuple[list[str], int, str]:
         conn.close()
 
 
+def _connect_ns(base: str) -> int:
+    """The fastest of ``CONNECT_PROBES`` TCP handshakes to the server (ns; 0 when none
+    connects): the round trip of the network and the kernels alone."""
+    import socket
+
+    parts = urlsplit(base)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    best = 0
+    for _ in range(CONNECT_PROBES):
+        t = time.perf_counter_ns()
+        try:
+            socket.create_connection((parts.hostname, port), timeout=PROBE_TIMEOUT_S).close()
+        except OSError:
+            return best
+        took = time.perf_counter_ns() - t
+        best = took if not best else min(best, took)
+    return best
+
+
+def rtt_figures(times: list[int]) -> tuple[int, int]:
+    """(floor, spread) of timed exchanges (ns): the fastest, and the 90th percentile less
+    it (0, 0 for none)."""
+    if not times:
+        return 0, 0
+    ordered = sorted(times)
+    p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+    return ordered[0], p90 - ordered[0]
+
+
 def _timed_models(base: str, headers: dict[str, str], conn: http.client.HTTPConnection
-                  ) -> tuple[list[str], int, str]:
-    best, ids, server = None, [], ""
+                  ) -> tuple[list[str], list[int], str]:
+    times: list[int] = []
+    ids: list[str] = []
+    server = ""
     for i in range(RTT_PROBES + 1):
         t = time.perf_counter_ns()
         status, ctype, body, h = _exchange(f"{base}/models", "GET", headers, None, conn)
@@ -166,15 +216,15 @@ def _timed_models(base: str, headers: dict[str, str], conn: http.client.HTTPConn
                               f"{status}: {error_message(body)}); set the key in "
                               f"{DEFAULT_KEY_ENV} or name its variable with --api-key-env")
         if status != 200:
-            return [], 0, server
+            return [], [], server
         if i:  # the first one connected
-            best = took if best is None else min(best, took)
+            times.append(took)
         try:
             data = json.loads(body).get("data")
             ids = [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
         except (ValueError, AttributeError, TypeError):
-            return [], 0, server
-    return ids, int(best or 0), server
+            return [], [], server
+    return ids, times, server
 
 
 def _stream_ok(body: bytes) -> tuple[bool, bool, bool, bool]:
@@ -216,7 +266,8 @@ def probe_target(target: str, api: str | None = None, served_model: str | None =
     when it is not an OpenAI-compatible server the run can use."""
     base, api = split_target(target, api)
     headers = {"Accept": "application/json", **auth_headers(api_key(key_env))}
-    ids, rtt, server = _models(base, headers)
+    ids, times, server = _models(base, headers)
+    rtt, spread = rtt_figures(times)
     model = served_model or (ids[0] if ids else None)
     if model is None:
         raise ConfigError(f"--target {base}: GET {urlsplit(base).path}/models named no model "
@@ -263,5 +314,6 @@ def probe_target(target: str, api: str | None = None, served_model: str | None =
                           "ending in [DONE] or a finish_reason: not an OpenAI-compatible "
                           "streaming server")
     return TargetInfo(base=base, api=api, url=url, model=model, forces_length=forces,
-                      usage=usage, rtt_floor_ns=rtt, server=server, models=tuple(ids),
+                      usage=usage, rtt_floor_ns=rtt, rtt_spread_ns=spread,
+                      connect_ns=_connect_ns(base), server=server, models=tuple(ids),
                       sends_done=done, chunk_usage=asked_chunks and chunk_usage)

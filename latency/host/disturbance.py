@@ -232,6 +232,7 @@ class Reading:
     busy: float  # the run's cores, all processes (user, nice, system, irq, softirq)
     steal: float
     ours: float  # this run's process tree
+    target: float  # the target server's processes on this machine (0 when none)
     involuntary: int
     throttled_periods: int | None
     throttled: float | None
@@ -252,6 +253,7 @@ class Interval:
     busy: float
     steal: float
     ours: float
+    target: float
     involuntary: int
     throttled_periods: int | None
     throttled: float | None
@@ -266,7 +268,8 @@ class Interval:
         if self.freq_mhz is not None and later.freq_mhz is not None and dt > 0:
             freq = (self.freq_mhz * self.dt + later.freq_mhz * later.dt) / dt
         return Interval(later.t_end, dt, self.busy + later.busy, self.steal + later.steal,
-                        self.ours + later.ours, self.involuntary + later.involuntary,
+                        self.ours + later.ours, self.target + later.target,
+                        self.involuntary + later.involuntary,
                         _add(self.throttled_periods, later.throttled_periods),
                         _add(self.throttled, later.throttled),
                         _add(self.memory_some, later.memory_some),
@@ -358,10 +361,13 @@ class DisturbanceSampler:
 
     ``run_started``: when the run began (``time.time()``): processes started since are this
     run's (our HTTP server is started before measuring); None: now. ``cpus``: the CPUs this
-    run may use (default: this process's affinity)."""
+    run may use (default: this process's affinity). ``target_pids``: the server a run
+    targets, when it runs on this machine — its CPU is counted as the target's, apart from
+    other processes' (it is what the run measures, not what disturbs it)."""
 
     def __init__(self, period_s: float = PERIOD_S, max_samples: int = MAX_SAMPLES,
-                 run_started: float | None = None, cpus: list[int] | None = None) -> None:
+                 run_started: float | None = None, cpus: list[int] | None = None,
+                 target_pids: list[int] | None = None) -> None:
         if max_samples < 2:
             raise ValueError("max_samples must be at least 2")
         self.period_s = float(period_s)
@@ -371,6 +377,13 @@ class DisturbanceSampler:
         except AttributeError:  # pragma: no cover - non-Linux
             self.cpus = list(range(psutil.cpu_count() or 1))
         self._tree = _Tree(run_started if run_started is not None else time.time())
+        self._targets: dict[int, psutil.Process] = {}
+        for pid in target_pids or []:
+            try:
+                self._targets[pid] = psutil.Process(pid)
+            except psutil.Error:
+                continue
+        self._target_last: dict[int, float] = {}
         self._cgroups = cgroup_cpu_stats()
         self._has_psi = {r: _read(PROC / "pressure" / r) is not None for r in ("memory", "cpu")}
         self._freq_ok = True
@@ -414,14 +427,27 @@ class DisturbanceSampler:
                    + getattr(t, "softirq", 0.0) for t in mine)
         steal = sum(getattr(t, "steal", 0.0) for t in mine)
         ours, involuntary = self._tree.totals()
+        target = self._target_cpu()
         periods, throttled = self._throttling()
         mem = self._psi("memory")
         cpu = self._psi("cpu")
-        return Reading(time.monotonic(), busy, steal, ours, involuntary, periods, throttled,
+        return Reading(time.monotonic(), busy, steal, ours, target, involuntary, periods,
+                       throttled,
                        mem.get("some") if mem is not None else None,
                        mem.get("full") if mem is not None else None,
                        cpu.get("some") if cpu is not None else None, self._freq(),
                        self._sampler_cpu)
+
+    def _target_cpu(self) -> float:
+        """The target's processes' CPU seconds (each one's last reading kept once it ends,
+        so the total never drops)."""
+        for pid, proc in self._targets.items():
+            try:
+                t = proc.cpu_times()
+            except psutil.Error:
+                continue
+            self._target_last[pid] = max(t.user + t.system, self._target_last.get(pid, 0.0))
+        return sum(self._target_last.values())
 
     def _throttling(self) -> tuple[int | None, float | None]:
         """Summed over the cgroup and its ancestors that report throttling (a quota at any
@@ -469,6 +495,7 @@ class DisturbanceSampler:
         assert self._first is not None
         return Interval(b.wall - self._first.wall, b.wall - a.wall, max(b.busy - a.busy, 0.0),
                         max(b.steal - a.steal, 0.0), max(b.ours - a.ours, 0.0),
+                        max(b.target - a.target, 0.0),
                         max(b.involuntary - a.involuntary, 0),
                         _delta(a.throttled_periods, b.throttled_periods),
                         _delta(a.throttled, b.throttled), _delta(a.memory_some, b.memory_some),
@@ -513,13 +540,15 @@ class DisturbanceSampler:
             return out
         whole = self._interval(first, last)
         span = max(whole.dt, 1e-9)
-        other = max(whole.busy - whole.ours, 0.0)
+        other = max(whole.busy - whole.ours - whole.target, 0.0)
         series = series_of(intervals)
         out.update({
             "measured_s": round(whole.dt, 3),
             "other_cores_mean": round(other / span, 3),
             "other_cores_max": max(series["other_cores"], default=None),
             "run_cores_mean": round(whole.ours / span, 3),
+            **({"target_cores_mean": round(whole.target / span, 3),
+                "target_pids": sorted(self._targets)} if self._targets else {}),
             "steal_cores_mean": round(whole.steal / span, 3),
             "involuntary_switches": int(whole.involuntary),
             "throttled_periods": whole.throttled_periods,
@@ -550,8 +579,10 @@ def _round(x: float | None, digits: int) -> float | None:
 #: out (the kernel does not say)
 SERIES: tuple[tuple[str, Callable[[Interval], Any]], ...] = (
     ("t_s", lambda i: round(i.t_end, 3)),
-    ("other_cores", lambda i: round(max(i.busy - i.ours, 0.0) / i.dt, 3) if i.dt else 0.0),
+    ("other_cores", lambda i: round(max(i.busy - i.ours - i.target, 0.0) / i.dt, 3)
+     if i.dt else 0.0),
     ("run_cores", lambda i: round(i.ours / i.dt, 3) if i.dt else 0.0),
+    ("target_cores", lambda i: (round(i.target / i.dt, 3) if i.dt else 0.0) or None),
     ("steal_cores", lambda i: round(i.steal / i.dt, 3) if i.dt else 0.0),
     ("preempted_per_s", lambda i: round(i.involuntary / i.dt, 1) if i.dt else 0.0),
     ("throttled_ms", lambda i: None if i.throttled is None else round(i.throttled * 1e3, 2)),

@@ -9,8 +9,16 @@ limits the rate it can drive — and what it adds to every ``network`` time it m
 What it does: ``POST`` with a Content-Length body (no chunked uploads, no ``Expect``), reads
 responses framed by Content-Length, by chunked transfer coding (decoded by httptools) or — an
 HTTP/1.0 server's way, such as the standard library's ``http.server`` — by the server closing
-the connection; honours ``Connection: close``; TLS for ``https://``. Every wait and buffer is
-bounded: connecting within the request timeout, a response body of at most
+the connection; honours ``Connection: close`` and ``Keep-Alive: timeout=…, max=…`` (a
+connection is not reused past what the server said it keeps); TLS for ``https://``.
+
+A kept-alive connection can be closed by the server at the very moment a request goes out on
+it (llama.cpp's server closes one ~0.1 ms after a streamed reply while announcing keep-alive):
+a request that got no byte back on a *reused* connection that closed is sent once more on a
+fresh one, as RFC 9112 §9.3.1 allows for a request the server cannot have answered, and
+counted (``Pool.retried``) — never a request that got any byte, nor a fresh connection's.
+
+Every wait and buffer is bounded: connecting within the request timeout, a response body of at most
 ``MAX_RESPONSE_BYTES`` (a reply that never ends fails its request, instead of growing the
 client until the machine runs out of memory). What it does not:
 redirects, cookies, proxies, compression, HTTP/2 — a profiler wants one plain request per
@@ -21,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import httptools
@@ -32,6 +42,29 @@ KEPT = frozenset((b"server-timing", b"latency-lab-batch"))
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 #: statuses whose response has no body, whatever its headers say
 _NO_BODY = frozenset((204, 304))
+#: an idle connection is not reused in the last part of the server's keep-alive timeout: the
+#: server may be closing it as the request leaves
+KEEP_ALIVE_MARGIN = 0.8
+
+
+T = TypeVar("T")
+
+
+def keep_alive(value: bytes) -> tuple[float | None, int | None]:
+    """(timeout s, max requests) of a ``Keep-Alive`` header (RFC 2068 §19.7.1.1); None for
+    what it does not say, or says in a form not understood."""
+    timeout: float | None = None
+    most: int | None = None
+    for part in value.decode("latin-1").split(","):
+        key, _, val = part.strip().partition("=")
+        try:
+            if key.strip().lower() == "timeout":
+                timeout = float(val) if 0 < float(val) < 1e6 else None
+            elif key.strip().lower() == "max":
+                most = int(val) if 0 < int(val) < 1 << 31 else None
+        except ValueError:
+            continue
+    return timeout, most
 
 
 class HttpError(ConnectionError):
@@ -54,12 +87,22 @@ class _Connection(asyncio.Protocol):
         self._framed = False
         self.reusable = True
         self.complete = False
+        #: replies completed on this connection; bytes received for the current request
+        self.uses = 0
+        self.received = 0
+        #: what the server's Keep-Alive header said: seconds it keeps an idle connection,
+        #: requests it serves on one (None: not said)
+        self.keep_timeout: float | None = None
+        self.keep_max: int | None = None
+        #: the event loop's time when the connection last went idle
+        self.idle_since = 0.0
 
     # ---- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        self.received += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -82,6 +125,8 @@ class _Connection(asyncio.Protocol):
             self.headers[name] = value
         elif name in (b"content-length", b"transfer-encoding"):
             self._framed = True
+        elif name == b"keep-alive":
+            self.keep_timeout, self.keep_max = keep_alive(value)
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
@@ -96,7 +141,9 @@ class _Connection(asyncio.Protocol):
         self.body.append(body)
 
     def on_message_complete(self) -> None:
-        if not self.parser.should_keep_alive():
+        self.uses += 1
+        if not self.parser.should_keep_alive() or \
+                (self.keep_max is not None and self.uses >= self.keep_max):
             self.reusable = False
         w, self.waiter = self.waiter, None
         if w is not None and not w.done():
@@ -114,7 +161,7 @@ class _Connection(asyncio.Protocol):
     def request(self, data: bytes) -> asyncio.Future[tuple[int, dict[bytes, bytes], bytes]]:
         loop = asyncio.get_running_loop()
         self.waiter = loop.create_future()
-        self.headers, self.body, self.body_bytes = {}, [], 0
+        self.headers, self.body, self.body_bytes, self.received = {}, [], 0, 0
         self.until_close = self._framed = False
         self.transport.write(data)  # type: ignore[union-attr]
         return self.waiter
@@ -144,18 +191,38 @@ class Pool:
         self._open = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._ssl = ssl.create_default_context() if self.tls else None
+        #: requests sent again on a fresh connection: the reused one closed before any byte
+        #: of their reply came
+        self.retried = 0
+        #: connections are kept for the next request (False once the server closed one under
+        #: a request: it does not keep them as it says)
+        self.reuse = True
 
     def head(self, content_type: str, length: int) -> bytes:
         return (f"{self.method} {self.path} HTTP/1.1\r\nHost: {self.host_header}\r\n"
                 f"Content-Type: {content_type}\r\nContent-Length: {length}\r\n\r\n").encode()
 
-    async def _acquire(self) -> _Connection:
+    def _usable(self, conn: _Connection) -> bool:
+        """An idle connection may carry the next request: open, and not in the last part of
+        the keep-alive time the server announced."""
+        if not conn.reusable or conn.transport is None or conn.transport.is_closing():
+            return False
+        if conn.keep_timeout is None:
+            return True
+        idle = asyncio.get_running_loop().time() - conn.idle_since
+        return idle < conn.keep_timeout * KEEP_ALIVE_MARGIN
+
+    async def _acquire(self, fresh: bool = False) -> _Connection:
+        """A connection: an idle one (the most recent) unless ``fresh``, else a new one
+        within ``size``; waits for one beyond it."""
         while True:
-            while self._idle:
+            while self._idle and (fresh and self._open >= self.size or not fresh):
                 conn = self._idle.pop()
-                if conn.reusable and not conn.transport.is_closing():  # type: ignore[union-attr]
+                if not fresh and self._usable(conn):
                     return conn
-                self._open -= 1
+                self._open -= 1  # stale, or closed to make room for a fresh one
+                if conn.transport is not None:
+                    conn.transport.close()
             if self._open < self.size:
                 self._open += 1
                 try:
@@ -186,7 +253,8 @@ class Pool:
                 return
 
     def _release(self, conn: _Connection) -> None:
-        if conn.reusable:
+        if conn.reusable and self.reuse:
+            conn.idle_since = asyncio.get_running_loop().time()
             self._idle.append(conn)
         else:
             self._open -= 1
@@ -194,19 +262,44 @@ class Pool:
                 conn.transport.close()
         self._wake()
 
+    async def exchange(self, once: Callable[[_Connection], Awaitable[T]]) -> T:
+        """``once(conn)`` on a pooled connection, the connection released after; sent once
+        more on a fresh connection when a reused one closed before any byte of the reply
+        came (see the module docstring)."""
+        conn = await self._acquire()
+        reused = conn.uses > 0
+        try:
+            return await once(conn)
+        except HttpError:
+            if not reused or conn.received:
+                raise
+        finally:
+            self._release(conn)
+        self.retried += 1
+        # this server closes kept connections under new requests: from now on each request
+        # gets a fresh one (a connect costs less than a failed send and a reconnect)
+        self.reuse = False
+        conn = await self._acquire(fresh=True)
+        try:
+            return await once(conn)
+        finally:
+            self._release(conn)
+
     async def post(self, body: bytes, content_type: str
                    ) -> tuple[int, dict[bytes, bytes], bytes]:
         """(status, kept headers, body) of one request (``method``, POST unless told);
         HttpError/TimeoutError on failure."""
-        conn = await self._acquire()
-        loop = asyncio.get_running_loop()
-        timer = loop.call_later(self.timeout_s, conn._fail,
-                                TimeoutError(f"no reply within {self.timeout_s:g} s"))
-        try:
-            return await conn.request(self.head(content_type, len(body)) + body)
-        finally:
-            timer.cancel()
-            self._release(conn)
+        data = self.head(content_type, len(body)) + body
+
+        async def once(conn: _Connection) -> tuple[int, dict[bytes, bytes], bytes]:
+            timer = asyncio.get_running_loop().call_later(
+                self.timeout_s, conn._fail, TimeoutError(f"no reply within {self.timeout_s:g} s"))
+            try:
+                return await conn.request(data)
+            finally:
+                timer.cancel()
+
+        return await self.exchange(once)
 
     def close(self) -> None:
         while self._idle:

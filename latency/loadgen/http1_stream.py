@@ -91,12 +91,24 @@ class StreamPool(Pool):
         """(status, content type, error body, kept headers) of one POST whose 2xx body went
         to ``sink`` as it came; ``extra``: more header lines (each ending in CRLF).
         HttpError/TimeoutError (or what the sink raised) on failure. A cancelled caller
-        closes the connection: the server sees the client go."""
-        conn = await self._acquire()
-        assert isinstance(conn, _StreamConnection)
+        closes the connection: the server sees the client go. Sent once more on a fresh
+        connection when a reused one closed before any byte came (``Pool.exchange``)."""
+        head = self.head(content_type, len(body))
+        if extra:
+            head = head[:-2] + extra + b"\r\n"
+        data = head + body
+
+        async def once(conn: _Connection) -> tuple[int, bytes, bytes, dict[bytes, bytes]]:
+            assert isinstance(conn, _StreamConnection)
+            return await self._stream_on(conn, data, sink)
+
+        return await self.exchange(once)
+
+    async def _stream_on(self, conn: _StreamConnection, data: bytes, sink: Sink
+                         ) -> tuple[int, bytes, bytes, dict[bytes, bytes]]:
+        """One streamed exchange on ``conn``, bounded by the stream's time and silence."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
-
         timers: list[asyncio.TimerHandle] = []
 
         def check() -> None:
@@ -110,10 +122,7 @@ class StreamPool(Pool):
 
         timers.append(loop.call_later(min(self.idle_s / 4, self.timeout_s), check))
         try:
-            head = self.head(content_type, len(body))
-            if extra:
-                head = head[:-2] + extra + b"\r\n"
-            status, headers, error = await conn.stream(head + body, sink)
+            status, headers, error = await conn.stream(data, sink)
             return status, conn.content_type, error, headers
         except asyncio.CancelledError:
             conn._fail(HttpError("the client gave up on the stream"))
@@ -121,4 +130,3 @@ class StreamPool(Pool):
         finally:
             timers[0].cancel()
             conn.sink = None
-            self._release(conn)

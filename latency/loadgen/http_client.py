@@ -110,6 +110,11 @@ class HttpTransport:
         self._thread.start()
         self._pool = Pool(self.url, connections, REQUEST_TIMEOUT_S, method)
 
+    @property
+    def retried(self) -> int:
+        """Requests sent again on a fresh connection (``http1_pool.Pool.retried``)."""
+        return self._pool.retried
+
     def send(self, r: Request) -> None:
         self._loop.call_soon_threadsafe(self._start, r)
 

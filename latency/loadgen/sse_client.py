@@ -33,7 +33,7 @@ import asyncio
 import json
 import secrets
 import threading
-from collections import Counter
+from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -56,6 +56,10 @@ IDLE_TIMEOUT_S = 60.0
 SPARE_EVENTS = 8
 #: the longest prompt a server's usage is believed to report (tokens)
 MAX_PROMPT_TOKENS = 10_000_000
+#: how often the client asks its loop to wake, timing how long the wake-up waits (s); and
+#: the most such waits kept (the last ones)
+LAG_PERIOD_S = 0.005
+LAG_KEPT = 65_536
 
 
 class ChunkCounter(Protocol):
@@ -205,6 +209,34 @@ class SseTransport:
                                         daemon=True)
         self._thread.start()
         self._pool = StreamPool(self.url, connections, timeout_s, idle_s)
+        #: how long each wake-up of the loop waited for it (ns): a token's bytes wait as
+        #: long before they are stamped — the client's own stamping lag, measured
+        self._lags: deque[int] = deque(maxlen=LAG_KEPT)
+        self._lag_stop = threading.Event()
+        self._lag_thread = threading.Thread(target=self._watch_lag, name="sse-lag",
+                                            daemon=True)
+        self._lag_thread.start()
+
+    def _watch_lag(self) -> None:
+        """Every ``LAG_PERIOD_S``, wake the loop as a socket read would and time the wait."""
+        def woke(asked: int) -> None:
+            self._lags.append(now_ns() - asked)
+
+        while not self._lag_stop.wait(LAG_PERIOD_S):
+            try:
+                self._loop.call_soon_threadsafe(woke, now_ns())
+            except RuntimeError:  # the loop is closed
+                return
+
+    def stamp_lag_ns(self, quantile: float = 0.99) -> int:
+        """The ``quantile`` of the loop's wake-up waits over the run (ns; 0 before any)."""
+        lags = sorted(self._lags)
+        return lags[min(len(lags) - 1, int(quantile * len(lags)))] if lags else 0
+
+    @property
+    def retried(self) -> int:
+        """Requests sent again on a fresh connection (``http1_pool.Pool.retried``)."""
+        return self._pool.retried
 
     # ---- requests --------------------------------------------------------------------------
     def submit(self, req: GenRequest) -> None:
@@ -333,16 +365,30 @@ class SseTransport:
         elif self.counter is not None and req.text and \
                 (counts := self._counted(reply, req.text)) is not None:
             reply.counted = sum(counts)
-            told = reply.usage.get("completion_tokens") if isinstance(reply.usage, dict) \
-                else None
-            if isinstance(told, int) and not isinstance(told, bool) and 0 < told <= \
-                    req.max_tokens + SPARE_EVENTS:
+            if (told := self._told(reply, req)) is not None:
                 counts = fitted(counts, told)  # the server's count; the tokenizer's spread
+            stamps = [s for s, k in zip(stamps, counts, strict=True) for _ in range(k)]
+        elif self.counter is None and req.text and \
+                (told := self._told(reply, req)) is not None and told > len(stamps):
+            # no tokenizer, but the server counted more tokens than events with text (a
+            # token whose text is part of a character is held back and sent with the next):
+            # one token an event, the rest where the text is longest
+            counts = fitted([len(t.encode()) for t in req.text], told)
             stamps = [s for s, k in zip(stamps, counts, strict=True) for _ in range(k)]
         prompt = reply.usage.get("prompt_tokens", 0) if isinstance(reply.usage, dict) else 0
         ok = isinstance(prompt, int) and not isinstance(prompt, bool) and \
             0 <= prompt <= MAX_PROMPT_TOKENS
         undecomposed(req, stamps, prompt if ok else 0)
+
+    @staticmethod
+    def _told(reply: _Reply, req: GenRequest) -> int | None:
+        """The server's ``usage.completion_tokens`` where it can be believed: a whole number
+        from 1 to the tokens asked for and a few spare (a larger claim sizes nothing)."""
+        told = reply.usage.get("completion_tokens") if isinstance(reply.usage, dict) else None
+        if isinstance(told, int) and not isinstance(told, bool) and \
+                0 < told <= req.max_tokens + SPARE_EVENTS:
+            return told
+        return None
 
     def _count_whole(self, reply: _Reply, texts: list[str]) -> None:
         """The reply's tokens by the counter (``reply.counted``), for a reply whose chunks
@@ -407,6 +453,7 @@ class SseTransport:
             asyncio.run_coroutine_threadsafe(shut(), self._loop).result(10)
         except Exception:  # noqa: BLE001 - closing must not fail a finished run
             pass
+        self._lag_stop.set()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         if self._counting is not None:
@@ -431,17 +478,36 @@ def error_message(body: bytes) -> str:
 
 
 def fitted(counts: list[int], total: int) -> list[int]:
-    """``counts`` scaled to sum to ``total`` (largest remainders), keeping their spread: the
+    """``counts`` made to sum to ``total`` (largest remainders), keeping their spread: the
     server says how many tokens it generated, the tokenizer which chunk carried how many (a
-    re-tokenized reply can merge or split differently at a boundary)."""
-    have = sum(counts)
-    if have == total or not counts:
+    re-tokenized reply can merge or split differently at a boundary).
+
+    Every chunk carried at least one token when the server's count allows it (a chunk is
+    written because a token was made): a spread that gave a chunk none would move the
+    stream's stamps — its last token earlier than the last chunk came, a gap lost — where
+    only the count is in doubt. With fewer tokens than chunks, the first and the last chunk
+    keep one each, so the time to first token and the end-to-end time stay the stream's own."""
+    if sum(counts) == total or not counts:
         return list(counts)
+    n = len(counts)
+    if total >= n:
+        return [1 + k for k in _apportioned([max(c - 1, 0) for c in counts], total - n)]
+    if n == 1 or total < 2:
+        return [total] + [0] * (n - 1)
+    return [1, *_apportioned(counts[1:-1], total - 2), 1]
+
+
+def _apportioned(weights: list[int], total: int) -> list[int]:
+    """``total`` shared in proportion to ``weights`` (equally where they are all zero),
+    rounded by largest remainders."""
+    if not weights:
+        return []
+    have = sum(weights)
     if have == 0:
-        counts, have = [1] * len(counts), len(counts)
-    exact = [c * total / have for c in counts]
+        weights, have = [1] * len(weights), len(weights)
+    exact = [w * total / have for w in weights]
     out = [int(x) for x in exact]
-    order = sorted(range(len(counts)), key=lambda i: exact[i] - out[i], reverse=True)
+    order = sorted(range(len(weights)), key=lambda i: exact[i] - out[i], reverse=True)
     for i in order[: total - sum(out)]:
         out[i] += 1
     return out

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from latency.analysis.server_split import ServerSplit, split
+from latency.analysis.server_split import ServerSplit, split_for
 from latency.core.gen_records import STATUS_OK
 from latency.core.gen_reports import SOURCE_NONE
 from latency.simulation.gen_service import (
@@ -93,7 +93,7 @@ def fit_target_service(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray
     rtt_ns = int(float(target.get("rtt_floor_ms") or 0.0) * 1e6)
     ok = rows[idx]
     decode, gaps, gap_ratio, gap_order, seen_seqs = _decode_fit(rows, tokens, idx)
-    sp = split(ok, reports[idx], rtt_ns) if len(reports) == len(rows) else None
+    sp = split_for(ok, reports[idx], target) if len(reports) == len(rows) else None
     prefill, pre_ratio, seen_tokens = _prefill_fit(ok, sp, rtt_ns)
     # the network and the server's frontend, both ways: what the server's split left to it
     # (its own measure of the request), else the round-trip floor
