@@ -18,6 +18,7 @@ needs its N tokens sends ``"ignore_eos": true``.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -30,7 +31,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -586,6 +587,29 @@ def require_llama_server() -> Path:
     if extras_required():
         pytest.fail(f"{REQUIRE_EXTRAS} is set but {missing}: {hint}", pytrace=False)
     pytest.skip(f"{missing}: {hint}")
+
+
+@contextlib.contextmanager
+def served(base: Path, *, slots: int = 2, ctx: int = 4096, extra_args: Sequence[str] = (),
+           **model: Any) -> Iterator[LlamaServer]:
+    """A real llama-server for a test module: the cached binary (or the test skips, as
+    ``require_llama_server`` says), a random model under Llama 2's vocabulary written in
+    ``base`` (``model``: ``make_random_gguf``'s sizes), ``slots`` slots sharing ``ctx``
+    tokens of KV cache; its log kept in ``base``."""
+    from tests.conftest import require_extra
+
+    binary = require_llama_server()
+    require_extra("gguf", "the gguf package writes the test's model (requirements-dev.txt)")
+    vocab = vocab_path(server=binary)
+    if vocab is None:
+        import pytest
+
+        pytest.fail(f"{binary}: no vocab GGUF beside it (rebuild: python -m tests.llama_cpp "
+                    "build)", pytrace=False)
+    path = make_random_gguf(vocab, base / "model.gguf", **model)
+    with LlamaServer(path, binary=binary, slots=slots, ctx=ctx, extra_args=extra_args,
+                     log_path=base / "server.log") as server:
+        yield server
 
 
 def main(argv: Sequence[str]) -> int:

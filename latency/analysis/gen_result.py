@@ -17,6 +17,7 @@ import numpy as np
 from latency.analysis.findings import Finding, Verdict
 from latency.analysis.gen_summary import GenSummary, summarize_generation
 from latency.analysis.gen_verdict import gen_findings, gen_verdict
+from latency.analysis.server_metrics import measured_window
 from latency.analysis.server_split import split_for
 from latency.analysis.target_view import TargetView, target_view
 from latency.analysis.timings import Timings
@@ -86,8 +87,12 @@ class GenResult:
         """The server split, chunk gaps and token counts of a target run (None otherwise)."""
         if not self.is_target or not len(self.rows):
             return None  # a summary-only result keeps the split it was saved with
+        series = self.environment.get("server_metrics")
+        t = self.timings
         return target_view(self.rows, self.tokens, self.reports, self.environment,
-                           bool(self.config.tokenizer))
+                           bool(self.config.tokenizer),
+                           measured_window(series, t.measure_start_ns, t.measure_end_ns)
+                           if series else None)
 
     @cached_property
     def summary(self) -> GenSummary:

@@ -34,6 +34,7 @@ from latency.core.gen_reports import (
     MEASURED,
     MISSING,
     REPORTED,
+    SOURCE_LLAMACPP,
     SPLIT_PARTS,
 )
 
@@ -43,6 +44,16 @@ LEADING_SHARE = 0.4
 MULTI_TOKEN_CHUNKS = 1.2
 #: the longest gaps coincide with others' prefills this much more often than gaps in general
 COINCIDENCE_RATIO = 2.0
+#: a gap this many times the median gap between chunks is a stall
+STALL_FACTOR = 4.0
+#: the most stalls examined (the longest first): each is checked against every stream
+MAX_STALLS = 2_000
+#: prompt tokens read from the server's cache at or above this share make prefix caching
+#: a lever already pulled
+CACHED_SHARE = 0.5
+#: the server's gauges that count requests waiting for a slot (``server_metrics.GAUGES``)
+WAITING_GAUGES = ("vllm:num_requests_waiting", "sglang:num_queue_reqs",
+                  "llamacpp:requests_deferred", "tgi_queue_size", "latency_lab_gen_waiting")
 
 LEVERS = {
     "queue": "requests wait for a slot on the server — more slots (e.g. vLLM's "
@@ -77,6 +88,21 @@ class TargetView:
     gaps_coinciding: float | None = None
     #: requests whose report was there but unusable (the run's warning says why)
     unusable_reports: int = 0
+    #: the share of prompt tokens the server read from its prompt cache (None: not said),
+    #: and the requests that read any
+    cached_share: float | None = None
+    cache_hits: int = 0
+    #: the most requests waiting for a slot at any scrape of the server's /metrics while
+    #: measuring, and the scrapes (None: not scraped, or no such gauge)
+    server_waiting_peak: float | None = None
+    server_scrapes: int = 0
+    #: gaps in which the server stalled every stream in flight at once (``STALL_FACTOR``):
+    #: how many, the longest and all of them (ms), and those holding a first token of this
+    #: run's own (its prefill); None where too few streams overlapped to tell
+    stalls: int | None = None
+    stall_max_ms: float = 0.0
+    stall_total_ms: float = 0.0
+    stalls_own: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         s = self.split
@@ -93,7 +119,12 @@ class TargetView:
                 "count_differs": self.count_differs, "count_compared": self.count_compared,
                 "count_mean_abs_diff": self.count_mean_abs_diff,
                 "itl_spikes_coinciding_with_prefills": self.spikes_coinciding,
-                "gaps_coinciding_with_prefills": self.gaps_coinciding}
+                "gaps_coinciding_with_prefills": self.gaps_coinciding,
+                "cached_share": self.cached_share, "cache_hits": self.cache_hits,
+                "server_waiting_peak": self.server_waiting_peak,
+                "server_scrapes": self.server_scrapes,
+                "stalls": self.stalls, "stall_max_ms": self.stall_max_ms,
+                "stall_total_ms": self.stall_total_ms, "stalls_own": self.stalls_own}
 
     def ttft_parts_ms(self) -> dict[str, dict[str, float]]:
         """The send-anchored time to first token of the requests split, as its parts
@@ -141,6 +172,15 @@ class TargetView:
                 out.append(f"left out of the split: {s.unreported} without a report, "
                            f"{s.incomplete} whose report lacked a part, {s.inconsistent} "
                            f"whose report exceeded the client's time{beyond}{floor}")
+        if self.cached_share is not None:
+            out.append(f"prompt cache: {fmt.share(self.cached_share)} of the prompt tokens were "
+                       f"read from the server's cache ({self.cache_hits} of {self.requests} "
+                       "requests read some)")
+        if self.stalls:
+            out.append(f"stalls: the server stalled every stream in flight at once "
+                       f"{self.stalls} time(s), the longest {fmt.ms(self.stall_max_ms)} ms "
+                       f"({fmt.ms(self.stall_total_ms)} ms in all); {self.stalls_own} of them "
+                       "held a first token of this run's")
         out.append(f"gaps: per {'chunk' if self.counted_by == 'chunks' else 'token'} "
                    f"(tokens counted by {self.counted_by}); between chunks: "
                    f"p50 {fmt.ms(self.itl_chunk_ms.p50)} ms, p99 {fmt.ms(self.itl_chunk_ms.p99)} "
@@ -202,6 +242,14 @@ class TargetView:
                 + (f", beyond the ±{fmt.ms(self.split.tolerance_ns / 1e6)} ms it can resolve"
                    if self.split.tolerance_ns else "")
                 + ": left out of the split (clocks or the report disagree)", "run"))
+        if self.stalls and self.stalls > self.stalls_own:
+            foreign = self.stalls - self.stalls_own
+            out.append(Finding(
+                f"the server stalled every stream at once {foreign} time(s) when none of this "
+                f"run's requests was starting (the longest stall "
+                f"{fmt.ms(self.stall_max_ms)} ms): another client's prompt being prefilled, "
+                "or a pause of the server — chunked prefill bounds a prefill's stall "
+                "(llama.cpp's --ubatch-size, vLLM's --max-num-batched-tokens)", "run"))
         if self._spikes_lead():
             out.append(Finding(
                 f"ITL spikes coincide with other requests' prefills: "
@@ -211,6 +259,23 @@ class TargetView:
                 "stall its decodes: enable chunked prefill (vLLM's --enable-chunked-prefill, "
                 "a smaller --max-num-batched-tokens)", "run"))
         return out
+
+    def lever(self, part: str) -> str:
+        """What to change for ``part``, as far as the run's own facts support it: no slots
+        are advised where the server's /metrics saw no request wait for one, no prefix
+        caching where the server already reads most prompt tokens from its cache."""
+        if part == "queue" and self.server_waiting_peak == 0:
+            return (f"yet no request waited for a slot (the server's /metrics: 0 waiting at "
+                    f"each of {self.server_scrapes} scrapes) — the wait is inside the "
+                    "server's step: another request's prefill in the same batch (chunked "
+                    "prefill, a smaller batch: llama.cpp's --ubatch-size, vLLM's "
+                    "--max-num-batched-tokens) or its frontend")
+        if part == "prefill" and self.cached_share is not None and \
+                self.cached_share >= CACHED_SHARE:
+            return (f"the prompt's own compute on the server, though "
+                    f"{fmt.share(self.cached_share)} of the prompt tokens already come from "
+                    "its cache — shorter prompts, or a faster accelerator")
+        return LEVERS[part]
 
     def _spikes_lead(self) -> bool:
         a, b = self.spikes_coinciding, self.gaps_coinciding
@@ -231,10 +296,16 @@ class TargetView:
                 of = "" if self.split.n == self.requests else \
                     f" of the {self.split.n} requests split"
                 causes.append(f"TTFT p99 {fmt.ms(p99)} ms (from send{of}) is "
-                              f"{fmt.share(share)} {name} {where}: {LEVERS[name]}")
+                              f"{fmt.share(share)} {name} {where}: {self.lever(name)}")
         if self._spikes_lead():
             causes.append("ITL spikes coincide with other requests' prefills: enable "
                           "chunked prefill on the server")
+        elif self.stalls and self.stalls > self.stalls_own:
+            causes.append(f"the server stalled every stream at once {self.stalls} time(s) "
+                          f"(the longest {fmt.ms(self.stall_max_ms)} ms), "
+                          f"{self.stalls - self.stalls_own} of them while none of this run's "
+                          "requests was starting: another client's prefill — chunked prefill "
+                          "on the server bounds it")
         if not causes:
             return None
         return Verdict("; ".join(causes), name, share)
@@ -255,9 +326,11 @@ def _provenance(prov: dict[str, dict[str, str]]) -> dict[str, str]:
 
 
 def target_view(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray,
-                environment: dict[str, Any], tokenizer: bool) -> TargetView:
+                environment: dict[str, Any], tokenizer: bool,
+                server_series: dict[str, Any] | None = None) -> TargetView:
     """The view of a target run's successful measured requests; ``tokenizer``: the run
-    counted tokens with the served model's tokenizer."""
+    counted tokens with the served model's tokenizer; ``server_series``: the server's
+    /metrics scraped while it measured (``server_metrics.measured_window``)."""
     target = environment.get("target") or {}
     # a tokenizer that knows only a reply's count (vLLM's /tokenize) leaves gaps per chunk
     per_chunk = target.get("tokenizer_per_chunk", True)
@@ -294,7 +367,97 @@ def target_view(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray,
         view.count_compared = int(both.sum())
         view.count_differs = int((diff != 0).sum())
         view.count_mean_abs_diff = float(diff.mean())
+    _cache(view, rep)
+    _waiting(view, server_series)
+    _stalls(view, rows, tokens, idx)
     return view
+
+
+def _cache(view: TargetView, rep: np.ndarray) -> None:
+    """The share of prompt tokens read from the server's prompt cache: llama.cpp counts
+    them apart from the prompt it evaluated (``cache_n`` beside ``prompt_n``), vLLM and the
+    OpenAI usage within the prompt (``prompt_tokens_details.cached_tokens``)."""
+    cached = rep["cached_tokens"].astype(np.int64)
+    prompt = rep["prompt_tokens"].astype(np.int64)
+    known = (cached != MISSING) & (prompt != MISSING)
+    if not known.any():
+        return
+    apart = rep["source"][known] == SOURCE_LLAMACPP
+    whole = np.where(apart, prompt[known] + cached[known], prompt[known])
+    if whole.sum() <= 0:
+        return
+    view.cached_share = float(cached[known].sum() / whole.sum())
+    view.cache_hits = int((cached[known] > 0).sum())
+
+
+def _waiting(view: TargetView, series: dict[str, Any] | None) -> None:
+    """The most requests the server said were waiting for a slot at any scrape."""
+    if not series:
+        return
+    values = series.get("values") or {}
+    skip = 1 if series.get("pre_window") else 0
+    seen = [x for name in WAITING_GAUGES for x in (values.get(name) or [])[skip:]
+            if x is not None]
+    if seen:
+        view.server_waiting_peak = float(max(seen))
+        view.server_scrapes = max(len(series.get("t_ns") or []) - skip, 0)
+
+
+def _stalls(view: TargetView, rows: np.ndarray, tokens: np.ndarray, idx: np.ndarray) -> None:
+    """Gaps in which every stream in flight stopped at once: a gap of one stream at least
+    ``STALL_FACTOR`` × the median gap between chunks, during which each other stream that
+    had begun before it and went on after it delivered nothing either. The server paused
+    them all — a prefill in the same step (ours when one of this run's first tokens ends
+    it, else another client's) or the server itself. Overlapping stalls are one."""
+    t = tokens[np.isin(tokens["request"], idx)]
+    if len(t) < 20 or len(idx) < 2:
+        return
+    order = np.lexsort((t["t_delivered"], t["request"]))
+    t = t[order]
+    same = t["request"][1:] == t["request"][:-1]
+    start = t["t_delivered"][:-1][same]
+    end = t["t_delivered"][1:][same]
+    owner = t["request"][1:][same]
+    dur = end - start
+    moving = dur[dur > 0]
+    if len(moving) < 20:
+        return
+    median = float(np.median(moving))
+    long = np.flatnonzero(dur >= STALL_FACTOR * median)
+    long = long[np.argsort(-dur[long])][:MAX_STALLS]
+    by_request = {int(r): t["t_delivered"][t["request"] == r] for r in np.unique(t["request"])}
+    firsts = np.sort(rows["t_first_deliv"][idx])
+    events: list[tuple[int, int, bool]] = []
+    overlapped = False
+    for g in long.tolist():
+        s, e, r = int(start[g]), int(end[g]), int(owner[g])
+        slack = int(median)
+        others = [q for q in by_request if q != r
+                  and rows["t_first_deliv"][q] <= s and rows["t_done"][q] >= e]
+        if not others:
+            continue
+        overlapped = True
+        inside = [int(((ts > s + slack) & (ts < e - slack)).sum()) for ts in
+                  (by_request[q] for q in others)]
+        if any(inside):
+            continue
+        own = bool(((firsts > s) & (firsts <= e + slack)).any())
+        events.append((s, e, own))
+    if not overlapped:
+        return
+    merged: list[list[Any]] = []
+    for s, e, own in sorted(events):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+            merged[-1][2] = merged[-1][2] or own
+        else:
+            merged.append([s, e, own])
+    view.stalls = len(merged)
+    if merged:
+        spans = [(e - s) / 1e6 for s, e, _ in merged]
+        view.stall_max_ms = float(max(spans))
+        view.stall_total_ms = float(sum(spans))
+        view.stalls_own = sum(1 for *_, own in merged if own)
 
 
 def _gaps(view: TargetView, rows: np.ndarray, tokens: np.ndarray, idx: np.ndarray) -> None:

@@ -43,7 +43,7 @@ def local_server_pids(url: str) -> list[int]:
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, port)}
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, port)}
     except OSError:
         return []
     own = {a.address for nic in psutil.net_if_addrs().values() for a in nic}
