@@ -172,3 +172,28 @@ def test_a_server_that_ignores_forced_lengths_is_named():
     result = replayed(_llamacpp, output_tokens="4", requests=3, concurrency=1, warmup=0)
     assert result.environment["target"]["finish_reasons"] == {"length": 3}
     assert not any("before their asked length" in w for w in result.warnings)
+
+
+def test_an_invalid_generation_is_listed_as_invalid_not_as_completed(tmp_path):
+    """A quarter of the replies are error events: the run completes, INVALID (errors over
+    --max-error-rate), and the history's listing says INVALID beside 'completed'."""
+    import itertools
+
+    from latency.storage.gen_store import GenerationStore
+    from tests.cli_support import cli_here
+
+    calls = itertools.count()
+
+    def events(ask: dict) -> list:
+        if next(calls) % 4 == 3:
+            return [(0.0, {"error": {"message": "overloaded"}}), (0.0, "[DONE]")]
+        return _llamacpp(ask)
+
+    result = replayed(events, output_tokens="4", requests=8, concurrency=1, warmup=0)
+    assert result.summary.errors >= 1 and not result.validity.valid
+    db = tmp_path / "history.db"
+    GenerationStore(db).save(result)
+    out = cli_here("history", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.splitlines()[1]
+    assert "completed" in line and "INVALID" in line, out.stdout

@@ -15,13 +15,15 @@ EXIT_OK = 0
 def format_generations(gens: list[Any]) -> str:
     """One line a generation run: TTFT p50/p99, ITL and TPOT p99, output tokens/s."""
     cols = [("generation", 10, "<"), ("name", 20, "<"), ("when", 19, "<"), ("model", 14, "<"),
-            ("load", 18, "<"), ("status", 9, "<"), ("machine", 9, "<"), ("n", 7, ">"),
+            ("load", 18, "<"), ("status", 9, "<"), ("validity", 8, "<"),
+            ("machine", 9, "<"), ("n", 7, ">"),
             ("TTFT p50", 9, ">"), ("TTFT p99", 9, ">"), ("ITL p99", 8, ">"),
             ("TPOT p99", 9, ">"), ("tok/s", 8, ">"), ("setup", 0, "<")]
     lines = ["  ".join(f"{name:{al}{w}}" for name, w, al in cols)]
     for g in gens:
         name = (g.name or "")[:20]
-        vals = [g.id, name, g.when, g.model[:14], g.load[:18], g.status,
+        validity = {True: "VALID", False: "INVALID", None: "—"}[g.valid]
+        vals = [g.id, name, g.when, g.model[:14], g.load[:18], g.status, validity,
                 MACHINE_WORDS[g.disturbed], f"{g.n:,}", fmt.ms(g.ttft_p50_ms),
                 fmt.ms(g.ttft_p99_ms), fmt.ms(g.itl_p99_ms), fmt.ms(g.tpot_p99_ms),
                 f"{g.tokens_per_s:,.0f}" if g.tokens_per_s is not None else "—", g.setup]

@@ -67,8 +67,11 @@ CREATE TABLE IF NOT EXISTS generations (
     tokens BLOB NOT NULL,
     steps BLOB NOT NULL
 )"""
+#: the listing's columns; a run's validity is read from its stored result (every saved
+#: generation has one), so an INVALID run is never listed as merely "completed"
 _INFO = ("id, name, created_at, status, source, model, load, setup, n, errors, ttft_p50_ms, "
-         "ttft_p99_ms, itl_p99_ms, tpot_p99_ms, tokens_per_s, disturbed")
+         "ttft_p99_ms, itl_p99_ms, tpot_p99_ms, tokens_per_s, disturbed, "
+         "CASE WHEN json_valid(meta) THEN json_extract(meta, '$.validity.valid') END")
 
 
 def is_generation_id(ref: str) -> bool:
@@ -96,6 +99,8 @@ class GenInfo:
     tpot_p99_ms: float | None
     tokens_per_s: float | None
     disturbed: bool | None
+    #: VALID (True) or INVALID (False), as the run judged itself; None where unknown
+    valid: bool | None = None
 
     @property
     def when(self) -> str:
@@ -248,5 +253,6 @@ class GenerationStore:
 
 def _info(row: tuple[Any, ...]) -> GenInfo:
     values = list(row)
-    values[-1] = None if values[-1] is None else bool(values[-1])
+    for i in (-2, -1):  # disturbed, valid: SQLite's 0/1, or NULL
+        values[i] = None if values[i] is None else bool(values[i])
     return GenInfo(*values)
