@@ -197,3 +197,25 @@ def test_an_invalid_generation_is_listed_as_invalid_not_as_completed(tmp_path):
     assert out.returncode == 0, out.stderr
     line = out.stdout.splitlines()[1]
     assert "completed" in line and "INVALID" in line, out.stdout
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_recorded_llama_server_streams_are_joined_and_its_closed_connections_cost_nothing(api):
+    """Real llama-server replies, replayed byte for byte at their recorded times
+    (tests/recorded_streams.py), the connection closed after each as the server does: no
+    request fails, each is split by its timings, the race counted where it was met."""
+    from tests.recorded_streams import replay_server
+
+    with replay_server() as server:
+        result = execute_generation(RunConfig(
+            target=f"http://127.0.0.1:{server.port}/v1", api=api, output_tokens="48",
+            requests=12, concurrency=2, warmup=0), force=True)
+    assert result.status == "completed", result.failure
+    assert result.summary.errors == 0, result.summary.error_messages
+    view = result.target_view
+    assert view is not None and view.split.sources == {"llama.cpp timings": view.split.n}
+    assert view.split.n >= 11, view.lines()
+    # the server's own count, one token a chunk (no tokenizer): what it said it generated
+    rows = result.rows[~result.rows["warmup"]]
+    assert (rows["output_tokens"] == result.reports["output_tokens"][~result.rows["warmup"]]).all()
+    assert result.environment["target"]["retried_requests"] <= 2
