@@ -144,3 +144,43 @@ def test_another_clients_prefill_is_found_as_a_stall_of_every_stream(llama3):
     assert view.stall_max_ms >= 0.5 * longest_prefill, (view.stall_max_ms, timings)
     assert any("another client's prompt" in str(f) for f in result.findings)
     assert "more slots" not in str(result.verdict)
+
+
+def test_a_wait_behind_another_clients_prefill_is_not_answered_with_more_slots(llama3):
+    """One client of ours, a slot always free, while another client keeps the server busy
+    prefilling long prompts: each of our requests waits for the step running when it came
+    (the queue part: TTFT less llama.cpp's own prompt_ms) or shares its step with a long
+    prompt (a prefill far longer than its own short prompt needs). No request waited for a
+    slot — the server's /metrics say 0 deferred — so the verdict asks neither for more
+    slots nor for shorter prompts or prefix caching: it names the other prompts."""
+    stop = threading.Event()
+
+    def other() -> None:
+        text = " ".join(f"word{i % 97}" for i in range(500))
+        for k in range(40):  # bounded; stops with the run
+            if stop.is_set():
+                return
+            body = json.dumps({"prompt": f"{k} {text}", "max_tokens": 1,
+                               "cache_prompt": False}).encode()
+            req = urllib.request.Request(f"{llama3.base}/completions", body,
+                                         {"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=120) as reply:
+                reply.read()
+
+    busy = threading.Thread(target=other, daemon=True)
+    busy.start()
+    try:
+        result = _run(llama3, output_tokens="4", concurrency=1, requests=16, seed=61,
+                      scrape_metrics=True, warmup=1)
+    finally:
+        stop.set()
+        busy.join(120)
+    view = result.target_view
+    assert view is not None and view.server_waiting_peak == 0, view.to_dict()
+    assert view.split.n >= 10 and view.tail_shares["queue"] >= 0.2, view.lines()
+    # whichever part leads the tail, its lever is one the run's facts support
+    assert "no request waited for a slot" in view.lever("queue")
+    verdict = str(result.verdict)
+    assert "more slots" not in verdict and "prefix caching" not in verdict, verdict
+    if "prefill" in verdict:  # our short prompts batched with the other client's long ones
+        assert "share their steps" in verdict, (verdict, view.to_dict())

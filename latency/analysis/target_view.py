@@ -51,6 +51,9 @@ MAX_STALLS = 2_000
 #: prompt tokens read from the server's cache at or above this share make prefix caching
 #: a lever already pulled
 CACHED_SHARE = 0.5
+#: a prefill whose 90th percentile is this many times more above its shortest than the
+#: prompts' own lengths vary: the prefills share their steps with other prompts
+SHARED_PREFILL = 3.0
 #: the server's gauges that count requests waiting for a slot (``server_metrics.GAUGES``)
 WAITING_GAUGES = ("vllm:num_requests_waiting", "sglang:num_queue_reqs",
                   "llamacpp:requests_deferred", "tgi_queue_size", "latency_lab_gen_waiting")
@@ -103,6 +106,10 @@ class TargetView:
     stall_max_ms: float = 0.0
     stall_total_ms: float = 0.0
     stalls_own: int = 0
+    #: the split prefill's 90th percentile over its shortest, and the evaluated prompts'
+    #: lengths' (None: too few split, or the server counts no prompt tokens)
+    prefill_spread: float | None = None
+    prompt_spread: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         s = self.split
@@ -270,12 +277,24 @@ class TargetView:
                     "server's step: another request's prefill in the same batch (chunked "
                     "prefill, a smaller batch: llama.cpp's --ubatch-size, vLLM's "
                     "--max-num-batched-tokens) or its frontend")
+        if part == "prefill" and self._shared_prefill():
+            return (f"yet the prefill varies {self.prefill_spread:.1f}× (its 90th percentile "
+                    f"over its shortest) for prompts whose lengths vary "
+                    f"{self.prompt_spread:.1f}× — "
+                    "the prompts share their "
+                    "steps with others' (another client's long prompt in the same batch): "
+                    "chunked prefill, a smaller batch (llama.cpp's --ubatch-size, vLLM's "
+                    "--max-num-batched-tokens)")
         if part == "prefill" and self.cached_share is not None and \
                 self.cached_share >= CACHED_SHARE:
             return (f"the prompt's own compute on the server, though "
                     f"{fmt.share(self.cached_share)} of the prompt tokens already come from "
                     "its cache — shorter prompts, or a faster accelerator")
         return LEVERS[part]
+
+    def _shared_prefill(self) -> bool:
+        a, b = self.prefill_spread, self.prompt_spread
+        return a is not None and b is not None and a >= SHARED_PREFILL * b
 
     def _spikes_lead(self) -> bool:
         a, b = self.spikes_coinciding, self.gaps_coinciding
@@ -368,6 +387,7 @@ def target_view(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray,
         view.count_differs = int((diff != 0).sum())
         view.count_mean_abs_diff = float(diff.mean())
     _cache(view, rep)
+    _prefill_spread(view, rep)
     _waiting(view, server_series)
     _stalls(view, rows, tokens, idx)
     return view
@@ -388,6 +408,24 @@ def _cache(view: TargetView, rep: np.ndarray) -> None:
         return
     view.cached_share = float(cached[known].sum() / whole.sum())
     view.cache_hits = int((cached[known] > 0).sum())
+
+
+def _prefill_spread(view: TargetView, rep: np.ndarray) -> None:
+    """How much the split requests' prefill varies (p90 / shortest) beside how much the prompts
+    the server evaluated vary: a prefill that varies far more than its prompt shares its
+    steps with other prompts."""
+    s = view.split
+    if s.n < 10:
+        return
+    prompt = rep["prompt_tokens"][s.rows].astype(np.float64)
+    prefill = s.parts["prefill"].astype(np.float64)
+    if (prompt <= 0).any() or np.median(prefill) <= 0:
+        return
+    low = float(prefill.min())  # the prefill alone, as near as the run saw it
+    if low <= 0:
+        return
+    view.prefill_spread = float(np.percentile(prefill, 90)) / low
+    view.prompt_spread = float(np.percentile(prompt, 90) / prompt.min())
 
 
 def _waiting(view: TargetView, series: dict[str, Any] | None) -> None:
