@@ -223,7 +223,8 @@ def main() -> None:
             served = httpx.get(f"{base}/models", timeout=30).json()["data"][0]["id"]
             tools = ["ours", "raw"] + ([] if QUICK else ["aiperf", "guidellm"])
             size = model.stat().st_size / 1e6
-            print(f"llama-server {binary} (2 slots, 1 thread, model {size:.0f} MB); cores {os.cpu_count()}; prompts ~{PROMPT_TOKENS} tokens, "
+            print(f"llama-server {binary} (2 slots, 1 thread, model {size:.0f} MB); "
+                  f"cores {os.cpu_count()}; prompts ~{PROMPT_TOKENS} tokens, "
                   f"{OUTPUT_TOKENS} output tokens; tools {', '.join(tools)}")
             for clients in LOADS:
                 got: dict[str, list[dict[str, Any]]] = {t: [] for t in tools}
