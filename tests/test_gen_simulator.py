@@ -135,7 +135,7 @@ def test_a_small_kv_budget_preempts_and_still_completes_every_request():
 def test_a_request_the_server_would_refuse_fails_alone():
     r = simulate([100, 9000, 100], [10, 10, 10], rate=10)
     assert r.summary.errors == 1 and r.summary.successful == 2
-    assert "exceed the model's context of 8192" in next(iter(r.errors.values()))
+    assert "exceed the model's context of 8,192" in next(iter(r.errors.values()))
 
 
 def test_a_simulation_too_large_to_store_is_refused_in_one_line():

@@ -50,6 +50,44 @@ def scheduler_config(config: Any, max_context: int) -> SchedulerConfig:
                            kv, config.batching)
 
 
+def refuses(prompt: int, output: int, config: SchedulerConfig,
+            context: int | None = None) -> str | None:
+    """Why a request of ``prompt`` tokens generating up to ``output`` can never be scheduled
+    under ``config`` (None: it can) — the one rule the server's tokenizer thread, the
+    simulator and the run's config check all apply, so none of them admits a sequence the
+    scheduler could never run or bring back:
+
+    - the sequence must fit the model's ``context`` and the KV budget whole;
+    - without chunked prefill a step prefills a prompt whole, so the prompt must fit the
+      step's budget — and, where the KV budget is below ``max_running`` whole contexts (so a
+      sequence can be preempted), so must everything a preempted sequence recomputes on its
+      return: its prompt and what it generated, up to ``prompt + output − 1`` tokens. vLLM
+      refuses the same settings up front (its batch budget must cover the model's length
+      without chunked prefill); a scheduler that admitted them would spin on empty steps."""
+    need = prompt + output
+    if context is not None and need > context:
+        return (f"the prompt's {prompt:,} tokens + {output:,} to generate exceed the model's "
+                f"context of {context:,}")
+    if need > config.kv_tokens:
+        return (f"the prompt's {prompt:,} tokens + {output:,} to generate exceed the KV "
+                f"budget of {config.kv_tokens:,} tokens (--kv-tokens)")
+    if config.chunk is not None:
+        return None
+    if prompt > config.max_step_tokens:
+        return (f"the prompt's {prompt:,} tokens exceed the step's budget of "
+                f"{config.max_step_tokens:,} (--max-step-tokens) and prefill is not chunked: "
+                "raise it, or prefill in chunks (--chunked-prefill N)")
+    back = need - 1
+    can_preempt = context is None or config.kv_tokens < config.max_running * context
+    if can_preempt and back > config.max_step_tokens:
+        return (f"a preempted sequence recomputes its prompt and what it generated — up to "
+                f"{back:,} tokens — in one step, more than --max-step-tokens "
+                f"{config.max_step_tokens:,} without chunked prefill: raise --max-step-tokens "
+                f"to {back:,}, prefill in chunks (--chunked-prefill N), or give a KV budget "
+                f"that never preempts (--kv-tokens {config.max_running * (context or need):,})")
+    return None
+
+
 @dataclass(eq=False)
 class Seq:
     """One sequence as the scheduler sees it: its tokens and how many are in its cache.
@@ -142,7 +180,8 @@ class Scheduler:
                 n = min(c.chunk, seq.target - seq.computed, budget)
                 plan.chunks.append((seq, seq.computed, n))
                 budget -= n
-        self._admit(plan, budget, whole=False)
+        if not plan.preempted:  # a step that preempted admits nothing (vLLM's rule)
+            self._admit(plan, budget, whole=False)
         return plan
 
     def _decodes(self, plan: Plan) -> list[Seq]:

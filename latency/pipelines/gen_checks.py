@@ -13,6 +13,7 @@ from typing import Any
 
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
+from latency.core.gen_scheduler import refuses, scheduler_config
 from latency.core.lengths import LengthSpec
 from latency.pipelines.generative import is_generative
 
@@ -64,25 +65,17 @@ def generation_checked(c: RunConfig, cls: Any, length_given: bool,
     if out.high >= context:
         raise ConfigError(f"--output-tokens {out} can reach {out.high:,} tokens: more than "
                           f"{c.model}'s context of {context:,}")
-    kv = c.kv_tokens or c.max_running * context
+    sched = scheduler_config(c, context)
     if c.prompt_tokens is None:
-        if c.kv_tokens is not None and out.high + 1 > kv:
-            raise ConfigError(f"--kv-tokens {kv:,} cannot hold one sequence of "
+        if c.kv_tokens is not None and out.high + 1 > sched.kv_tokens:
+            raise ConfigError(f"--kv-tokens {sched.kv_tokens:,} cannot hold one sequence of "
                               f"{out.high:,} output tokens")
         return
     prompt = LengthSpec.parse(c.prompt_tokens, "--prompt-tokens")
-    need = prompt.high + out.high
-    if need > context:
-        raise ConfigError(f"--prompt-tokens {prompt} + --output-tokens {out} can reach "
-                          f"{need:,} tokens: more than {c.model}'s context of {context:,}")
-    if need > kv:
-        raise ConfigError(f"--kv-tokens {kv:,} is smaller than one sequence (prompt up to "
-                          f"{prompt.high:,} + output up to {out.high:,} tokens): the KV "
-                          "budget must hold at least one whole sequence")
-    if c.chunked_prefill is None and prompt.high > c.max_step_tokens:
-        raise ConfigError(f"a prompt of up to {prompt.high:,} tokens does not fit a step of "
-                          f"--max-step-tokens {c.max_step_tokens:,}: raise it, or prefill in "
-                          "chunks (--chunked-prefill N)")
+    why = refuses(prompt.high, out.high, sched, context)
+    if why is not None:  # the scheduler's own rule: such a request could never be run
+        raise ConfigError(f"--prompt-tokens {prompt} with --output-tokens {out} on "
+                          f"{c.model}: {why}")
 
 
 def target_generation_checked(c: RunConfig, length_given: bool) -> None:

@@ -28,7 +28,7 @@ from latency.core.gen_records import (
     GenRequest,
     prefill_attention,
 )
-from latency.core.gen_scheduler import Plan, Scheduler, SchedulerConfig, Seq
+from latency.core.gen_scheduler import Plan, Scheduler, SchedulerConfig, Seq, refuses
 from latency.core.timing import now_ns
 from latency.host.devices import synchronize
 from latency.pipelines.generative import DecodeInput, GenerativePipeline, PrefillChunk
@@ -123,9 +123,6 @@ class GenServer:
     def _tokenize_loop(self) -> None:
         p = self.pipeline
         limit = int(p.max_context)
-        kv = self.config.scheduler.kv_tokens
-        whole = self.config.scheduler.chunk is None
-        budget = self.config.scheduler.max_step_tokens
         while True:
             req = self._inbox.get()
             if req is _STOP:
@@ -139,19 +136,11 @@ class GenServer:
                     else [int(i) for i in req.prompt]
                 req.t_tok_end = now_ns()
                 req.ids = ids
-                need = len(ids) + req.max_tokens
                 if not ids:
                     raise ValueError("the prompt has no tokens")
-                if need > limit:
-                    raise ValueError(f"the prompt's {len(ids)} tokens + {req.max_tokens} "
-                                     f"to generate exceed the model's context of {limit}")
-                if need > kv:
-                    raise ValueError(f"the prompt's {len(ids)} tokens + {req.max_tokens} "
-                                     f"to generate exceed the KV budget of {kv} tokens")
-                if whole and len(ids) > budget:
-                    raise ValueError(f"the prompt's {len(ids)} tokens exceed the step's "
-                                     f"budget of {budget} (--max-step-tokens) and prefill "
-                                     "is not chunked")
+                why = refuses(len(ids), req.max_tokens, self.config.scheduler, limit)
+                if why is not None:
+                    raise ValueError(why)
             except BaseException as exc:  # noqa: BLE001 - the user's tokenizer fails alone
                 req.t_tok_end = req.t_tok_end or now_ns()
                 req.error = error_text(exc)

@@ -40,7 +40,13 @@ from latency.core.gen_records import (
     GenRequest,
     prefill_attention,
 )
-from latency.core.gen_scheduler import Scheduler, SchedulerConfig, Seq, scheduler_config
+from latency.core.gen_scheduler import (
+    Scheduler,
+    SchedulerConfig,
+    Seq,
+    refuses,
+    scheduler_config,
+)
 from latency.simulation.config import SimConfig
 from latency.simulation.gen_service import GenService, MachineLevel, step_kind
 from latency.simulation.simulator import arrivals_ms
@@ -216,18 +222,8 @@ class _Sim:
         self.push(req.t_tok_end, _TOKENIZED, req)
 
     def refused(self, prompt: int, out: int) -> str | None:
-        """What the server's tokenizer thread refuses (``serve.gen_server``), in its words."""
-        c, need = self.sched, prompt + out
-        if self.max_context is not None and need > self.max_context:
-            return (f"the prompt's {prompt} tokens + {out} to generate exceed the model's "
-                    f"context of {self.max_context}")
-        if need > c.kv_tokens:
-            return (f"the prompt's {prompt} tokens + {out} to generate exceed the KV budget "
-                    f"of {c.kv_tokens} tokens")
-        if c.chunk is None and prompt > c.max_step_tokens:
-            return (f"the prompt's {prompt} tokens exceed the step's budget of "
-                    f"{c.max_step_tokens} (--max-step-tokens) and prefill is not chunked")
-        return None
+        """What the server's tokenizer thread refuses (``gen_scheduler.refuses``)."""
+        return refuses(prompt, out, self.sched, self.max_context)
 
     def tokenized(self, t: int, req: GenRequest) -> None:
         rep = min(self.replicas, key=lambda r: r.load)
