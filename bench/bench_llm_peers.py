@@ -10,9 +10,9 @@ round after round, so a busy moment of this shared machine falls on each:
 - **ours**: ``python -m latency run --target … --tokenizer DIR --json`` (the CLI as a user
   runs it), its figures read from the JSON: TTFT from send p50, ITL as each request's mean
   gap (p50 over requests), output tokens/s, the split's coverage and its queue;
-- **raw**: a plain client written here (httpx, a fresh connection a request), each content
-  event stamped: the same figures, and TTFT − llama.cpp's ``prompt_ms`` for each request —
-  what the split's network + queue must come to;
+- **raw**: a plain client written here (asyncio streams, a fresh connection a request, each
+  content event stamped as its line is read): the same figures, and TTFT − llama.cpp's
+  ``prompt_ms`` for each request — what the split's network + queue must come to;
 - **AIPerf** and **GuideLLM** (``bench/llm_peers.py``; each where installed — neither is a
   requirement of this project: ``pip install aiperf guidellm`` in a venv of their own), with
   the same tokenizer (an HF tokenizer made from the server's own vocabulary, offline).
@@ -105,39 +105,51 @@ def _request_itl(tokens: Any, ok: Any) -> list[float]:
 
 
 def raw(base: str, model: str, prompts: list[str], clients: int) -> dict[str, Any]:
-    """A plain streaming client: a fresh connection a request (the server closes it after
-    each stream anyway), every content event stamped."""
-    import httpx
+    """A plain streaming client, as lean as one can be written: asyncio's streams, a fresh
+    connection a request (the server closes it after each stream anyway), the chunked body
+    read line by line, each ``data:`` line with content stamped as it is read (only the last
+    event, with ``timings``, is parsed as JSON) — so its own CPU per token, which it takes
+    from the server on this machine, is small, like ours."""
+    from urllib.parse import urlsplit
 
+    parts = urlsplit(base)
+    host, port, path = parts.hostname or "127.0.0.1", parts.port or 80, parts.path
     left = list(reversed(prompts))
     got: list[dict[str, Any]] = []
 
-    async def one(http: httpx.AsyncClient, prompt: str) -> dict[str, Any]:
-        body = {"model": model, "messages": [{"role": "user", "content": prompt}],
-                "max_tokens": OUTPUT_TOKENS, "stream": True, "ignore_eos": True,
-                "stream_options": {"include_usage": True}}
+    async def one(prompt: str) -> dict[str, Any]:
+        body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
+                           "max_tokens": OUTPUT_TOKENS, "stream": True, "ignore_eos": True,
+                           "stream_options": {"include_usage": True}}).encode()
+        head = (f"POST {path}/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
         sent = time.perf_counter_ns()
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(head.encode() + body)
         stamps: list[int] = []
-        timings = None
-        async with http.stream("POST", f"{base}/chat/completions", json=body) as reply:
-            async for line in reply.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                event = json.loads(line[6:])
-                choices = event.get("choices") or []
-                if choices and (choices[0].get("delta") or {}).get("content"):
-                    stamps.append(time.perf_counter_ns())
-                timings = event.get("timings") or timings
+        last = b""
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    break
+                if line.startswith(b"data: {"):
+                    if b'"content":"' in line and b'"content":""' not in line:
+                        stamps.append(time.perf_counter_ns())
+                    last = line
+                elif line.startswith(b"data: [DONE]"):
+                    break
+        finally:
+            writer.close()
+        timings = json.loads(last[6:]).get("timings")
         return {"sent": sent, "stamps": stamps, "timings": timings}
 
-    async def client(http: httpx.AsyncClient) -> None:
+    async def client() -> None:
         while left:
-            got.append(await one(http, left.pop()))
+            got.append(await one(left.pop()))
 
     async def main() -> None:
-        limits = httpx.Limits(max_connections=clients, max_keepalive_connections=0)
-        async with httpx.AsyncClient(timeout=120, limits=limits) as http:
-            await asyncio.gather(*(client(http) for _ in range(clients)))
+        await asyncio.gather(*(client() for _ in range(clients)))
 
     cpu = time.process_time()
     asyncio.run(main())

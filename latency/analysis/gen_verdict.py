@@ -6,7 +6,8 @@ tail is what a user feels and what an objective is checked on. Each leading part
 lever that moves it, in the flags of this run:
 
 - TTFT's ``queue`` — requests wait for a free slot: more ``--max-running`` (if the KV budget
-  holds them), a replica, or less load;
+  holds them), a replica, or less load; where none waited for a slot, for the step running
+  when they came: shorter steps; where the KV budget ran out, more KV (``queue_lever``);
 - TTFT's ``prefill`` — the prompt's own compute: shorter prompts or a faster device;
 - TTFT's ``prefill_stall`` — admitted, but steps went to others' work: fewer running, or
   (chunked) a smaller chunk;
@@ -51,8 +52,7 @@ def ttft_cause(s: GenSummary, config: Any, in_process: bool) -> str | None:
     head = f"TTFT p99 {fmt.ms(s.ttft_ms.p99)} ms is {fmt.share(share)} {_label(name, in_process)}"
     chunk = getattr(config, "chunked_prefill", None)
     lever = {
-        "queue": "requests wait for a free slot — raise --max-running (if the KV budget "
-                 "holds them) or add a replica, or lower the load",
+        "queue": queue_lever(s, config),
         "prefill": "the prompt's own compute — shorter prompts, or a faster device (prefill "
                    "is compute-bound: it grows with the prompt)",
         "prefill_stall": ("admitted, but the steps went to others' work — "
@@ -67,6 +67,33 @@ def ttft_cause(s: GenSummary, config: Any, in_process: bool) -> str | None:
         "delivery": "the client reading the stream — a less busy client",
     }.get(name, "")
     return f"{head}: {lever}" if lever else head
+
+
+def queue_lever(s: GenSummary, config: Any) -> str:
+    """What to change when TTFT's tail is queue, as far as the run's own facts support it:
+
+    - nobody waited for a slot (at most 0 waiting at any step): the wait is for the step
+      already running when the request came — shorter steps, not more slots;
+    - the KV budget ran out (preemptions): more slots would only preempt more — more KV;
+    - else requests waited for a free slot: more slots (as far as KV holds them), a replica,
+      or less load.
+
+    One lever, never its opposite beside it (``itl_cause`` says "lower --max-running" only
+    for preemptions, where this says nothing of raising it)."""
+    sch = s.scheduler or {}
+    waited = sch.get("max_waiting")
+    if waited == 0:
+        chunk = getattr(config, "chunked_prefill", None)
+        shorter = (f"a smaller --chunked-prefill than {chunk}" if chunk else
+                   "--chunked-prefill N, so a long prompt's prefill spreads over short steps")
+        return ("requests wait for the step already running when they come (none waited for "
+                f"a free slot: at most 0 waiting) — shorter steps: {shorter}")
+    if s.preemptions:
+        return (f"requests wait for a free slot while the KV budget is full ({s.preemptions} "
+                "preemptions): raise --kv-tokens (more --max-running would only preempt "
+                "more), or lower the load")
+    return ("requests wait for a free slot — raise --max-running (if the KV budget holds "
+            "them) or add a replica, or lower the load")
 
 
 def itl_cause(s: GenSummary, config: Any, preempted: bool) -> str | None:
