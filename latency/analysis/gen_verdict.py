@@ -26,6 +26,8 @@ from latency.core import fmt
 
 #: a make-up's part must hold this share of the tail to be named as its cause
 LEADING_SHARE = 0.4
+#: sequences a decode step holds on average from which fewer of them shortens it
+SHARED_STEP = 1.5
 #: open loop: served below this share of the offered rate means the server is overloaded
 OVERLOAD_SHARE = 0.9
 
@@ -119,8 +121,11 @@ def itl_cause(s: GenSummary, config: Any, preempted: bool) -> str | None:
     elif name == "decode":
         running = s.scheduler.get("mean_running")
         batch = f" (a step of {running:.1f} sequences on average)" if running else ""
-        lever = (f"the decode step itself{batch} — fewer --max-running lowers ITL and "
-                 "throughput together; a faster device lowers both")
+        if running is not None and running >= SHARED_STEP:
+            lever = (f"the decode step itself{batch} — fewer --max-running lowers ITL and "
+                     "throughput together; a faster device lowers both")
+        else:  # a step of about one sequence: nothing shares it
+            lever = f"the decode step itself{batch} — a faster device, or a smaller model"
     elif name == "delivery":
         lever = "the client reading the stream — a less busy client"
     else:

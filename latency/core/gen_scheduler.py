@@ -58,7 +58,8 @@ def refuses(prompt: int, output: int, config: SchedulerConfig,
     scheduler could never run or bring back:
 
     - the sequence must fit the model's ``context`` and the KV budget whole;
-    - without chunked prefill a step prefills a prompt whole, so the prompt must fit the
+    - without chunked prefill (or with static batching, which prefills a batch whole) a
+      step prefills a prompt whole, so the prompt must fit the
       step's budget — and, where the KV budget is below ``max_running`` whole contexts (so a
       sequence can be preempted), so must everything a preempted sequence recomputes on its
       return: its prompt and what it generated, up to ``prompt + output − 1`` tokens. vLLM
@@ -71,8 +72,8 @@ def refuses(prompt: int, output: int, config: SchedulerConfig,
     if need > config.kv_tokens:
         return (f"the prompt's {prompt:,} tokens + {output:,} to generate exceed the KV "
                 f"budget of {config.kv_tokens:,} tokens (--kv-tokens)")
-    if config.chunk is not None:
-        return None
+    if config.chunk is not None and config.batching != "static":
+        return None  # chunks: any prompt goes through any step budget, a piece at a time
     if prompt > config.max_step_tokens:
         return (f"the prompt's {prompt:,} tokens exceed the step's budget of "
                 f"{config.max_step_tokens:,} (--max-step-tokens) and prefill is not chunked: "

@@ -320,7 +320,9 @@ class _Sim:
             s.finish(seq)
             seq.req.t_done = seq.req.delivered[-1]
             self.done(seq.req, t)
-        self.steps.append((*row, len(s.waiting) + len(rep.incoming), len(s.running),
+        # waiting as the server counts it: the scheduler's queue after its plan (a request
+        # that came during the step waits for the step, not for a slot)
+        self.steps.append((*row, len(s.waiting), len(s.running),
                            s.kv_used, preempted, rep.index, attention))
         self.end_ns = max(self.end_ns, t)
         if s.idle and not rep.incoming:
