@@ -16,6 +16,9 @@ round after round, so a busy moment of this shared machine falls on each:
 - **AIPerf** and **GuideLLM** (``bench/llm_peers.py``; each where installed — neither is a
   requirement of this project: ``pip install aiperf guidellm`` in a venv of their own), with
   the same tokenizer (an HF tokenizer made from the server's own vocabulary, offline).
+  Install them in a venv of their own and name it: ``python -m venv ~/peers &&
+  ~/peers/bin/pip install aiperf guidellm``, then ``LATENCY_LAB_PEERS_VENV=~/peers`` —
+  installed into this project's venv they change packages its tests rely on.
 
 Each tool's CPU is its process tree's user + system time over its runs. The client's own
 figures agree when their ratios to raw are near 1 within the run-to-run spread (printed).

@@ -279,11 +279,20 @@ class _Proc:
         return False
 
 
+#: a virtual environment of the peers' own (``python -m venv DIR && DIR/bin/pip install
+#: aiperf guidellm``): their dependencies are not this project's, and installed beside it
+#: they change packages its tests rely on
+PEERS_VENV = "LATENCY_LAB_PEERS_VENV"
+
+
 def _tool(name: str) -> str | None:
-    """The tool's console script: beside this interpreter first (its venv), then the PATH."""
-    here = Path(sys.executable).parent / name
-    if here.is_file() and os.access(here, os.X_OK):
-        return str(here)
+    """The tool's console script: in ``$LATENCY_LAB_PEERS_VENV`` first, then beside this
+    interpreter (its venv), then the PATH."""
+    places = [Path(os.environ[PEERS_VENV]) / "bin"] if os.environ.get(PEERS_VENV) else []
+    for place in [*places, Path(sys.executable).parent]:
+        here = place / name
+        if here.is_file() and os.access(here, os.X_OK):
+            return str(here)
     return shutil.which(name)
 
 

@@ -219,3 +219,28 @@ def test_recorded_llama_server_streams_are_joined_and_its_closed_connections_cos
     rows = result.rows[~result.rows["warmup"]]
     assert (rows["output_tokens"] == result.reports["output_tokens"][~result.rows["warmup"]]).all()
     assert result.environment["target"]["retried_requests"] <= 2
+
+
+def test_a_servers_token_count_beyond_what_streamed_is_not_believed():
+    """Six chunks of a few bytes each, a usage that claims the 60 tokens asked for: a token
+    writes at least a byte, so 60 cannot have come in 19 bytes — each chunk stays one token.
+    A claim within the bytes (a held-back partial character) is believed."""
+    def lying(ask: dict) -> list:
+        out = [(0.001, {"choices": [{"index": 0, "text": f" w{i}", "finish_reason": None}]})
+               for i in range(6)]
+        out.append((0.0, {"choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+                          "usage": {"prompt_tokens": 3, "completion_tokens": 60}}))
+        return [*out, (0.0, "[DONE]")]
+
+    result = replayed(lying, api="completions", output_tokens="60", requests=4, warmup=0)
+    assert (result.rows["output_tokens"] == 6).all(), result.rows["output_tokens"]
+
+    def held_back(ask: dict) -> list:  # 7 tokens; two of them sent together
+        out = [(0.001, {"choices": [{"index": 0, "text": t, "finish_reason": None}]})
+               for t in (" a", " b", " café", " d", " e", " f")]
+        out.append((0.0, {"choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+                          "usage": {"prompt_tokens": 3, "completion_tokens": 7}}))
+        return [*out, (0.0, "[DONE]")]
+
+    result = replayed(held_back, api="completions", output_tokens="7", requests=4, warmup=0)
+    assert (result.rows["output_tokens"] == 7).all(), result.rows["output_tokens"]

@@ -383,10 +383,13 @@ class SseTransport:
     @staticmethod
     def _told(reply: _Reply, req: GenRequest) -> int | None:
         """The server's ``usage.completion_tokens`` where it can be believed: a whole number
-        from 1 to the tokens asked for and a few spare (a larger claim sizes nothing)."""
+        from 1 to the tokens asked for and a few spare (a larger claim sizes nothing), and
+        no more than the bytes of text that streamed (a token writes at least one: a server
+        claiming 60 tokens for six chunks of three bytes is not believed)."""
         told = reply.usage.get("completion_tokens") if isinstance(reply.usage, dict) else None
         if isinstance(told, int) and not isinstance(told, bool) and \
-                0 < told <= req.max_tokens + SPARE_EVENTS:
+                0 < told <= req.max_tokens + SPARE_EVENTS and \
+                told <= sum(len(t.encode()) for t in req.text):
             return told
         return None
 
