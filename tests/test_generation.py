@@ -181,14 +181,25 @@ def _gap_index(tokens: np.ndarray) -> np.ndarray:
 
 
 def test_too_small_a_kv_budget_preempts_and_recomputes_as_stall():
+    """A recompute prefills the prompt and what was generated in one call: with 0.1 ms a
+    prompt token it takes at least 11 ms, longer than a decode step of four (4 ms)."""
     result = run(concurrency=4, max_running=4, requests=12, prompt_tokens="100",
-                 output_tokens="40", kv_tokens=300, warmup=0)
+                 output_tokens="40", kv_tokens=300, warmup=0,
+                 model_args={"prefill_ms_per_token": 0.1})
     s = result.summary
     assert s.preemptions > 0 and s.requests_preempted > 0
     assert s.errors == 0 and s.successful == 12
     t = result.tokens
     recomputed = t[t["kind"] == 2]
-    assert len(recomputed) >= s.preemptions - 4  # the last few may never come back
+    # every request completed, so every preempted sequence came back: one recompute each
+    assert len(recomputed) == s.preemptions, (len(recomputed), s.preemptions)
+    # each recompute's call holds the prefill of its prompt and the tokens it had made
+    # (its index), and is longer than a decode step
+    call_ms = (t["t_produced"] - t["t_call_start"]).astype(np.int64) / 1e6
+    again = t["kind"] == 2
+    known = 1.0 + 0.1 * (100 + recomputed["index"])
+    assert (call_ms[again] >= 0.9 * known).all(), (call_ms[again], known)
+    assert call_ms[again].min() > np.median(call_ms[t["kind"] == 1])
     _, parts = gaps(result)
     assert parts["stall"].sum() > 0
     rows = ok_rows(result)

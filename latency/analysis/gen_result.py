@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -288,10 +287,6 @@ class GenResult:
         for name in ("t_call_start", "t_produced", "t_detok", "t_delivered"):
             out[f"{name}_ns"] = t[name] - t0
         return pd.DataFrame(out)
-
-    def write_parquet(self, path: str | Path) -> None:
-        """Every token's stamps as Parquet (pyarrow)."""
-        self.tokens_frame().to_parquet(path, index=False)
 
 
 def _table(array: np.ndarray, anchor: str | None, t0: int | None = None) -> dict[str, Any]:

@@ -189,7 +189,7 @@ class GenRequest:
 
     __slots__ = ("prompt", "ids", "max_tokens", "client", "warmup", "on_token", "on_done",
                  "error", "cancelled", "output", "text", "preemptions", "chunks",
-                 "prefill_ns", "replica", "seq_id", "call_start", "produced", "detok",
+                 "prefill_ns", "replica", "call_start", "produced", "detok",
                  "delivered", "kinds", "batches", "decomposed", "stop_on_eos", "on_accepted",
                  "stream_chunks", "report", *(f"t_{s}" for s in GEN_STAMPS))
 
@@ -210,7 +210,6 @@ class GenRequest:
         self.chunks = 0
         self.prefill_ns = 0
         self.replica = 0
-        self.seq_id = -1
         self.decomposed = True
         #: stop at the model's end-of-sequence token: None follows the server's setting
         #: (an HTTP request's ``ignore_eos`` sets it per request)

@@ -177,7 +177,7 @@ class Scheduler:
         for seq in self.running:  # prompts already partly prefilled go on first
             if budget <= 0:
                 break
-            if seq.prefilling and seq not in plan.preempted:
+            if seq.prefilling:  # (a preempted one left the running set)
                 n = min(c.chunk, seq.target - seq.computed, budget)
                 plan.chunks.append((seq, seq.computed, n))
                 budget -= n

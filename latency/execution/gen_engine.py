@@ -42,9 +42,10 @@ from latency.pipelines.generative import GenerativePipeline
 from latency.pipelines.registry import build_pipeline
 from latency.pipelines.target_text import TargetText
 
-#: the most token rows a run keeps (~45 bytes each: ≈ 180 MB)
+#: the most token rows a run keeps (43 bytes each, ``TOKEN_DTYPE``: ≈ 172 MB)
 MAX_TOKENS_STORED = 4_000_000
-#: the most scheduler steps a run keeps (~50 bytes each)
+#: the most scheduler steps a run keeps (each a tuple of 13 ints while the run goes: ~500
+#: bytes in memory, ≈ 1 GB at most; 62 bytes once stored as ``STEP_DTYPE``)
 MAX_STEPS_STORED = 2_000_000
 #: requests whose generated text a result keeps, to read what was served
 TEXT_SAMPLES = 3

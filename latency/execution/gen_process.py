@@ -229,9 +229,15 @@ def run_generation_process(config: RunConfig, *, cancel: threading.Event,
         return result
     if failure is None:
         code = proc.exitcode
-        why = (f"killed by signal {-code} ({signal.Signals(-code).name})"
-               if code is not None and code < 0 and -code in signal.valid_signals()
-               else f"exit code {code}")
-        failure = (f"the run process ended without a result ({why}): the pipeline crashed "
-                   f"the process; the {reported.n[0]} requests it had reported are kept", None)
+        killed = code is not None and code < 0 and -code in signal.valid_signals()
+        why = f"killed by signal {-code} ({signal.Signals(-code).name})" if killed \
+            else f"exit code {code}"
+        # a signal from outside (SIGTERM, SIGKILL: a stop, the OOM killer) is not the
+        # pipeline's doing; a crash (SIGSEGV, SIGABRT, an exit code) is
+        blame = ("it was stopped from outside (a stop, a kill, or the kernel's "
+                 "out-of-memory killer)" if killed and -code in (
+            signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP)
+            else "the pipeline crashed the process")
+        failure = (f"the run process ended without a result ({why}): {blame}; the "
+                   f"{reported.n[0]} requests it had reported are kept", None)
     return reported.result(config, "failed", failure[0], failure[1], start_ns)

@@ -87,7 +87,7 @@ class PermissionDenied(Exception):
 
 
 class RunManager:
-    def __init__(self, inputs_for: Any = None, store: Any = DEFAULT_STORE,
+    def __init__(self, store: Any = DEFAULT_STORE,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``store``: the RunStore finished runs are saved to (default: ``$LATENCY_LAB_DB`` or
         ``~/.latency_lab/runs.sqlite``); None saves nothing. ``clock``: the time a run's

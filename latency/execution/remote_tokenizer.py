@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_right
-from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -128,14 +127,6 @@ class RemoteTokenCounter:
             out[min(bisect_right(ends, start), len(chunks) - 1)] += 1
         return out
 
-    def sample_ids(self, texts: Sequence[str], limit: int) -> list[int]:
-        """The tokens of ``texts`` in order, up to ``limit``."""
-        out: list[int] = []
-        for t in texts:
-            out += self.ids(t)
-            if len(out) >= limit:
-                break
-        return out
 
 
 def server_root(base: str) -> str:

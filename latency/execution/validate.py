@@ -120,7 +120,3 @@ def _levers_checked(c: RunConfig, src: PipelineSource) -> RunConfig:
         raise ConfigError(str(exc)) from None
     return c
 
-
-def pipeline_source(config: RunConfig) -> PipelineSource:
-    """The pipeline a (validated) config names."""
-    return source(config.model, config.pipeline)

@@ -69,14 +69,6 @@ class TokenCounter:
         # a token the tokenizer placed in an empty chunk's position stays where it starts
         return out
 
-    def sample_ids(self, texts: list[str], limit: int) -> list[int]:
-        """The tokens of ``texts`` in order, up to ``limit``."""
-        out: list[int] = []
-        for t in texts:
-            out += self.ids(t)
-            if len(out) >= limit:
-                break
-        return out
 
 
 #: the files of a tokenizer saved without its tokenizer.json (a "slow" one: SentencePiece's

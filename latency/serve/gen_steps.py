@@ -18,7 +18,7 @@ import numpy as np
 from latency.core.gen_records import STEP_DTYPE
 from latency.core.timing import now_ns
 
-#: the most steps kept (~60 bytes each: ≈ 16 MB)
+#: the most steps kept (62 bytes each, ``STEP_DTYPE``: ≈ 16 MB)
 STEPS_KEPT = 262_144
 _STAMPS = tuple(n for n in STEP_DTYPE.names or () if n.startswith("t_"))
 

@@ -51,7 +51,7 @@ from latency.simulation.config import SimConfig
 from latency.simulation.gen_service import GenService, MachineLevel, step_kind
 from latency.simulation.simulator import arrivals_ms
 
-#: the most output tokens one simulation stores (a token's row is 40 bytes)
+#: the most output tokens one simulation stores (a token's row is 43 bytes: ≈ 172 MB)
 MAX_SIM_TOKENS = 4_000_000
 #: a bound on steps, far above what the tokens need (a step makes at least one token or
 #: prefills at least one prompt token): a policy that made no progress would stop here
