@@ -244,3 +244,62 @@ def test_a_servers_token_count_beyond_what_streamed_is_not_believed():
 
     result = replayed(held_back, api="completions", output_tokens="7", requests=4, warmup=0)
     assert (result.rows["output_tokens"] == 7).all(), result.rows["output_tokens"]
+
+
+@pytest.mark.parametrize("content", [["a", "b"], 7, {"text": "x"}])
+def test_a_reply_whose_text_is_not_text_fails_alone_and_the_run_ends(content):
+    """A delta.content that is a list, a number or an object: that stream fails with why,
+    the client's recording thread lives on, the run ends with every request accounted for."""
+    import itertools
+
+    calls = itertools.count()
+
+    def events(ask: dict) -> list:
+        if next(calls) % 2:  # every other request (the probe's is a good one)
+            return [(0.0, {"choices": [{"index": 0, "delta": {"content": content},
+                                        "finish_reason": None}]}), (0.0, "[DONE]")]
+        return _llamacpp(ask)
+
+    t = time.monotonic()
+    result = replayed(events, output_tokens="4", requests=8, concurrency=2, warmup=0)
+    assert time.monotonic() - t < 60
+    s = result.summary
+    assert s.successful + s.errors == 8 and s.errors >= 3, s.error_messages
+    assert all("not a string" in m for m in s.error_messages), s.error_messages
+
+
+def test_a_request_that_cannot_be_recorded_fails_alone_and_the_receiver_lives_on():
+    """Whatever a server or pipeline hands back, the one thread that records every request
+    does not die on it: the request is recorded failed, with why, and the run goes on."""
+    import threading
+
+    from latency.core.gen_records import GenRequest
+    from latency.loadgen.gen_driver import GenDriver
+
+    recorded: list[GenRequest] = []
+
+    def record(req: GenRequest) -> None:
+        if req.error is None and req.max_tokens == 3:
+            raise OverflowError("Python integer 70000 out of bounds for int16")
+        recorded.append(req)
+
+    def submit(req: GenRequest) -> None:  # an instant server: one token, done
+        from latency.core.timing import now_ns
+
+        t = now_ns()
+        req.t_sent = req.t_received = req.t_tok_start = req.t_tok_end = t
+        req.t_admitted = req.t_first = req.t_first_detok = t
+        for name in ("call_start", "produced", "detok"):
+            getattr(req, name).append(t)
+        req.kinds.append(0)
+        req.batches.append(1)
+        req.output.append(0)
+        req.on_token(req, True)
+
+    work = [("a prompt", 2), ("another", 3), ("a third", 2)]
+    driver = GenDriver(submit, work, record, threading.Event())
+    driver.closed(1, 6, None, False, 5.0)
+    assert len(recorded) == 6
+    failed = [r for r in recorded if r.error]
+    assert len(failed) == 2 and all("could not be recorded" in r.error and "int16" in r.error
+                                    for r in failed)

@@ -22,6 +22,7 @@ from typing import cast
 
 import numpy as np
 
+from latency.core.errors import error_text
 from latency.core.gen_records import GenRequest
 from latency.core.timing import now_ns
 from latency.loadgen.generator import DRAIN_S, STOP_DRAIN_S, due_times
@@ -30,6 +31,31 @@ _STOP = object()
 
 #: one work item: the prompt (text, or token ids) and how many tokens to generate
 Work = tuple[object, int]
+
+
+def _copy_of(r: GenRequest, error: str, cancelled: bool, keep_tokens: bool) -> GenRequest:
+    """A copy of ``r`` to record in its place, failed with ``error`` (or cancelled): the
+    server may still hold the original, and the original may hold what cannot be recorded.
+    ``keep_tokens``: keep the tokens it had delivered (as plain ints), else none."""
+    gone = GenRequest(None, int(r.max_tokens), int(r.client), bool(r.warmup), int(r.t_intended))
+    gone.t_sent = int(r.t_sent or r.t_intended)
+    if keep_tokens:
+        gone.ids = list(r.ids)
+        n = len(r.delivered)
+        for name in ("call_start", "produced", "detok", "kinds", "batches", "delivered"):
+            setattr(gone, name, list(getattr(r, name))[:n])
+        for s in ("received", "tok_start", "tok_end", "admitted"):
+            setattr(gone, f"t_{s}", getattr(r, f"t_{s}"))
+        gone.prefill_ns, gone.preemptions, gone.chunks = r.prefill_ns, r.preemptions, \
+            r.chunks
+    gone.decomposed = False
+    if cancelled:
+        gone.cancelled = True
+    else:
+        gone.error = error
+    gone.t_done = now_ns()
+    gone.close_gaps()
+    return gone
 
 
 class GenDriver:
@@ -80,10 +106,20 @@ class GenDriver:
             with self._lock:  # one owner at a time: not given up on meanwhile
                 if id(req) not in self._inflight:
                     continue  # given up on already (recorded as unanswered)
-                req.close_gaps()
-                self.record(req)
+                self._record_safely(req)
                 on_finished(req)  # a closed-loop client sends its next one first, so the
                 del self._inflight[id(req)]  # requests in flight never read zero between
+
+    def _record_safely(self, req: GenRequest) -> None:
+        """Record ``req``; what a server or pipeline handed back cannot kill this thread (the
+        one that records every request): a reply that cannot be recorded — text that is
+        not text, a figure beyond a column's type — fails its own request, with why."""
+        try:
+            req.close_gaps()
+            self.record(req)
+        except Exception as exc:  # noqa: BLE001 - one bad reply fails alone
+            self.record(_copy_of(req, f"the reply could not be recorded: {error_text(exc)}",
+                                 cancelled=False, keep_tokens=False))
 
     def _unanswered(self) -> int:
         """Account for the requests still streaming when the run ends: cancelled on a stop,
@@ -93,24 +129,8 @@ class GenDriver:
             left = list(self._inflight.values())
             self._inflight.clear()
         for r in left:
-            gone = GenRequest(r.prompt, r.max_tokens, r.client, r.warmup, r.t_intended)
-            gone.t_sent = r.t_sent or r.t_intended
-            gone.ids = list(r.ids)
-            n = len(r.delivered)
-            for name in ("call_start", "produced", "detok", "kinds", "batches", "delivered"):
-                setattr(gone, name, list(getattr(r, name))[:n])
-            for s in ("received", "tok_start", "tok_end", "admitted"):
-                setattr(gone, f"t_{s}", getattr(r, f"t_{s}"))
-            gone.prefill_ns, gone.preemptions, gone.chunks = r.prefill_ns, r.preemptions, \
-                r.chunks
-            gone.decomposed = False
-            if self.cancel.is_set():
-                gone.cancelled = True
-            else:
-                gone.error = "no reply: still streaming when the run ended"
-            gone.t_done = now_ns()
-            gone.close_gaps()
-            self.record(gone)
+            self.record(_copy_of(r, "no reply: still streaming when the run ended",
+                                 cancelled=self.cancel.is_set(), keep_tokens=True))
         return len(left)
 
     def _drain(self, deadline_s: float) -> bool:

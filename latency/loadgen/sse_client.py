@@ -123,15 +123,22 @@ class _Reply:
             return
         choices = obj.get("choices")
         if choices:
+            if not isinstance(choices, list) or not isinstance(choices[0], dict):
+                raise StreamError("an event's choices are not a list of objects")
             c = choices[0]
             if self.chat:
                 delta = c.get("delta") or {}
+                if not isinstance(delta, dict):
+                    raise StreamError("a choice's delta is not an object")
                 text = delta.get("content") or ""
                 if not text and not self.stamps and "role" in delta \
                         and c.get("finish_reason") is None:
                     return  # the role-only first event: no token
             else:
                 text = c.get("text") or ""
+            if not isinstance(text, str):
+                raise StreamError(f"a choice's text is not a string but "
+                                  f"{type(text).__name__}: {str(text)[:60]!r}")
             self.stamps.append(stamp)
             self.texts.append(text)
             u = obj.get("usage")
