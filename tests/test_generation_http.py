@@ -427,3 +427,22 @@ def test_serve_cli_answers_an_httpx_stream_with_valid_sse():
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("prompt_tokens", 250_000_000), ("replica", 70_000), ("prefill_chunks", 2**40),
+    ("preemptions", 10**30), ("batches", [10**6] * 5)])
+def test_an_account_figure_beyond_what_the_client_holds_is_refused_not_allocated(server, field,
+                                                                               value):
+    """A server's account sizes nothing the client allocates and fits the log's columns: a
+    prompt of 250 million tokens, a replica or a batch beyond 16 bits, chunks beyond 32 —
+    the account is refused (the request is kept whole, its reason counted), never believed."""
+    from latency.loadgen.gen_layout import AccountError
+
+    status, body = post(server.port, "/v1/completions", json.dumps({
+        "model": "synthetic-lm", "prompt": "the water", "max_tokens": 5}).encode())
+    account = json.loads(body)["latency_lab"]
+    assert parse_account(account).tokens == 5
+    account[field] = value
+    with pytest.raises(AccountError, match=field):
+        parse_account(account)

@@ -40,7 +40,7 @@ def _copy_of(r: GenRequest, error: str, cancelled: bool, keep_tokens: bool) -> G
     gone = GenRequest(None, int(r.max_tokens), int(r.client), bool(r.warmup), int(r.t_intended))
     gone.t_sent = int(r.t_sent or r.t_intended)
     if keep_tokens:
-        gone.ids = list(r.ids)
+        gone.ids = range(len(r.ids))  # type: ignore[assignment]  # its length is read
         n = len(r.delivered)
         for name in ("call_start", "produced", "detok", "kinds", "batches", "delivered"):
             setattr(gone, name, list(getattr(r, name))[:n])

@@ -70,9 +70,17 @@ class Account:
     chunk_tokens: list[int] | None
 
 
-def _int(v: Any, name: str, low: int = 0) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or v < low:
-        raise AccountError("malformed", f"{name} is not a whole number >= {low}: {v!r}")
+#: the largest value each counted field of an account may hold: what its column in the
+#: request and token logs holds (``GEN_DTYPE``, ``TOKEN_DTYPE``), and no more prompt tokens
+#: than any context — a server's figure never sizes anything the client allocates
+I2, I4, I8 = 2**15 - 1, 2**31 - 1, 2**63 - 1
+MAX_ACCOUNT_PROMPT = 10_000_000
+
+
+def _int(v: Any, name: str, low: int = 0, high: int = I8) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
+        raise AccountError("malformed", f"{name} is not a whole number from {low} to "
+                           f"{high:,}: {str(v)[:40]}")
     return v
 
 
@@ -110,12 +118,13 @@ def parse_account(d: Any) -> Account:
     produced = [c + r for c, r in zip(call, arrays["run"], strict=True)]
     detok = [p + t for p, t in zip(produced, arrays["detok"], strict=True)]
     pick = [t + k for t, k in zip(detok, arrays["pick"], strict=True)]
-    return Account(n, _int(d.get("prompt_tokens"), "prompt_tokens"),
-                   _int(d.get("preemptions"), "preemptions"),
-                   _int(d.get("prefill_chunks"), "prefill_chunks"),
-                   _int(d.get("replica"), "replica"), tok_start, tok_end, admitted,
+    return Account(n, _int(d.get("prompt_tokens"), "prompt_tokens", high=MAX_ACCOUNT_PROMPT),
+                   _int(d.get("preemptions"), "preemptions", high=I2),
+                   _int(d.get("prefill_chunks"), "prefill_chunks", high=I4),
+                   _int(d.get("replica"), "replica", high=I2), tok_start, tok_end, admitted,
                    _int(ns.get("prefill"), "ns.prefill"), call, produced, detok, pick,
-                   [int(k) for k in kinds], [_int(b, "batches") for b in batches], chunks)
+                   [int(k) for k in kinds], [_int(b, "batches", high=I2) for b in batches],
+                   chunks)
 
 
 def per_token(stamps: list[int], chunk_tokens: list[int] | None) -> list[int]:
@@ -148,7 +157,7 @@ def lay_out(req: GenRequest, a: Account, delivered: list[int]) -> None:
     req.detok = [base + t for t in a.detok]
     req.delivered = list(delivered)
     req.kinds, req.batches = list(a.kinds), list(a.batches)
-    req.ids = [0] * a.prompt_tokens  # only the prompt's length crosses the wire
+    req.ids = range(a.prompt_tokens)  # type: ignore[assignment]  # only its length is read
     req.prefill_ns, req.preemptions = a.prefill_ns, a.preemptions
     req.chunks, req.replica = a.prefill_chunks, a.replica
     req.decomposed = True
@@ -162,7 +171,7 @@ def undecomposed(req: GenRequest, delivered: list[int], prompt_tokens: int = 0) 
     ``network``, each later gap all ``delivery``; flagged ``decomposed=False``."""
     req.delivered = list(delivered)
     req.decomposed = False
-    req.ids = [0] * prompt_tokens
+    req.ids = range(prompt_tokens)  # type: ignore[assignment]  # only its length is read
     n = len(delivered)
     if not n:
         return
