@@ -43,3 +43,26 @@ def test_bad_inputs_content_is_one_line_before_anything_runs(tmp_path, monkeypat
     saved = sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone()[0] \
         if db.exists() else 0
     assert saved == 0
+
+
+@pytest.mark.parametrize("name, content, says", [
+    ("/dev/zero", None, "not a regular file or a directory"),
+    ("missing.jsonl", None, "no such file or directory"),
+    ("empty.jsonl", "", "the file is empty"),
+    ("bad.jsonl", '"ok"\n{nope\n', "line 2 is not JSON"),
+])
+def test_prompts_take_the_same_checks_and_bounds_as_inputs_before_anything_runs(
+        tmp_path, name, content, says):
+    """--prompts /dev/zero once read until the kernel killed the run (20 GB); a missing file
+    was named --inputs. Now: one line naming --prompts, exit 2, nothing run."""
+    from tests.cli_support import cli_here
+
+    where = name if name.startswith("/") else str(tmp_path / name)
+    if content is not None:
+        (tmp_path / name).write_text(content)
+    out = cli_here("run", "--model", "synthetic-lm", "--prompts", where, "--output-tokens", "4",
+                   "--requests", "2", "--no-save")
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"latency: error: --prompts {where}")
+    assert says in lines[0] and "Traceback" not in out.stderr

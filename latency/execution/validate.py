@@ -54,6 +54,8 @@ def validated(config: RunConfig, pipeline: Pipeline | None = None,
         load_bodies(c.bodies, require_json=c.target_protocol == "oip")
     if c.inputs is not None:
         c.inputs = check_inputs(c.inputs)  # made absolute: a run process finds it too
+    if c.prompts is not None:  # the same checks and bounds, before anything runs
+        c.prompts = check_inputs(c.prompts, "--prompts")
     if generation and c.target is not None:
         target_generation_checked(c, length_given)  # someone else's server: nothing of ours
         return c

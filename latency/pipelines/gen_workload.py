@@ -54,7 +54,7 @@ def build_work(pipeline: TextSource, config: RunConfig, count: int,
         prompts = list(prompts)
     elif config.prompts:
         prompts = [prompt_texts(v) for v in read_inputs(config.prompts, config.input_order,
-                                                        config.seed)]
+                                                        config.seed, "--prompts")]
     else:
         base = pipeline.sample_inputs(min(n, 256), config.seed)
         prompts = [str(p) for p in base]

@@ -36,29 +36,33 @@ def _files(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
-def check_inputs(where: str) -> str:
+def check_inputs(where: str, flag: str = "--inputs") -> str:
     """The absolute path of an ``--inputs`` source that exists, is not empty, is within the
     bounds and reads as inputs; ConfigError (one line) otherwise — before anything runs, so bad
     content costs no run (and leaves no failed run in the history). A text or JSON-lines file
-    is parsed here; each file of a directory is opened and its first byte read."""
+    is parsed here; each file of a directory is opened and its first byte read. ``flag``: the
+    option that named it (``--prompts`` takes the same checks and bounds)."""
     path = Path(where).expanduser()
     if not path.exists():
-        raise ConfigError(f"--inputs {where}: no such file or directory")
+        raise ConfigError(f"{flag} {where}: no such file or directory")
     path = path.resolve()
+    if not path.is_dir() and not path.is_file():  # a device (/dev/zero), a FIFO, a socket
+        raise ConfigError(f"{flag} {where}: not a regular file or a directory (a device or "
+                          "a pipe has no end a run could wait for)")
     if path.is_dir():
         files = _files(path)
         if not files:
-            raise ConfigError(f"--inputs {where}: the directory holds no files")
+            raise ConfigError(f"{flag} {where}: the directory holds no files")
         if len(files) > MAX_INPUTS:
-            raise ConfigError(f"--inputs {where}: {len(files):,} files, more than the "
+            raise ConfigError(f"{flag} {where}: {len(files):,} files, more than the "
                               f"{MAX_INPUTS:,} a run holds in memory")
         size = sum(p.stat().st_size for p in files)
     else:
         size = path.stat().st_size
         if size == 0:
-            raise ConfigError(f"--inputs {where}: the file is empty")
+            raise ConfigError(f"{flag} {where}: the file is empty")
     if size > MAX_BYTES:
-        raise ConfigError(f"--inputs {where}: {size / 2**20:,.0f} MiB, more than the "
+        raise ConfigError(f"{flag} {where}: {size / 2**20:,.0f} MiB, more than the "
                           f"{MAX_BYTES / 2**20:,.0f} MiB a run holds in memory")
     if path.is_dir():
         for f in files:
@@ -66,12 +70,12 @@ def check_inputs(where: str) -> str:
                 with open(f, "rb") as fh:
                     fh.read(1)
             except OSError as exc:
-                raise ConfigError(f"--inputs {where}: cannot read {f.name} "
+                raise ConfigError(f"{flag} {where}: cannot read {f.name} "
                                   f"({exc.strerror or exc})") from None
     else:
         key = (str(path), size, path.stat().st_mtime_ns)
         if key not in _PARSED_OK:  # a run validates twice (caller, engine): parse once
-            _parsed(path, where)
+            _parsed(path, where, flag)
             if len(_PARSED_OK) >= 256:  # a long-lived server: forget, never grow
                 _PARSED_OK.clear()
             _PARSED_OK.add(key)
@@ -83,15 +87,15 @@ def check_inputs(where: str) -> str:
 _PARSED_OK: set[tuple[str, int, int]] = set()
 
 
-def _parsed(path: Path, where: str) -> list[Any]:
+def _parsed(path: Path, where: str, flag: str = "--inputs") -> list[Any]:
     """The inputs of a text or JSON-lines file; ConfigError naming the first bad line."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"--inputs {where}: not UTF-8 text ({exc.reason}); a directory "
+        raise ConfigError(f"{flag} {where}: not UTF-8 text ({exc.reason}); a directory "
                           "of files sends each file's bytes") from None
     except OSError as exc:
-        raise ConfigError(f"--inputs {where}: cannot read it ({exc.strerror or exc})") from None
+        raise ConfigError(f"{flag} {where}: cannot read it ({exc.strerror or exc})") from None
     lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
     items: list[Any]
     if _kind(path) == "jsonl":
@@ -100,21 +104,22 @@ def _parsed(path: Path, where: str) -> list[Any]:
             try:
                 items.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise ConfigError(f"--inputs {where} line {i} is not JSON: {exc}") from None
+                raise ConfigError(f"{flag} {where} line {i} is not JSON: {exc}") from None
             except RecursionError:
-                raise ConfigError(f"--inputs {where} line {i} is JSON nested too deeply") \
+                raise ConfigError(f"{flag} {where} line {i} is JSON nested too deeply") \
                     from None
     else:
         items = [line for _, line in lines]
     if len(items) > MAX_INPUTS:
-        raise ConfigError(f"--inputs {where}: {len(items):,} inputs, more than "
+        raise ConfigError(f"{flag} {where}: {len(items):,} inputs, more than "
                           f"{MAX_INPUTS:,}")
     if not items:
-        raise ConfigError(f"--inputs {where}: no inputs in it (only blank lines)")
+        raise ConfigError(f"{flag} {where}: no inputs in it (only blank lines)")
     return items
 
 
-def read_inputs(where: str, order: str = "in-order", seed: int = 0) -> list[Any]:
+def read_inputs(where: str, order: str = "in-order", seed: int = 0,
+                flag: str = "--inputs") -> list[Any]:
     """Every input of ``where`` (see the module docstring), in order or shuffled."""
     path = Path(where).expanduser().resolve()
     items: list[Any]
@@ -122,11 +127,11 @@ def read_inputs(where: str, order: str = "in-order", seed: int = 0) -> list[Any]
         try:
             items = [p.read_bytes() for p in _files(path)]
         except OSError as exc:
-            raise ConfigError(f"--inputs {where}: {exc.strerror or exc}") from None
+            raise ConfigError(f"{flag} {where}: {exc.strerror or exc}") from None
         if not items:
-            raise ConfigError(f"--inputs {where}: the directory holds no files")
+            raise ConfigError(f"{flag} {where}: the directory holds no files")
     else:
-        items = _parsed(path, where)
+        items = _parsed(path, where, flag)
     if order == "shuffle":
         perm = np.random.default_rng(seed).permutation(len(items))
         items = [items[i] for i in perm]
