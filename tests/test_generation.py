@@ -482,12 +482,30 @@ def test_replicas_each_run_their_own_scheduler():
 def test_an_overloaded_open_loop_counts_what_its_grace_dropped():
     """Far more arrivals than one slot serves, and a short grace: what still waited when the
     grace ran out is dropped by overload — counted, so every offered request is accounted
-    for and the run says it was overloaded."""
+    for, the run says it was overloaded, and (as a one-shot run) it is INVALID for it."""
     result = run(rate=200.0, requests=120, max_running=1, prompt_tokens="16",
                  output_tokens="10", warmup=0, drain_grace_s=0.5,
                  model_args={"step_ms": 5.0})
     s = result.summary
     assert s.dropped > 0
     assert s.requests + s.dropped == 120, (s.requests, s.dropped)
-    assert result.validity.valid, result.validity.line()
+    v = result.validity
+    assert [c.name for c in v.failed] == ["nothing dropped by overload"], v.line()
+    assert next(c for c in v.checks if c.name == "every request accounted for").passed
     assert any(w.kind == "overloaded" for w in result.findings)
+
+
+def test_an_overloaded_open_loop_that_dropped_requests_is_invalid_as_a_one_shot_run_is():
+    """One validity for both kinds: 2,000 requests/s offered to synthetic-lm for a second
+    overflow its backlog; the dropped requests make the run INVALID ('nothing dropped by
+    overload'), as they make a one-shot run, and each passed check says what passed."""
+    cfg = RunConfig(model="synthetic-lm", model_args=FAST, output_tokens="8", rate=2000.0,
+                    duration_s=1.0, warmup=0)
+    result = execute_generation(cfg, force=True)
+    assert result.summary.dropped > 0
+    v = result.validity
+    assert not v.valid and [c.name for c in v.failed] == ["nothing dropped by overload"], \
+        v.line()
+    names = [c.name for c in v.checks]
+    assert names[:3] == ["finished as planned", "warm-up finished", "requests succeeded"]
+    assert all("no successful" not in c.detail for c in v.checks if c.passed)

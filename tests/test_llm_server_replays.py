@@ -303,3 +303,20 @@ def test_a_request_that_cannot_be_recorded_fails_alone_and_the_receiver_lives_on
     failed = [r for r in recorded if r.error]
     assert len(failed) == 2 and all("could not be recorded" in r.error and "int16" in r.error
                                     for r in failed)
+
+
+def test_another_choices_tokens_are_not_counted_as_the_requests_own():
+    """A server that streams a second completion (index 1) beside the one asked for: only
+    choice 0's four tokens are the request's."""
+    def two_choices(ask: dict) -> list:
+        out: list = []
+        for i in range(4):
+            out.append((0.001, {"choices": [{"index": 1, "text": f" other{i}",
+                                             "finish_reason": None}]}))
+            out.append((0.001, {"choices": [{"index": 0, "text": f" w{i}",
+                                             "finish_reason": "length" if i == 3 else None}]}))
+        return [*out, (0.0, "[DONE]")]
+
+    result = replayed(two_choices, api="completions", output_tokens="4", requests=4, warmup=0)
+    assert result.summary.errors == 0, result.summary.error_messages
+    assert (result.rows["output_tokens"] == 4).all(), result.rows["output_tokens"]

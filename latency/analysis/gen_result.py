@@ -20,7 +20,8 @@ from latency.analysis.server_metrics import measured_window
 from latency.analysis.server_split import split_for
 from latency.analysis.target_view import TargetView, target_view
 from latency.analysis.timings import Timings
-from latency.analysis.validity import Check, Validity, quiet_machine
+from latency.analysis.validity import Validity
+from latency.analysis.validity import validity as run_validity
 from latency.core.config import RunConfig
 from latency.core.gen_records import (
     GEN_COMPONENTS,
@@ -131,25 +132,12 @@ class GenResult:
 
     @cached_property
     def validity(self) -> Validity:
-        """VALID or INVALID: the run completed, had successful requests, failed no more than
-        ``--max-error-rate`` and accounted for every request it offered; the machine was
-        quiet (advisory unless ``--require-quiet``)."""
-        s, c = self.summary, self.config
-        checks = [
-            Check("completed", self.status == "completed",
-                  f"the run {self.status}" + (f": {self.failure}" if self.failure else "")),
-            Check("successful requests", s.successful > 0, "no successful requests"),
-            Check("error rate", s.error_rate <= c.max_error_rate,
-                  f"error rate {s.error_rate:.1%} > {c.max_error_rate:.1%}"),
-        ]
-        offered = self.timings.offered_requests
-        if offered is not None:
-            seen = s.requests + s.dropped + (self.timings.cancelled_requests or 0)
-            checks.append(Check("every request accounted for", seen >= offered,
-                                f"{offered - seen} of {offered} offered requests are "
-                                "missing from the result"))
-        checks.append(quiet_machine(self.environment, required=c.require_quiet))
-        return Validity(tuple(checks))
+        """VALID or INVALID by the very checks of a one-shot run (``analysis.validity``):
+        finished as planned, warm-up finished, requests succeeded, the error rate within
+        ``--max-error-rate``, nothing dropped by overload, every request accounted for; the
+        machine quiet (advisory unless ``--require-quiet``)."""
+        return run_validity(self.summary, self.config, self.status, self.timings,
+                            self.environment, self.failure)
 
     @cached_property
     def series(self) -> dict[str, list[float]]:

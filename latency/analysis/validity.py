@@ -120,17 +120,21 @@ def accounting(summary: Any, config: RunConfig, status: str, timings: Any) -> Ch
 
 
 def validity(summary: Any, config: RunConfig, status: str, timings: Any = None,
-             environment: dict[str, Any] | None = None) -> Validity:
-    """The checks of one run (``summary``: its Summary; ``config``: its RunConfig;
-    ``timings``: its Timings, for what the generator offered, dropped and cancelled;
-    ``environment``: its environment, for the machine while it measured)."""
+             environment: dict[str, Any] | None = None, failure: str | None = None
+             ) -> Validity:
+    """The checks of one run of either kind (``summary``: its Summary or GenSummary;
+    ``config``: its RunConfig; ``timings``: its Timings, for what the generator offered,
+    dropped and cancelled; ``environment``: its environment, for the machine while it
+    measured; ``failure``: why it failed, when it did). One function for both kinds of
+    request, so a generation is never VALID where the same one-shot run is INVALID."""
     limit = DEFAULT_MAX_ERROR_RATE if config.max_error_rate is None else \
         float(config.max_error_rate)
     planned_warmup = int(config.warmup or 0)
     dropped = int(getattr(summary, "dropped", 0) or 0)
     checks = (
         Check("finished as planned", status == "completed",
-              f"the run {status} before its planned length" if status != "completed"
+              f"the run {status} before its planned length"
+              + (f": {failure}" if failure else "") if status != "completed"
               else "completed"),
         Check("warm-up finished", summary.warmup_requests >= planned_warmup,
               f"warm-up: {summary.warmup_requests} of {planned_warmup} requests"),

@@ -227,6 +227,14 @@ def run_generation_process(config: RunConfig, *, cancel: threading.Event,
         receive.close()
     if result is not None:
         return result
+    if failure is None and cancel.is_set():
+        # a stop to the whole process group (timeout, systemd, a CI runner) also ends the
+        # fork server under the run process, which then dies before it hands over its result:
+        # that is the stop, not a crash
+        return reported.result(config, "stopped", (
+            f"stopped: the run process ended (exit code {proc.exitcode}) before it handed "
+            f"over its result; the {reported.n[0]} requests it had reported are kept"),
+            None, start_ns)
     if failure is None:
         code = proc.exitcode
         killed = code is not None and code < 0 and -code in signal.valid_signals()

@@ -123,9 +123,12 @@ class _Reply:
             return
         choices = obj.get("choices")
         if choices:
-            if not isinstance(choices, list) or not isinstance(choices[0], dict):
+            if not isinstance(choices, list) or not all(isinstance(x, dict) for x in choices):
                 raise StreamError("an event's choices are not a list of objects")
-            c = choices[0]
+        # the request asked for one completion: choice 0's tokens are its own; another
+        # index's (a server that sends n > 1 anyway) are not counted as this request's
+        c = next((x for x in choices or () if x.get("index", 0) == 0), None)
+        if c is not None:
             if self.chat:
                 delta = c.get("delta") or {}
                 if not isinstance(delta, dict):
