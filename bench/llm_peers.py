@@ -129,12 +129,10 @@ def run_aiperf(base_url: str, model: str, tokenizer_dir: str, clients: int, requ
     (``HFValidationError: Repo id must be in the form…``), so both are removed from its
     environment; ``HF_ENDPOINT`` at a closed port keeps it off the network all the same.
     """
-    exe = _tool("aiperf")
-    if exe is None:
-        print("aiperf: not installed (pip install aiperf), skipped")
+    ready = _prepared("aiperf", clients, workdir, seed)
+    if ready is None:
         return None
-    seed = _seed() if seed is None else seed
-    run_dir = _run_dir(Path(workdir), f"aiperf-c{clients}")
+    exe, seed, run_dir = ready
     artifacts = run_dir / "artifacts"
     cmd = [
         exe, "profile",
@@ -209,12 +207,10 @@ def run_guidellm(base_url: str, model: str, tokenizer_dir: str, clients: int, re
     prefix (``"1 0 m0 …"``), and before the run each of its processes sends ``GET /health``
     (5 at 4 clients); ``continuous_usage_stats`` is asked for in ``stream_options``.
     """
-    exe = _tool("guidellm")
-    if exe is None:
-        print("guidellm: not installed (pip install guidellm), skipped")
+    ready = _prepared("guidellm", clients, workdir, seed)
+    if ready is None:
         return None
-    seed = _seed() if seed is None else seed
-    run_dir = _run_dir(Path(workdir), f"guidellm-c{clients}")
+    exe, seed, run_dir = ready
     report = run_dir / "benchmarks.json"
     scenario = {"spec": {
         "backend": {
@@ -294,6 +290,17 @@ def _tool(name: str) -> str | None:
         if here.is_file() and os.access(here, os.X_OK):
             return str(here)
     return shutil.which(name)
+
+
+def _prepared(tool: str, clients: int, workdir: Path, seed: int | None
+              ) -> tuple[str, int, Path] | None:
+    """(the tool's executable, the run's seed, a fresh run directory); None, said, where the
+    tool is not installed."""
+    exe = _tool(tool)
+    if exe is None:
+        print(f"{tool}: not installed (pip install {tool}), skipped")
+        return None
+    return exe, _seed() if seed is None else seed, _run_dir(Path(workdir), f"{tool}-c{clients}")
 
 
 def _seed() -> int:

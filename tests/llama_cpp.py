@@ -396,6 +396,12 @@ def make_random_gguf(vocab_gguf: Path, out: Path, *, n_layer: int = 4, n_embd: i
             writer.add_tensor(name, tensor.astype(np.float16))
         else:
             writer.add_tensor(name, gguf.quants.quantize(tensor, qtype), raw_dtype=qtype)
+    return _written(writer, partial, out)
+
+
+def _written(writer: Any, partial: Path, out: Path) -> Path:
+    """Write ``writer``'s GGUF to ``partial`` and rename it to ``out`` once complete (a
+    test never reads half a model)."""
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -426,12 +432,7 @@ def make_byte_vocab(out: Path) -> Path:
     writer.add_unk_token_id(0)
     writer.add_add_bos_token(True)
     writer.add_add_eos_token(False)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    partial.replace(out)
-    return out
+    return _written(writer, partial, out)
 
 
 # -- the server ----------------------------------------------------------------------------------
