@@ -320,3 +320,41 @@ def test_another_choices_tokens_are_not_counted_as_the_requests_own():
     result = replayed(two_choices, api="completions", output_tokens="4", requests=4, warmup=0)
     assert result.summary.errors == 0, result.summary.error_messages
     assert (result.rows["output_tokens"] == 4).all(), result.rows["output_tokens"]
+
+
+def _forged(k: int, **extra) -> dict:
+    """A Latency Lab account of the right shape for ``k`` tokens (any server can send one)."""
+    from latency.loadgen.gen_layout import ACCOUNT_VERSION
+
+    return {"version": ACCOUNT_VERSION, "tokens": k, "prompt_tokens": 5, "preemptions": 0,
+            "prefill_chunks": 1, "replica": 0,
+            "ns": {"tok_start": 0, "tok_end": 0, "admitted": 0, "prefill": 0},
+            "token_ns": {"call": [0] * k, "run": [0] * k, "detok": [0] * k, "pick": [0] * k},
+            "kinds": ("0" + "1" * (k - 1)) if k else "", "batches": [1] * k, **extra}
+
+
+def test_a_forged_account_is_checked_against_what_was_asked_and_streamed():
+    """An account claiming 1,000 tokens a chunk for six chunks of six asked is not believed
+    (six tokens stand); one of no token at all, after a stream of no token, is no success."""
+    from latency.serve.gen_account import ACCOUNT_KEY
+
+    def inflated(ask: dict) -> list:
+        out = [(0.001, {"choices": [{"index": 0, "text": f" w{i}", "finish_reason": None}]})
+               for i in range(6)]
+        out.append((0.0, {"choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+                          ACCOUNT_KEY: _forged(6000, chunk_tokens=[1000] * 6)}))
+        return [*out, (0.0, "[DONE]")]
+
+    result = replayed(inflated, api="completions", output_tokens="6", requests=4, warmup=0)
+    assert result.summary.errors == 0, result.summary.error_messages
+    assert (result.rows["output_tokens"] == 6).all(), result.rows["output_tokens"]
+
+    def empty(ask: dict) -> list:
+        return [(0.001, {"choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+                         ACCOUNT_KEY: _forged(0)}), (0.0, "[DONE]")]
+
+    with loopback_server(_replay(empty), path="/v1") as url:
+        r = execute_generation(RunConfig(target=url, api="completions", output_tokens="6",
+                                         requests=4, warmup=0), force=True)
+    assert r.summary.successful == 0 and r.summary.errors == 4
+    assert not r.validity.valid

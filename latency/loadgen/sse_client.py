@@ -334,6 +334,9 @@ class SseTransport:
     def _finish(self, req: GenRequest, reply: _Reply, headers: dict[bytes, bytes],
                 trace: tuple[int, int]) -> None:
         self._fill(req, reply)
+        if req.error is None and not req.cancelled and not req.delivered:
+            # whatever an account claims, a stream that carried no token is no success
+            req.error = "no content: the stream carried no token"
         if req.error is None:
             self.finishes[str(reply.finish or "none")[:40]] += 1
         if self.trace:
@@ -347,6 +350,9 @@ class SseTransport:
         if reply.account is not None and req.error is None:
             try:
                 account = parse_account(reply.account)
+                if not 1 <= account.tokens <= req.max_tokens + SPARE_EVENTS:
+                    raise AccountError("mismatch", f"the account's {account.tokens:,} tokens "
+                                       f"for {req.max_tokens:,} asked")
                 stamps = reply.stamps
                 chunks = account.chunk_tokens
                 if len(stamps) != (len(chunks) if chunks is not None else account.tokens):
