@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from latency.core.errors import ConfigError
+from latency.loadgen.bounded_http import ExchangeTimeout, bounded
 from latency.loadgen.sse_client import error_message
 
 #: the probe's bounds: each exchange, and the bytes of a reply it reads
@@ -133,22 +134,27 @@ def _exchange(url: str, method: str, headers: dict[str, str], body: bytes | None
     conn = keep if keep is not None else _connection(url)
     path = parts.path + (f"?{parts.query}" if parts.query else "")
     try:
-        try:
-            conn.request(method, path or "/", body=body, headers=headers)
-            resp = conn.getresponse()
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-            if keep is None:
-                raise
-            # the server closed the kept connection as the request went out (no byte came
-            # back): once more on a fresh one, as the measuring client does (http1_pool)
-            conn.close()
-            conn.request(method, path or "/", body=body, headers=headers)
-            resp = conn.getresponse()
-        data = resp.read(PROBE_MAX_BYTES)
+        with bounded(conn, PROBE_TIMEOUT_S, f"{method} {path or '/'}"):  # all of it
+            try:
+                conn.request(method, path or "/", body=body, headers=headers)
+                resp = conn.getresponse()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                if keep is None:
+                    raise
+                # the server closed the kept connection as the request went out (no byte
+                # came back): once more on a fresh one, as the measuring client does
+                conn.close()
+                conn.request(method, path or "/", body=body, headers=headers)
+                resp = conn.getresponse()
+            data = resp.read(PROBE_MAX_BYTES)
         return resp.status, resp.getheader("Content-Type") or "", data, \
             {k.lower(): v for k, v in resp.getheaders()}
     except ssl.SSLError as exc:
         raise ConfigError(f"--target {url}: TLS failed ({exc.reason or exc})") from None
+    except ExchangeTimeout:
+        raise ConfigError(f"--target {url}: its answer did not end within "
+                          f"{PROBE_TIMEOUT_S:g} s (it came a little at a time, or not at "
+                          "all)") from None
     except TimeoutError:
         raise ConfigError(f"--target {url}: no answer within {PROBE_TIMEOUT_S:g} s") from None
     except (OSError, http.client.HTTPException) as exc:

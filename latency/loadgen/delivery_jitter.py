@@ -23,6 +23,8 @@ from collections import deque
 from typing import Any
 from urllib.parse import urlsplit
 
+from latency.loadgen.bounded_http import bounded
+
 PERIOD_S = 0.1
 TIMEOUT_S = 5.0
 MAX_KEPT = 36_000
@@ -64,9 +66,10 @@ class DeliveryJitter:
             while not self._stop.wait(self.period_s):
                 t = time.perf_counter_ns()
                 try:
-                    conn.request("GET", path, headers=self.headers)
-                    resp = conn.getresponse()
-                    resp.read(1 << 20)
+                    with bounded(conn, TIMEOUT_S, "a round trip"):
+                        conn.request("GET", path, headers=self.headers)
+                        resp = conn.getresponse()
+                        resp.read(1 << 20)
                     took = time.perf_counter_ns() - t
                     if resp.status == 200 and not first:  # the first one connected
                         self.times.append(took)

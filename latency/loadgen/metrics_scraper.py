@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from latency.core.timing import now_ns
+from latency.loadgen.bounded_http import bounded
 
 #: the metric families kept (prefixes of their sample names)
 PREFIXES = ("vllm:", "sglang:", "llamacpp:", "tgi_", "latency_lab_gen_")
@@ -60,17 +61,19 @@ def parse(text: str) -> dict[str, float]:
 
 def fetch(url: str, timeout_s: float = SCRAPE_TIMEOUT_S,
           headers: dict[str, str] | None = None) -> str:
-    """GET ``url`` (bounded in time and size) with ``headers`` besides Accept (a server
-    behind a key guards its /metrics with it too); ScrapeError unless 200 with a body."""
+    """GET ``url`` (the whole exchange bounded in time, the body in size) with ``headers``
+    besides Accept (a server behind a key guards its /metrics with it too); ScrapeError
+    unless 200 with a body."""
     parts = urlsplit(url)
     cls = http.client.HTTPSConnection if parts.scheme == "https" else \
         http.client.HTTPConnection
     conn = cls(parts.hostname or "", parts.port, timeout=timeout_s)
     try:
-        conn.request("GET", parts.path or "/metrics",
-                     headers={"Accept": "text/plain", **(headers or {})})
-        resp = conn.getresponse()
-        body = resp.read(MAX_BODY + 1)
+        with bounded(conn, timeout_s, "the scrape"):  # the whole exchange, not each read
+            conn.request("GET", parts.path or "/metrics",
+                         headers={"Accept": "text/plain", **(headers or {})})
+            resp = conn.getresponse()
+            body = resp.read(MAX_BODY + 1)
     except (OSError, http.client.HTTPException) as exc:
         raise ScrapeError(f"{type(exc).__name__}: {exc}") from None
     finally:

@@ -1,0 +1,80 @@
+"""A server that answers a byte at a time never trips a per-read timeout; the whole exchange
+is bounded instead: the probe of a --target's ``/v1/models`` ends in one line, a ``/metrics``
+scrape ends with the run. (Emulated servers: a raw socket that dribbles its answer.)"""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from latency.core.errors import ConfigError
+from latency.execution import openai_probe
+from latency.loadgen.metrics_scraper import MetricsScraper, ScrapeError, fetch
+
+
+@contextmanager
+def dribbling(every_s: float = 0.2, bytes_: int = 600) -> Iterator[str]:
+    """Each connection gets a 200 whose body comes one byte every ``every_s`` (bounded:
+    ``bytes_`` bytes, then the connection closes)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    stop = threading.Event()
+
+    def one(conn: socket.socket) -> None:
+        try:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100000\r\n\r\n")
+            for _ in range(bytes_):
+                if stop.is_set():
+                    break
+                conn.sendall(b" ")
+                time.sleep(every_s)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except (TimeoutError, OSError):
+                continue
+            threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        stop.set()
+        srv.close()
+
+
+def test_a_dribbling_models_page_ends_the_probe_in_one_line(monkeypatch):
+    monkeypatch.setattr(openai_probe, "PROBE_TIMEOUT_S", 1.5)
+    with dribbling() as url:
+        t = time.monotonic()
+        with pytest.raises(ConfigError, match="did not end within 1.5 s"):
+            openai_probe.probe_target(f"{url}/v1")
+        assert time.monotonic() - t < 5
+
+
+def test_a_dribbling_metrics_page_ends_each_scrape_and_the_scraper_stops():
+    with dribbling() as url:
+        t = time.monotonic()
+        with pytest.raises(ScrapeError, match="did not end within 1 s"):
+            fetch(f"{url}/metrics", timeout_s=1.0)
+        assert time.monotonic() - t < 3
+        scraper = MetricsScraper(f"{url}/metrics", period_s=0.5).start()
+        time.sleep(0.5)
+        t = time.monotonic()
+        series = scraper.stop()  # its last scrape too is bounded: the run's end is
+        assert time.monotonic() - t < 15
+    assert series["failures"] >= 1 and "did not end within" in series["last_error"]
