@@ -186,3 +186,14 @@ def test_a_metrics_page_behind_the_key_is_read_with_it():
         got = scraper.stop()
     assert got["failures"] == 0 and got["values"]["vllm:num_preemptions_total"][0] == 1.0
     assert "Bearer" not in repr(got)  # the key is sent, never kept
+
+
+def test_values_that_are_not_finite_or_negative_are_left_out_and_counted():
+    """A server's page with NaN, +Inf and negative figures: none is believed or printed."""
+    page = ("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running NaN\n"
+            "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting +Inf\n"
+            "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc -1e21\n"
+            "# TYPE vllm:num_preemptions_total counter\nvllm:num_preemptions_total 3\n")
+    dropped = [0]
+    assert parse(page, dropped) == {"vllm:num_preemptions_total": 3.0}
+    assert dropped == [3]

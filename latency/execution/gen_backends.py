@@ -199,6 +199,10 @@ class TargetGen:
         warnings: list[str] = []
         if self.scraper is not None:
             self.metrics = self.scraper.stop()
+            if self.metrics.get("dropped_values"):
+                warnings.append(f"{self.metrics['dropped_values']} value(s) of the server's "
+                                "/metrics were not finite or were negative: left out, not "
+                                "believed")
             if self.metrics.get("failures"):
                 warnings.append(f"{self.metrics['failures']} scrape(s) of the server's "
                                 f"/metrics failed (last: {self.metrics.get('last_error')})")

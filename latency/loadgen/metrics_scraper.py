@@ -18,6 +18,7 @@ scrapes; a scrape that fails is counted and the run goes on.
 from __future__ import annotations
 
 import http.client
+import math
 import threading
 import time
 from typing import Any
@@ -40,8 +41,10 @@ class ScrapeError(ValueError):
     """A scrape that gave no usable metrics (status, size, not Prometheus text)."""
 
 
-def parse(text: str) -> dict[str, float]:
-    """The kept samples of one ``/metrics`` page, summed over their label sets."""
+def parse(text: str, dropped: list[int] | None = None) -> dict[str, float]:
+    """The kept samples of one ``/metrics`` page, summed over their label sets. Every kept
+    family counts or times something, so a value that is not finite or is negative is not
+    believed: it is left out (counted in ``dropped[0]`` when given), never printed."""
     from prometheus_client.parser import text_string_to_metric_families
 
     out: dict[str, float] = {}
@@ -53,7 +56,12 @@ def parse(text: str) -> dict[str, float]:
                     continue
                 if name not in out and len(out) >= MAX_SERIES:
                     continue
-                out[name] = out.get(name, 0.0) + float(s.value)
+                value = float(s.value)
+                if not math.isfinite(value) or value < 0:
+                    if dropped is not None:
+                        dropped[0] += 1
+                    continue
+                out[name] = out.get(name, 0.0) + value
     except (ValueError, TypeError, IndexError) as exc:
         raise ScrapeError(f"not Prometheus text: {exc}") from None
     return out
@@ -103,6 +111,8 @@ class MetricsScraper:
         self.values: list[dict[str, float]] = []
         self.failures = 0
         self.last_error: str | None = None
+        #: values the server sent that were not believed (not finite, or negative)
+        self.dropped = [0]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="scrape")
 
@@ -112,7 +122,7 @@ class MetricsScraper:
 
     def scrape(self) -> None:
         try:
-            got = parse(fetch(self.url, headers=self._headers))
+            got = parse(fetch(self.url, headers=self._headers), self.dropped)
         except ScrapeError as exc:
             self.failures += 1
             self.last_error = str(exc)
@@ -140,4 +150,5 @@ class MetricsScraper:
         names = sorted({k for v in self.values for k in v})
         return {"url": self.url, "t_ns": list(self.t_ns),
                 "values": {n: [v.get(n) for v in self.values] for n in names},
-                "failures": self.failures, "last_error": self.last_error}
+                "failures": self.failures, "last_error": self.last_error,
+                "dropped_values": self.dropped[0]}
