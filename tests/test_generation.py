@@ -259,6 +259,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 @pytest.mark.parametrize("flags, says", [
     (["--output-tokens", "0"], "--output-tokens"),
     (["--output-tokens", "lognormal:x:1"], "--output-tokens"),
+    (["--prompt-tokens", "lognormal:1e308:1"], "the median must be from 1 to 1,000,000"),
     (["--prompt-tokens", "uniform:9:3"], "MIN must not exceed MAX"),
     (["--chunked-prefill", "512", "--max-step-tokens", "256"], "smaller than a chunk"),
     (["--prompt-tokens", "100", "--output-tokens", "50", "--kv-tokens", "120"],

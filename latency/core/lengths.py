@@ -46,9 +46,9 @@ class LengthSpec:
                 spec = cls("uniform", lo, hi)
             elif len(parts) == 3 and parts[0] == "lognormal":
                 median, sigma = float(parts[1]), float(parts[2])
-                if not (math.isfinite(median) and median >= 1):
-                    raise ConfigError(f"{flag} lognormal: the median must be >= 1 token "
-                                      f"(got {parts[1]})")
+                if not (math.isfinite(median) and 1 <= median <= MAX_TOKENS):
+                    raise ConfigError(f"{flag} lognormal: the median must be from 1 to "
+                                      f"{MAX_TOKENS:,} tokens (got {parts[1]})")
                 if not (math.isfinite(sigma) and 0 < sigma <= MAX_SIGMA):
                     raise ConfigError(f"{flag} lognormal: sigma must be > 0 and <= "
                                       f"{MAX_SIGMA:g} (got {parts[2]})")
@@ -77,7 +77,7 @@ class LengthSpec:
             return int(self.a)
         if self.kind == "uniform":
             return int(self.b)
-        return int(min(MAX_TOKENS, math.ceil(self.a * math.exp(3.719 * self.b))))
+        return math.ceil(min(float(MAX_TOKENS), self.a * math.exp(3.719 * self.b)))
 
     @property
     def mean(self) -> float:
