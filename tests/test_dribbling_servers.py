@@ -78,3 +78,22 @@ def test_a_dribbling_metrics_page_ends_each_scrape_and_the_scraper_stops():
         series = scraper.stop()  # its last scrape too is bounded: the run's end is
         assert time.monotonic() - t < 15
     assert series["failures"] >= 1 and "did not end within" in series["last_error"]
+
+
+def test_a_deeply_nested_models_page_is_one_line_not_a_failed_run():
+    """A /v1/models of 100,000 nested arrays: the probe reads no model from it and says so
+    (one line), instead of a RecursionError failing the run."""
+    from tests.conftest import QuietHandler, loopback_server
+
+    class Deep(QuietHandler):
+        def do_GET(self) -> None:
+            body = b"[" * 100_000 + b"]" * 100_000
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    with loopback_server(Deep, path="/v1") as url:
+        with pytest.raises(ConfigError, match="named no model"):
+            openai_probe.probe_target(url)

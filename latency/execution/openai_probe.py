@@ -228,7 +228,7 @@ def _timed_models(base: str, headers: dict[str, str], conn: http.client.HTTPConn
         try:
             data = json.loads(body).get("data")
             ids = [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
-        except (ValueError, AttributeError, TypeError):
+        except (ValueError, AttributeError, TypeError, RecursionError):
             return [], [], server
     return ids, times, server
 
@@ -247,7 +247,7 @@ def _stream_ok(body: bytes) -> tuple[bool, bool, bool, bool]:
             continue
         try:
             obj = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past any reply's need
             return False, usage, done, chunk_usage
         if not isinstance(obj, dict):
             return False, usage, done, chunk_usage

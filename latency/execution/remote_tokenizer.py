@@ -64,7 +64,7 @@ class RemoteTokenCounter:
             raise ConfigError(f"the server's {route} answered HTTP {status}")
         try:
             return json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ConfigError(f"the server's {route} did not answer JSON") from None
 
     def tokens(self, text: str) -> tuple[list[int], list[int] | None]:

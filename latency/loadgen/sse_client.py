@@ -114,6 +114,8 @@ class _Reply:
             obj = json.loads(data)
         except ValueError:
             raise StreamError(f"an event is not JSON: {data[:80]!r}") from None
+        except RecursionError:
+            raise StreamError("an event is JSON nested too deeply") from None
         if not isinstance(obj, dict):
             raise StreamError("an event is not a JSON object")
         if "error" in obj:
@@ -491,7 +493,7 @@ def error_message(body: bytes) -> str:
             return err
         if obj.get("detail"):
             return str(obj["detail"])[:300]
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         pass
     return body[:200].decode("utf-8", "replace").strip() or "(no body)"
 
