@@ -252,3 +252,11 @@ def test_a_simulation_beyond_the_calibrations_range_says_it_extrapolates(recorde
     near = latency.simulate(from_run=result, requests=40)
     assert not any("extrapolated" in w for w in near.warnings)
     assert any("extrapolated" in w for w in far.findings)  # shown with the result's findings
+
+
+def test_a_closed_loop_simulates_exactly_the_requests_asked():
+    """8 clients, 50 requests: each client's next request is scheduled only while fewer
+    than 50 are (it once counted only those that had arrived: 56 were simulated)."""
+    for clients in (2, 8, 32):
+        r = simulate([64] * 5, [16] * 5, clients=clients, requests=50)
+        assert r.summary.requests == 50, (clients, r.summary.requests)

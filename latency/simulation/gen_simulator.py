@@ -160,6 +160,9 @@ class _Sim:
         self.heap: list[tuple[int, int, int, Any]] = []
         self.order = 0
         self.issued = 0
+        #: closed loop: arrivals scheduled so far (issued, or waiting in the heap): a client
+        #: sends its next request only while these are fewer than the requests asked for
+        self.scheduled = 0
         self.tok_free = 0
         self.end_ns = 0
         self.last_arrival_ns = 0
@@ -180,6 +183,7 @@ class _Sim:
         if load.clients:
             for client in range(min(load.clients, load.requests)):
                 self.push(0, _ARRIVE, client)
+                self.scheduled += 1
         else:
             times = arrivals_ms(load, self.rng)
             for t in times:
@@ -238,8 +242,9 @@ class _Sim:
         req.close_gaps()
         self.log.append(req)
         self.end_ns = max(self.end_ns, req.t_done, t)
-        if self.load.clients and self.issued < self.load.requests:
+        if self.load.clients and self.scheduled < self.load.requests:
             self.push(max(req.t_done, t), _ARRIVE, req.client)
+            self.scheduled += 1
 
     # ---- one step -------------------------------------------------------------------------
     def step(self, t: int, rep: _Replica) -> None:
