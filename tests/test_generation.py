@@ -510,3 +510,40 @@ def test_an_overloaded_open_loop_that_dropped_requests_is_invalid_as_a_one_shot_
     names = [c.name for c in v.checks]
     assert names[:3] == ["finished as planned", "warm-up finished", "requests succeeded"]
     assert all("no successful" not in c.detail for c in v.checks if c.passed)
+
+
+def test_a_prefill_sample_shortfall_fails_only_that_calls_sequences():
+    """A pipeline whose sample() gives one id too few in a prefill call: the sequences of
+    that call fail with why; the others running beside them finish."""
+    from sample_models.synthetic_lm import SyntheticLMPipeline
+
+    class SampleFewer(SyntheticLMPipeline):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.prefills = 0
+            self.short_call: int | None = None
+            self.prefilling = False
+
+        def prefill(self, chunks):
+            self.prefilling = True
+            return super().prefill(chunks)
+
+        def sample(self, logits):
+            ids = super().sample(logits)
+            if self.prefilling:
+                self.prefilling = False
+                self.prefills += 1
+                if self.prefills == 4:  # once others are decoding
+                    self.short_call = len(ids)
+                    return ids[:-1]
+            return ids
+
+    pipe = SampleFewer(**FAST)
+    cfg = RunConfig(model="synthetic-lm", concurrency=3, requests=9, warmup=0,
+                    prompt_tokens="8", output_tokens="uniform:8:40", seed=5)
+    result = execute_generation(cfg, pipeline=pipe, force=True)
+    assert pipe.short_call is not None
+    s = result.summary
+    assert s.errors == pipe.short_call, (s.errors, pipe.short_call, s.error_messages)
+    assert all("prefill gave" in m for m in s.error_messages), s.error_messages
+    assert s.successful == 9 - s.errors

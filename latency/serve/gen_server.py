@@ -277,6 +277,9 @@ class _Replica:
                              if start + n >= q.target]
                 ids = p.sample(logits[finishing]) if finishing else []
                 synchronize(self.server.device)
+                if len(ids) != len(finishing):  # the call's sequences fail, no others
+                    raise ValueError(f"prefill gave {len(ids)} token(s) for "
+                                     f"{len(finishing)} sequences")
                 t1 = now_ns()
             except BaseException as exc:  # noqa: BLE001 - the call's sequences fail
                 for q, _, _ in chunks:
