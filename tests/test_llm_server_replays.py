@@ -229,11 +229,16 @@ def test_a_servers_token_count_beyond_what_streamed_is_not_believed():
         out = [(0.001, {"choices": [{"index": 0, "text": f" w{i}", "finish_reason": None}]})
                for i in range(6)]
         out.append((0.0, {"choices": [{"index": 0, "text": "", "finish_reason": "length"}],
-                          "usage": {"prompt_tokens": 3, "completion_tokens": 60}}))
+                          "usage": {"prompt_tokens": 3, "completion_tokens": 60},
+                          "timings": {"prompt_n": 3, "prompt_ms": 0.01, "predicted_n": 60,
+                                      "predicted_ms": 0.001, "cache_n": 0}}))
         return [*out, (0.0, "[DONE]")]
 
     result = replayed(lying, api="completions", output_tokens="60", requests=4, warmup=0)
     assert (result.rows["output_tokens"] == 6).all(), result.rows["output_tokens"]
+    # nor does llama.cpp's predicted_n make six one-token chunks "carry" ten tokens each
+    assert result.target_view is not None and result.target_view.tokens_per_chunk == 1.0
+    assert not any("tokens a chunk" in str(f) for f in result.findings), result.findings
 
     def held_back(ask: dict) -> list:  # 7 tokens; two of them sent together
         out = [(0.001, {"choices": [{"index": 0, "text": t, "finish_reason": None}]})

@@ -44,6 +44,8 @@ LEADING_SHARE = 0.4
 MULTI_TOKEN_CHUNKS = 1.2
 #: the longest gaps coincide with others' prefills this much more often than gaps in general
 COINCIDENCE_RATIO = 2.0
+#: the fewest gaps in the slowest 1 % for their coinciding with prefills to be a finding
+MIN_SPIKES = 5
 #: a gap this many times the median gap between chunks is a stall
 STALL_FACTOR = 4.0
 #: the most stalls examined (the longest first): each is checked against every stream
@@ -376,9 +378,9 @@ def target_view(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray,
     rep = reports[idx]
     server = rep["output_tokens"].astype(np.int64)
     known = server != MISSING
-    chunks = rows["stream_chunks"][idx].astype(np.int64)
-    if known.any() and chunks[known].sum():  # the server's count of what the chunks carried
-        view.tokens_per_chunk = float(server[known].sum() / chunks[known].sum())
+    # tokens a chunk stay the client's own count (``_gaps``): the server's count is in it
+    # where it could be believed (at most the tokens asked, the bytes that streamed) — a
+    # report's bare claim never makes chunks "carry" tokens that did not stream
     counted = rep["counted_tokens"].astype(np.int64)
     both = known & (counted != MISSING)
     if both.any():
@@ -524,5 +526,7 @@ def _gaps(view: TargetView, rows: np.ndarray, tokens: np.ndarray, idx: np.ndarra
     holds = (inside - own.astype(np.int64)) > 0
     cut = np.quantile(chunk, 0.99)
     top = chunk >= cut
+    if top.sum() < MIN_SPIKES:  # a share of one or two gaps is no finding
+        return
     view.spikes_coinciding = float(holds[top].mean())
     view.gaps_coinciding = float(holds.mean())
