@@ -173,6 +173,9 @@ def test_a_non_streamed_reply_is_one_body_with_usage_and_the_account(server):
 
 @pytest.mark.parametrize("path, body, says", [
     ("/v1/completions", b"{not json", "not JSON"),
+    ("/v1/completions", b"[" * 100_000 + b"]" * 100_000, "not JSON"),  # nested too deep
+    ("/tokenize", b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+    ("/detokenize", b'{"tokens": [4294967296]}', "'tokens' must be"),
     ("/v1/completions", b'{"max_tokens": 4}', "prompt is required"),
     ("/v1/chat/completions", b'{"max_tokens": 4}', "messages is required"),
     ("/v1/completions", b'{"prompt": "x", "model": "gpt-9"}', "unknown model"),

@@ -227,7 +227,7 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
         model, if any."""
         try:
             body = json.loads(await read_body(request))
-        except ValueError:
+        except (ValueError, RecursionError):
             raise OpenAIError(400, "the body is not JSON") from None
         if not isinstance(body, dict):
             raise OpenAIError(400, "the body is not a JSON object")
@@ -255,12 +255,13 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
             body = await json_ask(request)
             ids = body.get("tokens")
             if not isinstance(ids, list) or len(ids) > max_context or not all(
-                    isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+                    isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**31
+                    for i in ids):
                 raise OpenAIError(400, f"'tokens' must be at most {max_context} token ids")
             text = await asyncio.to_thread(server.pipeline.detokenize, ids)
         except OpenAIError as exc:
             return refuse(exc)
-        except (ValueError, IndexError, KeyError) as exc:  # an id outside the vocabulary
+        except (ValueError, IndexError, KeyError, OverflowError) as exc:  # not in the vocab
             return refuse(OpenAIError(400, f"cannot detokenize: {exc}"))
         stats.count(200)
         return JSONResponse({"prompt": text})

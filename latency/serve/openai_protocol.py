@@ -79,7 +79,7 @@ def parse_ask(body: bytes, model: str, max_context: int, chat: bool) -> Completi
     """The request ``body`` asks for, or ``OpenAIError`` (400) saying what is wrong."""
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise OpenAIError(400, f"the body is not JSON: {exc}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise OpenAIError(400, "the body must be a JSON object")
