@@ -109,3 +109,17 @@ def setting(v: object) -> str:
     if isinstance(v, dict):
         return ", ".join(f"{k}={setting(x)}" for k, x in v.items()) or "none"
     return str(v)
+
+
+#: the most characters of a server's text a line shows (its error message, a model's name)
+SERVER_TEXT_CHARS = 300
+
+
+def server_text(text: object, limit: int = SERVER_TEXT_CHARS) -> str:
+    """Text a server sent, fit for one line of a terminal, a log or the history: every control
+    character (an escape sequence's ESC, a newline that would forge a line of ours) shown as
+    its escape, and cut to ``limit`` characters with how many more there were."""
+    s = str(text)
+    out = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                  for ch in s[:limit])
+    return out + (f"… ({len(s) - limit:,} more characters)" if len(s) > limit else "")

@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from latency.core.errors import ConfigError
+from latency.core.fmt import server_text
 from latency.loadgen.bounded_http import ExchangeTimeout, bounded
 from latency.loadgen.sse_client import error_message
 
@@ -40,6 +41,9 @@ RTT_PROBES = 20
 #: TCP connections opened (and closed) to time the network alone: the fastest handshake
 CONNECT_PROBES = 5
 ROUTES = {"chat": "/chat/completions", "completions": "/completions"}
+#: the longest model id taken from the server's list; the most ids kept with the run
+MAX_MODEL_ID = 256
+MAX_MODELS_KEPT = 20
 #: the environment variable an API key is read from unless --api-key-env names another
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
@@ -216,7 +220,7 @@ def _timed_models(base: str, headers: dict[str, str], conn: http.client.HTTPConn
         took = time.perf_counter_ns() - t
         if h.get("connection", "").lower() == "close":
             conn.close()  # the next one connects again: http.client does it on request
-        server = h.get("server", "")
+        server = server_text(h.get("server", ""), 100)
         if status in (401, 403):
             raise ConfigError(f"--target {base}: the server refused the request (HTTP "
                               f"{status}: {error_message(body)}); set the key in "
@@ -274,7 +278,15 @@ def probe_target(target: str, api: str | None = None, served_model: str | None =
     headers = {"Accept": "application/json", **auth_headers(api_key(key_env))}
     ids, times, server = _models(base, headers)
     rtt, spread = rtt_figures(times)
-    model = served_model or (ids[0] if ids else None)
+    # a model id is sent back in every request and shown in every line about the run: one
+    # that is not plain text (an escape sequence, a newline forging a line of ours) or is
+    # longer than any real name is not taken — name the model yourself
+    plain = [i for i in ids if len(i) <= MAX_MODEL_ID and i.isprintable()]
+    if ids and not plain and not served_model:
+        raise ConfigError(f"--target {base}: GET {urlsplit(base).path}/models named no model "
+                          f"in plain text (e.g. {server_text(ids[0], 60)}): give "
+                          "--served-model NAME")
+    model = served_model or (plain[0] if plain else None)
     if model is None:
         raise ConfigError(f"--target {base}: GET {urlsplit(base).path}/models named no model "
                           "(is it an OpenAI-compatible server?): give --served-model NAME")
@@ -321,5 +333,6 @@ def probe_target(target: str, api: str | None = None, served_model: str | None =
                           "streaming server")
     return TargetInfo(base=base, api=api, url=url, model=model, forces_length=forces,
                       usage=usage, rtt_floor_ns=rtt, rtt_spread_ns=spread,
-                      connect_ns=_connect_ns(base), server=server, models=tuple(ids),
+                      connect_ns=_connect_ns(base), server=server,
+                      models=tuple(server_text(i, 100) for i in ids[:MAX_MODELS_KEPT]),
                       sends_done=done, chunk_usage=asked_chunks and chunk_usage)

@@ -24,6 +24,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from latency.core.fmt import server_text
 from latency.core.timing import now_ns
 from latency.loadgen.bounded_http import bounded
 
@@ -63,7 +64,7 @@ def parse(text: str, dropped: list[int] | None = None) -> dict[str, float]:
                     continue
                 out[name] = out.get(name, 0.0) + value
     except (ValueError, TypeError, IndexError) as exc:
-        raise ScrapeError(f"not Prometheus text: {exc}") from None
+        raise ScrapeError(f"not Prometheus text: {server_text(exc, 120)}") from None
     return out
 
 

@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from latency.core.errors import ConfigError
+from latency.core.fmt import server_text
 from latency.core.gen_records import GenRequest
 from latency.core.gen_reports import MISSING
 from latency.core.timing import now_ns
@@ -121,7 +122,7 @@ class _Reply:
         if "error" in obj:
             err = obj["error"]
             msg = err.get("message") if isinstance(err, dict) else err
-            self.error = f"error event: {msg}"
+            self.error = f"error event: {server_text(msg)}"
             return
         choices = obj.get("choices")
         if choices:
@@ -488,14 +489,14 @@ def error_message(body: bytes) -> str:
         obj = json.loads(body)
         err = obj.get("error")
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"]
+            return server_text(err["message"])
         if isinstance(err, str):
-            return err
+            return server_text(err)
         if obj.get("detail"):
-            return str(obj["detail"])[:300]
+            return server_text(obj["detail"])
     except (ValueError, AttributeError, RecursionError):
         pass
-    return body[:200].decode("utf-8", "replace").strip() or "(no body)"
+    return server_text(body[:200].decode("utf-8", "replace").strip() or "(no body)")
 
 
 def fitted(counts: list[int], total: int) -> list[int]:

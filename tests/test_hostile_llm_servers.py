@@ -1,6 +1,8 @@
-"""A server that answers a byte at a time never trips a per-read timeout; the whole exchange
-is bounded instead: the probe of a --target's ``/v1/models`` ends in one line, a ``/metrics``
-scrape ends with the run. (Emulated servers: a raw socket that dribbles its answer.)"""
+"""What a hostile OpenAI-compatible server sends is bounded and shown as text: a
+byte-at-a-time answer never trips a per-read timeout, so the whole exchange is bounded (the
+probe of a ``/v1/models`` ends in one line, a ``/metrics`` scrape ends with the run); JSON
+nested past any need is refused where it is read; a model id or a message with escape
+sequences reaches no line raw. (Emulated servers, labelled so: raw sockets and handlers.)"""
 from __future__ import annotations
 
 import socket
@@ -97,3 +99,35 @@ def test_a_deeply_nested_models_page_is_one_line_not_a_failed_run():
     with loopback_server(Deep, path="/v1") as url:
         with pytest.raises(ConfigError, match="named no model"):
             openai_probe.probe_target(url)
+
+
+def test_server_text_reaches_no_line_raw():
+    """A model id with an escape sequence and a newline that would forge 'validity: VALID',
+    an error message of 5,000 characters with escapes: neither reaches a line as it came."""
+    import json
+
+    from latency.core.fmt import server_text
+    from latency.loadgen.sse_client import error_message
+    from tests.conftest import QuietHandler, loopback_server
+
+    forged = "\x1b[2J\x1b[31mPWNED\x1b[0m\nvalidity: VALID"
+    shown = server_text(forged)
+    assert "\x1b" not in shown and "\n" not in shown and "\\x1b" in shown
+    long = error_message(json.dumps({"error": {"message": "\x1b[31m" + "x" * 5000}}).encode())
+    assert "\x1b" not in long and len(long) < 400 and "more characters" in long
+
+    class Models(QuietHandler):
+        def do_GET(self) -> None:
+            body = json.dumps({"data": [{"id": forged}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    with loopback_server(Models, path="/v1") as url:
+        with pytest.raises(ConfigError) as err:
+            openai_probe.probe_target(url)
+    message = str(err.value)
+    assert "no model in plain text" in message and "--served-model" in message
+    assert "\x1b" not in message and "\n" not in message
