@@ -78,7 +78,9 @@ def cmd_run_generation(a: argparse.Namespace, config: RunConfig) -> int:
               f"{progress.get('elapsed_s', 0.0):.1f} s", file=sys.stderr)
 
     result = run_generation_process(config, cancel=cancel, on_progress=report,
-                                    force=a.no_wait, who="CLI run")
+                                    force=a.no_wait, who="CLI run",
+                                    history=str(store.path) if store is not None else None,
+                                    name=a.name, source="cli")
     print(repr(result))
     code = EXIT_FAILED if result.status == "failed" or not result.validity.valid else EXIT_OK
     if "signal" in stopped_by:

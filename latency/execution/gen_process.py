@@ -168,12 +168,17 @@ class GenLogs:
 
 def run_generation_process(config: RunConfig, *, cancel: threading.Event,
                            on_progress: Callable[[dict[str, Any]], None] | None = None,
-                           force: bool = False, who: str = "a run") -> GenResult:
+                           force: bool = False, who: str = "a run",
+                           history: str | None = None, name: str | None = None,
+                           source: str = "cli") -> GenResult:
     """Run ``config`` (checked, not yet imported) in a run process; its GenResult. ConfigError
-    (one line) when the run process refuses the config."""
+    (one line) when the run process refuses the config. ``history``: where the run process
+    saves its run itself (named ``name``) should its caller die (``kill -9`` of the CLI), as a
+    one-shot run's does."""
     receive, send = run_context().Pipe(duplex=False)
     stop = run_context().Event()
-    proc = run_process(_child, (config.to_dict(), send, stop, force, who),
+    proc = run_process(_child, (config.to_dict(), send, stop, force, who, history, name,
+                                source),
                        name="latency-generation", daemon=False)
     start(proc)
     send.close()

@@ -1,7 +1,12 @@
-"""A stop sent to the whole process group — as ``timeout``, systemd and CI runners send it —
-is a stop, not a pipeline crash: the group's SIGTERM also ends the fork server under the run
-process, which then dies before it can hand over its result (exit 255); the run must still
-say "stopped", as the same SIGTERM to the CLI alone does."""
+"""A generation ended from outside ends as a stop, with what it measured kept:
+
+- a stop sent to the whole process group — as ``timeout``, systemd and CI runners send it —
+  also ends the fork server under the run process, which then dies before it can hand over
+  its result (exit 255); the run must still say "stopped", as the same SIGTERM to the CLI
+  alone does;
+- a CLI killed outright (``kill -9``) leaves a run process that stops itself and saves the
+  run to the history, as a one-shot run's does.
+"""
 from __future__ import annotations
 
 import os
@@ -58,3 +63,30 @@ def test_a_stop_to_the_process_group_is_reported_as_a_stop(tmp_path):
     assert rc == 143, (rc, text, err.read_text()[-2000:])
     assert text.startswith("run stopped") or "the run stopped" in text, text
     assert "crashed" not in text, text
+
+
+def test_a_generation_whose_cli_is_killed_stops_itself_and_saves_what_it_measured(tmp_path):
+    """kill -9 of the CLI mid-generation: the run process sees its caller gone, stops, and
+    saves the run to the history itself — as a one-shot run's does (the README promises it
+    for both)."""
+    from latency.storage.gen_store import GenerationStore
+
+    db = tmp_path / "runs.sqlite"
+    env = {**os.environ, "LATENCY_LAB_DB": str(db), "PYTHONUNBUFFERED": "1",
+           "LATENCY_LAB_LOCK_DIR": str(tmp_path / "lock")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "latency", "run", "--model", "synthetic-lm",
+         "--output-tokens", "16", "--rate", "4", "--duration", "60", "--warmup", "0"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    line = ""
+    while not line.startswith("[measuring]") or line.startswith("[measuring] 0"):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        line = proc.stderr.readline()
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 60  # it stops within its drain, well before its 60 s
+    while not (gens := GenerationStore(db).list()):
+        assert time.monotonic() < deadline, "the orphaned generation was not saved"
+        time.sleep(1)
+    assert gens[0].status == "stopped" and gens[0].n > 0, gens[0]
