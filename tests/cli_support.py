@@ -21,3 +21,19 @@ def cli_here(*args: str) -> subprocess.CompletedProcess[str]:
         except SystemExit as exc:  # as the interpreter would exit (argparse's refusals)
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+def kill_once_measured(proc: subprocess.Popen[str], timeout_s: float = 120) -> None:
+    """Read a ``python -m latency run``'s progress (its stderr) until it has measured some
+    requests ("[measuring] 0 …" comes first: a kill then leaves nothing to save), then kill
+    it outright (SIGKILL) and wait for it."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    line = ""
+    while not line.startswith("[measuring]") or line.startswith("[measuring] 0"):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+    proc.kill()
+    proc.wait()

@@ -70,6 +70,7 @@ def test_a_generation_whose_cli_is_killed_stops_itself_and_saves_what_it_measure
     saves the run to the history itself — as a one-shot run's does (the README promises it
     for both)."""
     from latency.storage.gen_store import GenerationStore
+    from tests.cli_support import kill_once_measured
 
     db = tmp_path / "runs.sqlite"
     env = {**os.environ, "LATENCY_LAB_DB": str(db), "PYTHONUNBUFFERED": "1",
@@ -78,13 +79,7 @@ def test_a_generation_whose_cli_is_killed_stops_itself_and_saves_what_it_measure
         [sys.executable, "-m", "latency", "run", "--model", "synthetic-lm",
          "--output-tokens", "16", "--rate", "4", "--duration", "60", "--warmup", "0"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.monotonic() + 120
-    line = ""
-    while not line.startswith("[measuring]") or line.startswith("[measuring] 0"):
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        line = proc.stderr.readline()
-    proc.kill()
-    proc.wait()
+    kill_once_measured(proc)
     deadline = time.monotonic() + 60  # it stops within its drain, well before its 60 s
     while not (gens := GenerationStore(db).list()):
         assert time.monotonic() < deadline, "the orphaned generation was not saved"

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.cli_support import kill_once_measured
 from tests.hostile_pipelines import HANG_MARK, wait_for_hang
 
 HOSTILE = Path(__file__).with_name("hostile_pipelines.py")
@@ -100,15 +101,7 @@ def test_a_run_whose_caller_is_killed_stops_itself_and_saves_what_it_measured(tm
     db = tmp_path / "runs.sqlite"
     proc = _latency("run", "--pipeline", f"{HOSTILE}:FwdSlow", "--duration", "60",
                     "--warmup", "0", db=db)
-    deadline = time.monotonic() + 120
-    line = ""
-    # progress lines: the run is measuring and has measured something ("[loading] 0 measured
-    # requests" comes first: a kill then leaves nothing to save)
-    while not line.startswith("[measuring]") or line.startswith("[measuring] 0"):
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        line = proc.stderr.readline()
-    proc.kill()
-    proc.wait()
+    kill_once_measured(proc)
     deadline = time.monotonic() + 60  # it stops within its drain, well before its 60 s
     while not (runs := _history(db)):
         assert time.monotonic() < deadline, "the orphaned run was not saved"
