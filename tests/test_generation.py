@@ -164,8 +164,11 @@ def test_long_prefill_stalls_decodes_and_chunking_bounds_the_stall(tmp_path):
     # hold the rest of the step that prefilled it (that step's decodes), so at most a step
     stall_ms = parts["stall"] / 1e6
     later = _gap_index(chunked.tokens) >= 2
-    assert stall_ms[later].max() <= calls.max() + 1.0, note
     steps = chunked.steps
+    # ... and its step's own work around the call (planning, handing tokens over): on a busy
+    # machine a preempted scheduler thread stretches that, not the chunking
+    own_ms = ((steps["t_end"] - steps["t_start"] - steps["call_ns"]) / 1e6).max()
+    assert stall_ms[later].max() <= calls.max() + own_ms + 1.0, note
     assert stall_ms.max() <= ((steps["t_end"] - steps["t_start"]) / 1e6).max() + 1.0, note
     # and so the longest stall is a fraction of the whole prompt's call it replaced
     assert stall_ms.max() < 0.5 * long_call, note
