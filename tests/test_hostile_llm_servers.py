@@ -59,6 +59,21 @@ def dribbling(every_s: float = 0.2, bytes_: int = 600) -> Iterator[str]:
         srv.close()
 
 
+def _answering(body: bytes) -> type:
+    """A handler answering every GET with ``body`` as JSON (a hostile /v1/models)."""
+    from tests.conftest import QuietHandler
+
+    class Answer(QuietHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Answer
+
+
 def test_a_dribbling_models_page_ends_the_probe_in_one_line(monkeypatch):
     monkeypatch.setattr(openai_probe, "PROBE_TIMEOUT_S", 1.5)
     with dribbling() as url:
@@ -85,18 +100,9 @@ def test_a_dribbling_metrics_page_ends_each_scrape_and_the_scraper_stops():
 def test_a_deeply_nested_models_page_is_one_line_not_a_failed_run():
     """A /v1/models of 100,000 nested arrays: the probe reads no model from it and says so
     (one line), instead of a RecursionError failing the run."""
-    from tests.conftest import QuietHandler, loopback_server
+    from tests.conftest import loopback_server
 
-    class Deep(QuietHandler):
-        def do_GET(self) -> None:
-            body = b"[" * 100_000 + b"]" * 100_000
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    with loopback_server(Deep, path="/v1") as url:
+    with loopback_server(_answering(b"[" * 100_000 + b"]" * 100_000), path="/v1") as url:
         with pytest.raises(ConfigError, match="named no model"):
             openai_probe.probe_target(url)
 
@@ -108,7 +114,7 @@ def test_server_text_reaches_no_line_raw():
 
     from latency.core.fmt import server_text
     from latency.loadgen.sse_client import error_message
-    from tests.conftest import QuietHandler, loopback_server
+    from tests.conftest import loopback_server
 
     forged = "\x1b[2J\x1b[31mPWNED\x1b[0m\nvalidity: VALID"
     shown = server_text(forged)
@@ -116,16 +122,8 @@ def test_server_text_reaches_no_line_raw():
     long = error_message(json.dumps({"error": {"message": "\x1b[31m" + "x" * 5000}}).encode())
     assert "\x1b" not in long and len(long) < 400 and "more characters" in long
 
-    class Models(QuietHandler):
-        def do_GET(self) -> None:
-            body = json.dumps({"data": [{"id": forged}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    with loopback_server(Models, path="/v1") as url:
+    models = json.dumps({"data": [{"id": forged}]}).encode()
+    with loopback_server(_answering(models), path="/v1") as url:
         with pytest.raises(ConfigError) as err:
             openai_probe.probe_target(url)
     message = str(err.value)

@@ -465,21 +465,25 @@ def _stalls(view: TargetView, rows: np.ndarray, tokens: np.ndarray, idx: np.ndar
     median = float(np.median(moving))
     long = np.flatnonzero(dur >= STALL_FACTOR * median)
     long = long[np.argsort(-dur[long])][:MAX_STALLS]
-    by_request = {int(r): t["t_delivered"][t["request"] == r] for r in np.unique(t["request"])}
+    # each request's stamps are one slice of the sorted tokens (one pass, not one a request)
+    ids, at = np.unique(t["request"], return_index=True)
+    ends = np.append(at[1:], len(t))
+    stamps = t["t_delivered"]
+    first, done = rows["t_first_deliv"][ids], rows["t_done"][ids]
     firsts = np.sort(rows["t_first_deliv"][idx])
+    slack = int(median)
     events: list[tuple[int, int, bool]] = []
     overlapped = False
     for g in long.tolist():
         s, e, r = int(start[g]), int(end[g]), int(owner[g])
-        slack = int(median)
-        others = [q for q in by_request if q != r
-                  and rows["t_first_deliv"][q] <= s and rows["t_done"][q] >= e]
-        if not others:
+        others = np.flatnonzero((first <= s) & (done >= e) & (ids != r))
+        if not len(others):
             continue
         overlapped = True
-        inside = [int(((ts > s + slack) & (ts < e - slack)).sum()) for ts in
-                  (by_request[q] for q in others)]
-        if any(inside):
+        # a token of another stream strictly inside the gap (its slack trimmed): not a stall
+        if any(np.searchsorted(stamps[at[k]:ends[k]], e - slack, "left")
+               > np.searchsorted(stamps[at[k]:ends[k]], s + slack, "right")
+               for k in others.tolist()):
             continue
         own = bool(((firsts > s) & (firsts <= e + slack)).any())
         events.append((s, e, own))

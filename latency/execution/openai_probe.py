@@ -29,7 +29,8 @@ from urllib.parse import urlsplit
 
 from latency.core.errors import ConfigError
 from latency.core.fmt import server_text
-from latency.loadgen.bounded_http import ExchangeTimeout, bounded
+from latency.loadgen.bounded_http import ExchangeTimeout, bounded, connection
+from latency.loadgen.delivery_jitter import fastest_and_spread
 from latency.loadgen.sse_client import error_message
 
 #: the probe's bounds: each exchange, and the bytes of a reply it reads
@@ -40,6 +41,8 @@ PROBE_MAX_BYTES = 1 << 20
 RTT_PROBES = 20
 #: TCP connections opened (and closed) to time the network alone: the fastest handshake
 CONNECT_PROBES = 5
+#: the quantile of the timed GET /models whose distance above the fastest is their spread
+RTT_SPREAD_QUANTILE = 0.9
 ROUTES = {"chat": "/chat/completions", "completions": "/completions"}
 #: the longest model id taken from the server's list; the most ids kept with the run
 MAX_MODEL_ID = 256
@@ -120,22 +123,13 @@ def auth_headers(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def _connection(url: str) -> http.client.HTTPConnection:
-    parts = urlsplit(url)
-    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    kw: dict[str, Any] = {"timeout": PROBE_TIMEOUT_S}
-    if parts.scheme == "https":
-        kw["context"] = ssl.create_default_context()
-    return cls(parts.hostname or "", parts.port, **kw)
-
-
 def _exchange(url: str, method: str, headers: dict[str, str], body: bytes | None,
               keep: http.client.HTTPConnection | None = None
               ) -> tuple[int, str, bytes, dict[str, str]]:
     """(status, content type, body up to PROBE_MAX_BYTES, headers) of one request; raises
     ConfigError naming what failed to connect. ``keep``: a connection to reuse (kept open)."""
     parts = urlsplit(url)
-    conn = keep if keep is not None else _connection(url)
+    conn = keep if keep is not None else connection(url, PROBE_TIMEOUT_S)
     path = parts.path + (f"?{parts.query}" if parts.query else "")
     try:
         with bounded(conn, PROBE_TIMEOUT_S, f"{method} {path or '/'}"):  # all of it
@@ -173,7 +167,7 @@ def _models(base: str, headers: dict[str, str]) -> tuple[list[str], list[int], s
     """The served model ids, each timed GET /models (ns; none when it does not answer 200)
     and the Server header. On one kept-alive connection, as the run's requests travel, and
     the first exchange (DNS, connect, TLS) is not timed."""
-    conn = _connection(base)
+    conn = connection(base, PROBE_TIMEOUT_S)
     try:
         return _timed_models(base, headers, conn)
     finally:
@@ -197,16 +191,6 @@ def _connect_ns(base: str) -> int:
         took = time.perf_counter_ns() - t
         best = took if not best else min(best, took)
     return best
-
-
-def rtt_figures(times: list[int]) -> tuple[int, int]:
-    """(floor, spread) of timed exchanges (ns): the fastest, and the 90th percentile less
-    it (0, 0 for none)."""
-    if not times:
-        return 0, 0
-    ordered = sorted(times)
-    p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-    return ordered[0], p90 - ordered[0]
 
 
 def _timed_models(base: str, headers: dict[str, str], conn: http.client.HTTPConnection
@@ -277,7 +261,7 @@ def probe_target(target: str, api: str | None = None, served_model: str | None =
     base, api = split_target(target, api)
     headers = {"Accept": "application/json", **auth_headers(api_key(key_env))}
     ids, times, server = _models(base, headers)
-    rtt, spread = rtt_figures(times)
+    rtt, spread = fastest_and_spread(times, RTT_SPREAD_QUANTILE)
     # a model id is sent back in every request and shown in every line about the run: one
     # that is not plain text (an escape sequence, a newline forging a line of ours) or is
     # longer than any real name is not taken — name the model yourself

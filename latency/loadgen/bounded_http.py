@@ -11,8 +11,20 @@ from __future__ import annotations
 import contextlib
 import http.client
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+
+def connection(url: str, timeout_s: float) -> http.client.HTTPConnection:
+    """An ``http.client`` connection to ``url``'s host (TLS for ``https://``, the system's
+    certificates), each socket operation within ``timeout_s`` — for ``bounded`` exchanges."""
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        return http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=timeout_s,
+                                           context=ssl.create_default_context())
+    return http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=timeout_s)
 
 
 class ExchangeTimeout(TimeoutError):

@@ -16,14 +16,13 @@ server is one small request every ``PERIOD_S``.
 from __future__ import annotations
 
 import http.client
-import ssl
 import threading
 import time
 from collections import deque
 from typing import Any
 from urllib.parse import urlsplit
 
-from latency.loadgen.bounded_http import bounded
+from latency.loadgen.bounded_http import bounded, connection
 
 PERIOD_S = 0.1
 TIMEOUT_S = 5.0
@@ -50,17 +49,9 @@ class DeliveryJitter:
         self._thread.start()
         return self
 
-    def _connection(self) -> http.client.HTTPConnection:
-        parts = urlsplit(self.base)
-        if parts.scheme == "https":
-            return http.client.HTTPSConnection(parts.hostname or "", parts.port,
-                                               timeout=TIMEOUT_S,
-                                               context=ssl.create_default_context())
-        return http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=TIMEOUT_S)
-
     def _loop(self) -> None:
         path = urlsplit(self.base).path + "/models"
-        conn = self._connection()
+        conn = connection(self.base, TIMEOUT_S)
         first = True
         try:
             while not self._stop.wait(self.period_s):
@@ -92,10 +83,16 @@ class DeliveryJitter:
     def figures(self) -> dict[str, Any]:
         """``delivery_jitter_ms``: the round trips' ``QUANTILE`` less their fastest; how
         many were timed and failed."""
-        times = sorted(self.times)
-        if not times:
-            return {"delivery_jitter_ms": 0.0, "jitter_round_trips": 0,
-                    "jitter_failures": self.failures}
-        top = times[min(len(times) - 1, int(QUANTILE * len(times)))]
-        return {"delivery_jitter_ms": (top - times[0]) / 1e6,
-                "jitter_round_trips": len(times), "jitter_failures": self.failures}
+        _, spread = fastest_and_spread(list(self.times), QUANTILE)
+        return {"delivery_jitter_ms": spread / 1e6, "jitter_round_trips": len(self.times),
+                "jitter_failures": self.failures}
+
+
+def fastest_and_spread(times: list[int], quantile: float) -> tuple[int, int]:
+    """(the fastest, the ``quantile`` less the fastest) of timed round trips (ns); (0, 0) for
+    none — the probe's floor and spread before a run, and this jitter during it."""
+    if not times:
+        return 0, 0
+    ordered = sorted(times)
+    top = ordered[min(len(ordered) - 1, int(quantile * len(ordered)))]
+    return ordered[0], top - ordered[0]

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from latency.core.fmt import server_text
 from latency.core.timing import now_ns
-from latency.loadgen.bounded_http import bounded
+from latency.loadgen.bounded_http import bounded, connection
 
 #: the metric families kept (prefixes of their sample names)
 PREFIXES = ("vllm:", "sglang:", "llamacpp:", "tgi_", "latency_lab_gen_")
@@ -74,9 +74,7 @@ def fetch(url: str, timeout_s: float = SCRAPE_TIMEOUT_S,
     besides Accept (a server behind a key guards its /metrics with it too); ScrapeError
     unless 200 with a body."""
     parts = urlsplit(url)
-    cls = http.client.HTTPSConnection if parts.scheme == "https" else \
-        http.client.HTTPConnection
-    conn = cls(parts.hostname or "", parts.port, timeout=timeout_s)
+    conn = connection(url, timeout_s)
     try:
         with bounded(conn, timeout_s, "the scrape"):  # the whole exchange, not each read
             conn.request("GET", parts.path or "/metrics",

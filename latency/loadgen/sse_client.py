@@ -223,12 +223,12 @@ class SseTransport:
         self._thread.start()
         self._pool = StreamPool(self.url, connections, timeout_s, idle_s)
         #: how long each wake-up of the loop waited for it (ns): a token's bytes wait as
-        #: long before they are stamped — the client's own stamping lag, measured
+        #: long before they are stamped — the client's own stamping lag, measured where a
+        #: server's report is joined (``trace``), the only place it is read
         self._lags: deque[int] = deque(maxlen=LAG_KEPT)
         self._lag_stop = threading.Event()
-        self._lag_thread = threading.Thread(target=self._watch_lag, name="sse-lag",
-                                            daemon=True)
-        self._lag_thread.start()
+        if trace:
+            threading.Thread(target=self._watch_lag, name="sse-lag", daemon=True).start()
 
     def _watch_lag(self) -> None:
         """Every ``LAG_PERIOD_S``, wake the loop as a socket read would and time the wait."""
