@@ -42,10 +42,16 @@ disturbed server: the machine while each run measured is printed with it.
     python bench/bench_gen_fidelity.py --save runs/    # keep every measured run's JSON …
     python bench/bench_gen_fidelity.py --load runs/    # … and predict them again, measuring none
     python bench/bench_gen_fidelity.py --quick --target  # through our server, from outside
+    python bench/bench_gen_fidelity.py --device cuda --rate 16   # the 10 % check on a GPU
 
-One held-out run is measured twice (same seed, same trace: ``--no-repeat`` skips it): how far
-two measurements of the same thing fall apart on this machine is the floor under any
-prediction's error — a 10 % aim cannot be checked on a machine that repeats itself within 20 %.
+One held-out run is measured twice, straight after itself (same seed, same trace:
+``--no-repeat`` skips it): how far two measurements of the same thing fall apart on this
+machine is the floor under any prediction's error — a 10 % aim cannot be checked on a machine
+that repeats itself within 20 %. So each error is printed beside that figure's repeat
+difference, and the claim is counted both ways: within 10 %, and within max(10 %, the repeat
+difference of that figure). On synthetic-lm, whose costs are set, the calibration's fit is also
+read back against them call by call (each within 5 %): the simulator checked where the truth is
+known.
 
 ``--target`` makes every run against our own server in its own process as a server of yours
 (``run --target``): no steps are recorded, so the calibration's costs are fitted from outside
@@ -62,7 +68,7 @@ import re
 import statistics
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +82,7 @@ from latency.core.config import RunConfig  # noqa: E402
 from latency.execution.gen_engine import execute_generation  # noqa: E402
 from latency.simulation.gen_replay import fitted_service, gen_replay  # noqa: E402
 from latency.simulation.gen_service import GenService  # noqa: E402
+from latency.simulation.sweep_prediction import pooled  # noqa: E402
 
 AIM = 0.10
 #: simulations a held-out run is predicted by (their median: the simulator's prediction, not
@@ -186,26 +193,6 @@ def lone_decode_ms(run: GenResult) -> float | None:
     return float(np.median(lone["call_ns"])) / 1e6 if len(lone) >= 20 else None
 
 
-def pooled(runs: list[GenResult]) -> GenResult:
-    """``runs`` as one run to fit the server's costs over: their requests, tokens, steps and
-    reports side by side (a token's request renumbered to its row in the pooled rows). The
-    stamps are one clock (``perf_counter_ns`` of one process), so the steps stay in the order
-    they ran, and the machine's level is fitted over them as over one long run."""
-    if len(runs) == 1:
-        return runs[0]
-    offsets = np.cumsum([0] + [len(r.rows) for r in runs[:-1]])
-    tokens = []
-    for r, off in zip(runs, offsets):
-        t = r.tokens.copy()
-        t["request"] += off
-        tokens.append(t)
-    reports = [r.reports for r in runs]
-    aligned = all(len(r.reports) == len(r.rows) for r in runs)
-    return replace(runs[0], rows=np.concatenate([r.rows for r in runs]),
-                   tokens=np.concatenate(tokens), steps=np.concatenate([r.steps for r in runs]),
-                   reports=np.concatenate(reports) if aligned else runs[0].reports[:0])
-
-
 def _pace(run: GenResult, calib: GenResult) -> str:
     """'; a lone decode call 2.67 ms, 0.66× the calibration's' — read after the prediction,
     never by it: it says how much of an error is the machine's pace between the runs."""
@@ -217,25 +204,88 @@ def _pace(run: GenResult, calib: GenResult) -> str:
 
 @dataclass
 class Tally:
-    """Errors of one way of predicting, over the held-out runs."""
+    """Errors of one way of predicting, over the held-out runs: each figure's error, kept by
+    its metric so it can be read against that metric's repeat difference."""
 
     name: str
-    within: int = 0
-    total: int = 0
-    worst: float = 0.0
+    errors: list[tuple[int, float]] = field(default_factory=list)
     inside: int = 0
     intervals: int = 0
 
-    def add(self, err: float) -> None:
-        self.worst = max(self.worst, err)
-        self.within += err <= AIM
-        self.total += 1
+    def add(self, metric: int, err: float) -> None:
+        self.errors.append((metric, err))
 
-    def line(self) -> str:
+    def line(self, repeat: list[float] | None) -> str:
+        """'17 of 28 figures within 10 %; 24 of 28 within max(10 %, the same figure's repeat
+        difference: …); worst error 32.0 %; …'"""
+        within = sum(err <= AIM for _, err in self.errors)
+        worst = max((err for _, err in self.errors), default=0.0)
+        noise = ""
+        if repeat is not None:
+            fair = sum(err <= max(AIM, repeat[m]) for m, err in self.errors)
+            diffs = ", ".join(f"{label(m)} {d:.0%}" for m, d in enumerate(repeat))
+            noise = (f"; {fair} of {len(self.errors)} within max({AIM:.0%}, that figure's "
+                     f"repeat difference: {diffs})")
         inside = (f"; {self.inside} of {self.intervals} p99 predictions inside the measured "
                   "p99's 95 % interval") if self.intervals else ""
-        return (f"{self.name}: {self.within} of {self.total} figures within {AIM:.0%}; worst "
-                f"error {self.worst:.1%}{inside}")
+        return (f"{self.name}: {within} of {len(self.errors)} figures within {AIM:.0%}"
+                f"{noise}; worst error {worst:.1%}{inside}")
+
+
+def label(metric: int) -> str:
+    """'TTFT p50', … for METRICS' index."""
+    name, stat = METRICS[metric]
+    return f"{name.split('_')[0].upper()} {stat}"
+
+
+def repeat_cells(one: GenResult, two: GenResult) -> tuple[list[str], list[float]]:
+    """The same run measured twice: each metric first → second (difference), and the
+    differences — the floor under any prediction's error on this machine."""
+    cells, diffs = [], []
+    for metric, stat in METRICS:
+        x = getattr(getattr(one.summary, metric), stat)
+        y = getattr(getattr(two.summary, metric), stat)
+        diffs.append(abs(y - x) / x)
+        cells.append(f"{x:7.1f}→{y:6.1f} ({diffs[-1]:4.0%})")
+    return cells, diffs
+
+
+#: where synthetic-lm's set costs are read back from a calibration's fit: a prefill call of
+#: one prompt of this many tokens, a decode call of this many sequences (each holding
+#: KNOWN_CONTEXT tokens)
+KNOWN_PREFILLS = (64, 256, 512)
+KNOWN_DECODES = (1, 4, 8)
+KNOWN_CONTEXT = 300
+#: how close the fit must read back the costs that grow with the work (per prompt token, per
+#: sequence)
+KNOWN_AIM = 0.05
+
+
+def known_costs(service: GenService, args: dict) -> tuple[list[str], int, int]:
+    """synthetic-lm's costs as set (``args``) against the calibration's fit of them — the
+    simulator checked where the truth is known: (lines, within KNOWN_AIM, of). The costs that
+    grow with the work (a prompt token's, a sequence's) must come back within 5 %; a call's
+    fixed part comes back with the call's own work around the time it holds (building its
+    inputs, sampling: a few tenths of a millisecond), printed in ms — real cost, not error."""
+    from sample_models.synthetic_lm import SyntheticLMPipeline
+
+    lm = SyntheticLMPipeline(**args)
+    calls = service.calls
+    within, lines = 0, []
+    for what, set_ms, fit_ms in (
+            ("a prompt token", lm.prefill_ms_per_token, calls.per_prefill_token_ms),
+            ("a decoding sequence", lm.step_ms_per_seq, calls.per_sequence_ms)):
+        diff = fit_ms / set_ms - 1 if set_ms else float("nan")
+        within += abs(diff) <= KNOWN_AIM
+        lines.append(f"  {what:<22} set {set_ms:.4f} ms, fitted {fit_ms:.4f} ms ({diff:+.1%})")
+    pairs = [(f"prefill {n} tokens", lm.prefill_time_ms(n),
+              calls.prefill_call_ms(n, 1, n * (n + 1) / 2)) for n in KNOWN_PREFILLS]
+    pairs += [(f"decode {k} sequence{'s' * (k > 1)}", lm.step_time_ms(k, k * KNOWN_CONTEXT),
+               calls.decode_call_ms(k, k * KNOWN_CONTEXT)) for k in KNOWN_DECODES]
+    for what, set_ms, fit_ms in pairs:
+        lines.append(f"  {what:<22} set {set_ms:7.3f} ms, fitted {fit_ms:7.3f} ms "
+                     f"({fit_ms - set_ms:+.2f} ms: the call's own work)")
+    return lines, within, 2
 
 
 def predict(run: GenResult, service: GenService, known: dict, tally: Tally
@@ -251,7 +301,7 @@ def predict(run: GenResult, service: GenService, known: dict, tally: Tally
         predicted = statistics.median(getattr(getattr(sim.summary, metric), stat)
                                       for sim in sims)
         err = abs(predicted - measured) / measured
-        tally.add(err)
+        tally.add(len(cells), err)
         cell = f"{measured:7.1f}→{predicted:6.1f} ({err:4.0%})"
         if stat == "p99":
             ci = quantile_ci(measured_values(run, metric), 0.99)
@@ -287,13 +337,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", action="store_true",
                     help="every run through our server in its own process, as a server of "
                          "yours: the costs fitted from outside")
+    ap.add_argument("--device", default="cpu",
+                    help="where the model runs (cuda on a GPU machine: the 10 %% check on a "
+                         "dedicated machine; raise --rate with it, a GPU's steps are shorter)")
     a = ap.parse_args(argv)
     model = a.model or ("synthetic-lm" if a.quick else "tiny-lm")
     requests = a.calibration_requests or a.requests or (60 if a.quick
                                                           else CALIBRATION_REQUESTS)
     held = a.requests or (60 if a.quick else HELD_OUT_REQUESTS)
     rate = a.rate or (10.0 if model == "synthetic-lm" else 4.0)
-    base = RunConfig(model=model, requests=requests, warmup=8, seed=1,
+    base = RunConfig(model=model, requests=requests, warmup=8, seed=1, device=a.device,
                      model_args=SYNTHETIC if model == "synthetic-lm" else {})
     calibration, held_out = settings(a.quick, rate)
     t0 = time.perf_counter()
@@ -311,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
           + ("a calibration before each held-out run and after it, the two pooled"
              if a.bracket else "one calibration, before them all"))
     print(f"  the first calibration's fit: {first.describe()}")
+    if model == "synthetic-lm":  # its costs are set: the fit must read them back
+        lines, within, of = known_costs(first, base.model_args)
+        print(f"  synthetic-lm's set costs read back by the fit (the costs that grow with "
+              f"the work: {within} of {of} within {KNOWN_AIM:.0%}):\n" + "\n".join(lines))
     print(f"  {machine_line(calibs[0].environment) or 'machine: not sampled'}"
           + (f"; a lone decode call {p:.2f} ms" if (p := lone_decode_ms(calibs[0])) else "")
           + "\n")
@@ -320,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, list[str]] = {k: [] for k in ways}
     machines: list[str] = []
     measured_runs: dict[str, GenResult] = {}
+    repeat: list[float] | None = None
+    repeat_row = ""
     for i, s in enumerate(held_out, start=1):
         setting = {**calibration, **s.changes}
         run = measure(replace(base, requests=held), setting, s.name, a.save, a.load, a.target)
@@ -341,36 +400,29 @@ def main(argv: list[str] | None = None) -> int:
                         + _pace(run, calibs[0]) + ("".join(
                             f"; calibration {k}'s {p:.2f} ms" for k, p in paces if p)
                             if a.bracket else ""))
-    head = f"{'held-out setting':<30}" + "".join(
-        f"{m.split('_')[0].upper() + ' ' + s:>21}" for m, s in METRICS)
+        if a.repeat and s.name == REPEATED:
+            # the machine's own floor, in this invocation: the same run (setting, seed,
+            # trace) measured again straight after — how far two measurements of one thing
+            # fall apart here bounds how close any prediction can be checked to come
+            two = measure(replace(base, requests=held), setting, s.name + " again", a.save,
+                          a.load, a.target)
+            cells, repeat = repeat_cells(run, two)
+            repeat_row = (f"{'the same run again':<30}" + "".join(f"{c:>21}" for c in cells)
+                          + "   (measured twice: first → second)")
+            machines.append(f"  {s.name} again: "
+                            f"{machine_line(two.environment) or 'not sampled'}"
+                            + _pace(two, calibs[0]))
+    head = f"{'held-out setting':<30}" + "".join(f"{label(m):>21}" for m in range(len(METRICS)))
     sub = f"{'':<30}" + "".join(f"{'run → sim (err)':>21}" for _ in METRICS)
     for k, tally in ways.items():
-        print(f"predicted from {tally.name} ('!': outside the measured p99's 95 % interval):\n"
-              f"{head}\n{sub}\n" + "\n".join(rows[k]) + "\n")
-    if a.repeat and not a.quick:
-        # the machine's own floor: the same run (setting, seed, trace) measured again — how
-        # far two measurements of one thing fall apart here bounds how close any prediction
-        # can be checked to come
-        again = [s for s in held_out if s.name == REPEATED][0]
-        setting = {**calibration, **again.changes}
-        one = measured_runs[again.name]
-        two = measure(replace(base, requests=held), setting, again.name + " again", a.save,
-                      a.load, a.target)
-        cells = []
-        for metric, stat in METRICS:
-            x = getattr(getattr(one.summary, metric), stat)
-            y = getattr(getattr(two.summary, metric), stat)
-            cells.append(f"{x:7.1f}→{y:6.1f} ({abs(y - x) / x:4.0%})")
-        print(f"the machine's repeatability: {REPEATED!r} measured twice (same seed, same "
-              "trace), first → second (difference):\n" + f"{again.name + ' again':<30}"
-              + "".join(f"{c:>21}" for c in cells) + "\n")
-        machines.append(f"  {again.name} again: "
-                        f"{machine_line(two.environment) or 'not sampled'}"
-                        + _pace(two, calibs[0]))
+        print(f"predicted from {tally.name} ('!': outside the measured p99's 95 % interval; "
+              "the last row: the machine's repeat difference, beside each error):\n"
+              f"{head}\n{sub}\n" + "\n".join(rows[k])
+              + (f"\n{repeat_row}" if repeat_row else "") + "\n")
     print("the machine while each held-out run measured (a lone decode call: the machine's "
           "pace, read after the predictions, never by them):\n" + "\n".join(machines) + "\n")
     for tally in ways.values():
-        print(tally.line())
+        print(tally.line(repeat))
     print(f"{time.perf_counter() - t0:.0f} s")
     return 0
 

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import latency  # noqa: E402
+from latency.analysis.validity import DEFAULT_MIN_REQUESTS  # noqa: E402
 from latency.core.records import COMPONENTS  # noqa: E402
 from latency.host.devices import DTYPES  # noqa: E402
 from latency.pipelines.registry import build_pipeline, parse_model_args  # noqa: E402
@@ -209,8 +210,10 @@ def gen_checks(model: str, device: str, dtype: str, quick: bool) -> tuple[list[G
     n = 4 if quick else 16
     engine = []
     for batch in (1, 8):
+        # at least the requests a run needs to be VALID, or the check fails on the rule
+        requests = max(n * batch, DEFAULT_MIN_REQUESTS)
         r = latency.profile(model, device=device, dtype=dtype, concurrency=batch,
-                            max_running=batch, requests=n * batch, warmup=batch,
+                            max_running=batch, requests=requests, warmup=batch,
                             prompt_tokens="256" if batch == 1 else "64",
                             output_tokens="48")
         engine.append(r)

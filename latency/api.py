@@ -170,6 +170,44 @@ def _build_here(src: Any, config_kw: dict[str, Any]) -> Any:
     return src.build(device, dtype, args)
 
 
+def sweep(model: str | None = None, *, target: str | None = None,
+          rates: Sequence[float] = (), concurrencies: Sequence[int] = (), points: int = 5,
+          point_s: float = 15.0, ceiling_clients: int | None = None,
+          max_duration_s: float = 600.0, attainment: float = 0.9, simulate: bool = True,
+          db: str | Path | None = None, **settings: Any) -> Any:
+    """Measure how much load a generation server takes while meeting its objectives: a
+    floor (one client), a ceiling (every slot busy), points between — the same sweep as
+    ``python -m latency sweep`` (docs/your-llm-server.md), each point a run saved in the
+    history (``db``: another history file). Returns a ``SweepResult``: ``.points``,
+    ``.predicted`` (the simulator beside each), ``.answer`` (the highest load meeting the
+    objectives) and ``.to_dict()``.
+
+    ``model``: a generative pipeline (``"synthetic-lm"``, ``"tiny-lm"``, a spec), or
+    ``target``: your OpenAI-compatible server's URL; ``settings``: RunConfig fields (the
+    objectives ``slo_ttft_ms``/``slo_tpot_ms``/``slo``, lengths, the scheduler…)."""
+    import threading
+
+    from latency.execution.sweep import SweepPlan, run_sweep, saved_runner
+    from latency.execution.validate import validated
+    from latency.simulation.sweep_prediction import predict_points
+    from latency.storage.store import RunStore
+
+    unknown = sorted(set(settings) - _CONFIG_FIELDS)
+    if unknown:
+        raise ConfigError(f"unknown setting(s): {', '.join(unknown)} (see latency.RunConfig)")
+    named: dict[str, Any] = {"model": model} if model is not None else {}
+    raw = RunConfig(**named, target=target, **{"duration_s": point_s, **settings})
+    base = validated(raw, generation=True, user_code=raw.pipeline is None)
+    plan = SweepPlan(base, rates=tuple(rates), concurrencies=tuple(concurrencies),
+                     points=points, point_s=point_s, ceiling_clients=ceiling_clients,
+                     max_duration_s=max_duration_s, attainment=attainment,
+                     simulate=simulate).checked()
+    store = RunStore(db)
+    store.check_writable()
+    return run_sweep(plan, saved_runner(store, threading.Event(), who="Python sweep"),
+                     predict=predict_points)
+
+
 def simulate(rate: float | None = None, *, service_ms: float | None = None,
              service_dist: str | None = None, service_cv: float | None = None,
              from_run: Any = None, replicas: int | None = None,
@@ -186,7 +224,7 @@ def simulate(rate: float | None = None, *, service_ms: float | None = None,
     service (None: ``ServiceModel``'s default). Every value is checked as the CLI checks it,
     by the same ``simulation_setup`` (ConfigError, the same one line).
 
-    A generation run as ``from_run`` (a GenResult, its JSON or a history id ``g…``): its
+    A generation run as ``from_run`` (a GenResult, its JSON or a history id): its
     server simulated step by step, the step cost fitted from its own steps; returns a
     GenResult labelled simulated. ``generation``: what to change — ``max_running``,
     ``max_step_tokens``, ``chunked_prefill`` (0: off), ``kv_tokens``, ``batching``,
@@ -198,7 +236,7 @@ def simulate(rate: float | None = None, *, service_ms: float | None = None,
 
     gen_run = from_run if getattr(from_run, "kind", None) == "generation" else (
         load_generation(from_run, db) if isinstance(from_run, str)
-        and is_generation_file(from_run) else None)
+        and is_generation_file(from_run, db) else None)
     if gen_run is not None:
         return _simulate_generation(gen_run, from_run, rate=rate, clients=clients,
                                     arrival=arrival, replicas=replicas, requests=requests,

@@ -52,3 +52,30 @@ def guess_run_reveal(at: Any, key: str, guess: Any, timeout: float = 120) -> Non
     assert done(at), f"the {key} lesson's runs did not finish in {timeout:g} s"
     next(b for b in at.button if b.key == f"lesson_reveal_{key}").click().run()
 
+
+def moving_snapshots(handle: Any, monkeypatch: Any) -> list:
+    """Make every look at ``handle``'s snapshot find new rows (the run moves on while a page
+    renders: its version bumps at each call) and record the snapshots taken, in the list
+    returned — a refresh that takes more than one shows figures of different moments."""
+    original, taken = handle.snapshot, []
+
+    def snapshot() -> Any:
+        with handle._lock:
+            handle._version += 1
+        snap = original()
+        taken.append(snap)
+        return snap
+
+    monkeypatch.setattr(handle, "snapshot", snapshot)
+    return taken
+
+
+def each_refresh(at: Any, taken: list, times: int = 3) -> Any:
+    """Refresh ``at`` ``times`` times, each one checked to take exactly one snapshot
+    (``moving_snapshots``' list); yields that snapshot."""
+    for _ in range(times):
+        taken.clear()
+        at.run()
+        assert not at.exception
+        assert len(taken) == 1, f"{len(taken)} snapshots in one refresh: {taken}"
+        yield taken[0]

@@ -297,7 +297,7 @@ def _crafted(requests: int, failed: int, *, rate: float | None = None,
     """A result with ``requests`` measured rows (``failed`` of them errors), as if a run had
     lost the rest of what it offered."""
     config = RunConfig(rate=rate, requests=offered if offered is not None else requests,
-                       concurrency=None if rate else 2, warmup=0)
+                       concurrency=None if rate else 2, warmup=0, min_requests=0)
     ok = requests - failed
     d = {"config": config.to_dict(), "status": status,
          "timings": Timings(measure_start_ns=0, measure_end_ns=10**9,

@@ -7,6 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from latency.core import fmt
+from tests.app_support import each_refresh, moving_snapshots
 from tests.conftest import rerun_until
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -231,27 +232,14 @@ def test_one_refresh_of_the_live_view_is_one_snapshot_of_the_run(monkeypatch):
     try:
         rerun_until(at, charted, timeout=90)
         assert charted(at), [m.value for m in at.markdown][:3]
-        original, taken = handle.snapshot, []
-
-        def snapshot():  # each look finds new rows: the run moves on while the page renders
-            with handle._lock:
-                handle._version += 1
-            snap = original()
-            taken.append(snap)
-            return snap
-
-        monkeypatch.setattr(handle, "snapshot", snapshot)
-        for _ in range(3):
-            taken.clear()
-            at.run()
-            assert not at.exception
-            assert len(taken) == 1, f"{len(taken)} snapshots in one refresh: {taken}"
-            assert taken[0].run_id == ticket.run_id, taken[0].run_id
+        taken = moving_snapshots(handle, monkeypatch)
+        for snap in each_refresh(at, taken):
+            assert snap.run_id == ticket.run_id, snap.run_id
             assert charted(at), [m.value for m in at.markdown][:3]
             shown = _shown_numbers(at)
             assert len({shown["metric p50"], shown["line p50"]}) == 1, shown
             assert len({shown["metric p99"], shown["line p99"]}) == 1, shown
-            snap = taken[0]  # all of it is of the one snapshot the refresh took
+            # all of it is of the one snapshot the refresh took
             lat = snap.summary.latency_ms
             assert shown["metric p99"] == fmt.duration(lat.p99)
             assert shown["bar p99"] == f"{fmt.ms(lat.p99)} ms"

@@ -47,7 +47,7 @@ def test_a_gamma_run_is_measured_and_accounted_for():
 def test_an_open_loop_run_through_the_run_process_is_checked_twice_alike(arrival):
     """The CLI's config is checked, sent to the run process and checked again: an open loop
     must pass both (a closed loop's default of one client must not be set on it)."""
-    out = cli_here("run", "--model", "synthetic", "--rate", "100", "--requests", "20",
+    out = cli_here("run", "--model", "synthetic", "--rate", "100", "--requests", "40",
                    "--warmup", "2", "--no-save", "--quiet", *arrival)
     assert out.returncode == 0, out.stderr
     assert "open 100 req/s" in out.stdout

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from latency.core.config import RunConfig
 from latency.execution.gen_engine import execute_generation
-from latency.storage.gen_store import GenerationStore
+from latency.storage.store import RunStore
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -32,7 +32,7 @@ def generations():
 def seeded(tmp_path, monkeypatch, generations):
     db = tmp_path / "runs.sqlite"
     monkeypatch.setenv("LATENCY_LAB_DB", str(db))
-    store = GenerationStore(db)
+    store = RunStore(db)
     fast, slow = generations
     return store, store.save(fast, name="fast decode"), store.save(slow)
 
@@ -59,7 +59,7 @@ def test_two_generations_are_compared_figure_by_figure(seeded, generations):
     assert {t["name"] for t in ttft["data"] if t.get("showlegend", True)} >= \
         {"A · fast decode", "B · synthetic-lm"}
     # the parts' bars: the stored summaries' own TTFT parts, mean and around p99
-    fast, slow = (store.load(rid)[1].summary for rid in (fast_id, slow_id))
+    fast, slow = (store.load(rid).summary for rid in (fast_id, slow_id))
     queue = next(t for t in parts["data"] if t["name"] == "queue")
     assert queue["y"] == pytest.approx([fast.ttft_mean_parts_ms["queue"],
                                         slow.ttft_mean_parts_ms["queue"],
@@ -70,7 +70,19 @@ def test_two_generations_are_compared_figure_by_figure(seeded, generations):
     assert tpot["A"] == pytest.approx(fast.tpot_ms.p50, abs=1e-3)
     assert tpot["B"] == pytest.approx(slow.tpot_ms.p50, abs=1e-3)
     assert tpot["Δ% B"] > 100  # a 6 ms decode step against a 2 ms one
-    assert {b.key for b in at.download_button} == {"gcmpbtn_dl_json", "gcmpbtn_dl_csv"}
+    assert {b.key for b in at.download_button} == {f"gcmpbtn_dl_{f}" for f in
+                                                   ("csv", "parquet", "json", "trace")}
+
+
+def test_the_page_opens_on_the_kind_of_the_newest_run(seeded):
+    """One history: with generations saved last, Compare Runs shows them (it had opened on
+    "No saved runs yet" while generations existed)."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/compare_runs.py").run()
+    assert not at.exception
+    assert at.multiselect(key="gcmp_runs").value == list(seeded[1:])
+    assert not any("No saved" in i.value for i in at.info)
 
 
 def test_a_generation_is_renamed_and_an_empty_history_says_how_to_fill_it(

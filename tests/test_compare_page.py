@@ -101,7 +101,7 @@ def test_filters_and_a_single_selection(seeded):
     assert any("failed" in w.value for w in at.warning)
     at.multiselect(key="cmp_status").set_value([]).run()
     at.text_input(key="cmp_text").set_value("no such run").run()
-    assert any("No saved runs match" in i.value for i in at.info)
+    assert any("No saved one-shot runs match" in i.value for i in at.info)
     assert not at.exception
 
 
@@ -128,7 +128,7 @@ def test_rename_and_delete_with_confirmation(seeded):
 def test_an_empty_history_says_how_to_fill_it(tmp_path, monkeypatch):
     monkeypatch.setenv("LATENCY_LAB_DB", str(tmp_path / "empty.sqlite"))
     at = page()
-    assert any("No saved runs yet" in i.value for i in at.info)
+    assert any("No saved one-shot runs yet" in i.value for i in at.info)
 
 
 def test_the_export_buttons_build_real_files(seeded):

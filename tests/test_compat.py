@@ -115,3 +115,37 @@ def test_an_old_run_json_and_csv_are_written_again_alike(name):
     new_csv = pd.read_csv(io.BytesIO(result.csv_bytes()))
     assert list(new_csv.columns) == list(old_csv.columns)
     pd.testing.assert_frame_equal(new_csv, old_csv)
+
+
+def test_a_version_4_history_keeps_both_kinds_in_one_table(tmp_path):
+    """``history_v4.sqlite`` was written by the code of schema 4, where generations had a
+    table of their own (``run --model synthetic --requests 40 --name "v4 one-shot"``, then
+    ``run --model synthetic-lm --prompt-tokens 16 --output-tokens 8 --requests 12
+    --concurrency 2 --name "v4 generation"``). Opened today, both are runs of one history:
+    ``latest`` is the generation, ``latest~1`` the one-shot run, both load whole."""
+    import sqlite3
+
+    db = tmp_path / "history.sqlite"
+    shutil.copy(DATA / "history_v4.sqlite", db)
+    with sqlite3.connect(db) as conn:
+        before = conn.execute("SELECT id, n, ttft_p99_ms FROM generations").fetchone()
+    store = RunStore(db)
+    runs = store.list()
+    assert [(r.name, r.kind) for r in runs] == [("v4 generation", "generation"),
+                                                ("v4 one-shot", "one-shot")]
+    assert store.resolve("latest") == before[0] and store.integrity_check() == "ok"
+    gen = store.load("latest")
+    assert gen.info.id == before[0] and gen.info.p99_ms == before[2] and gen.info.valid
+    assert gen.result.summary.requests == before[1] == 12
+    assert gen.result.summary.ttft_ms.p99 == pytest.approx(before[2])  # derived again
+    assert len(gen.result.tokens) >= 12 * 8 and len(gen.result.steps) > 0
+    one_shot = store.load("latest~1")
+    assert one_shot.info.kind == "one-shot" and one_shot.summary.requests == 40
+    with sqlite3.connect(db) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert "generations" not in tables and conn.execute(
+            "PRAGMA user_version").fetchone()[0] == 5
+    # rename, delete and export reach the moved generation by its id, as before
+    assert store.rename(before[0][:4], "renamed").name == "renamed"
+    store.delete(before[0])
+    assert [r.kind for r in store.list()] == ["one-shot"]

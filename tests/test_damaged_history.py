@@ -20,7 +20,7 @@ DAMAGES = {
 def saved(tmp_path, monkeypatch):
     db = tmp_path / "runs.sqlite"
     monkeypatch.setenv("LATENCY_LAB_DB", str(db))
-    assert main(["run", "--model", "synthetic", "--requests", "20", "--warmup", "0",
+    assert main(["run", "--model", "synthetic", "--requests", "40", "--warmup", "0",
                  "--quiet", "--json", str(tmp_path / "good.json")]) == 0
     (run_id,) = sqlite3.connect(db).execute("SELECT id FROM runs").fetchone()
     return db, run_id, tmp_path

@@ -111,11 +111,13 @@ def test_history_marks_a_disturbed_run_and_nothing_on_an_unsampled_one(history):
     code, out = cli("history", "--db", str(db))
     assert code == 0
     header = out.splitlines()[0].split()
-    assert header[header.index("status") + 1] == "machine"
-    assert re.search(r"completed\s+DISTURBED\s+120\b", row_of(out, ids["busy"])), out
-    assert re.search(r"completed\s+quiet\s+120\b", row_of(out, ids["quiet"])), out
+    assert header[header.index("status") + 1:header.index("status") + 3] == ["validity",
+                                                                               "machine"]
+    assert re.search(r"completed\s+VALID\s+DISTURBED\s+120\b", row_of(out, ids["busy"])), out
+    assert re.search(r"completed\s+VALID\s+quiet\s+120\b", row_of(out, ids["quiet"])), out
     old = row_of(out, ids["old"])
-    assert re.search(r"completed\s+120\b", old) and "quiet" not in old and "DISTURBED" not in old
+    assert re.search(r"completed\s+VALID\s+120\b", old)
+    assert "quiet" not in old and "DISTURBED" not in old
     assert "(DISTURBED: the machine was busy while the run measured" in out
     # quiet runs only: no mark, no note
     code, out = cli("history", "--db", str(db), "--search", "quiet")
@@ -211,9 +213,9 @@ def ab_blocks(monkeypatch, arms: dict[str, list[dict]]) -> None:
     real_run = process.run_watched
     seen = {"A": 0, "B": 0}
 
-    def run_watched(config, **kwargs):
-        result = real_run(config, **kwargs)
-        arm = "B" if config.replicas == 2 else "A"
+    def run_watched(handle, **kwargs):
+        result = real_run(handle, **kwargs)
+        arm = "B" if handle.config.replicas == 2 else "A"
         d = arms[arm][seen[arm]]
         seen[arm] += 1
         return on_machine(result, d)

@@ -9,9 +9,8 @@ import pytest
 
 from latency.core.config import RunConfig
 from latency.execution.gen_handle import GenRunHandle
-from latency.execution.gen_process import run_generation_process
 from latency.execution.manager import RunManager
-from latency.execution.process import RunOptions
+from latency.execution.process import RunOptions, run_watched
 from tests.gen_support import crashing_lm_source
 
 #: decodes for a while (5 ms a step), then kills its process: a native crash mid-run
@@ -63,7 +62,8 @@ def test_a_pipeline_that_kills_its_process_leaves_the_requests_it_had_reported(t
     source.write_text(CRASHING_AFTER)
     config = RunConfig(pipeline=f"{source}:CrashLM", model="crash-lm",
                        concurrency=1, output_tokens="8", requests=400)
-    result = run_generation_process(config, cancel=threading.Event(), force=True)
+    result = run_watched(GenRunHandle(config, options=RunOptions(force=True)),
+                         cancel=threading.Event())
     assert result.status == "failed" and "exit code 3" in result.failure
     kept = int((~result.rows["warmup"]).sum())
     assert kept > 0 and f"the {len(result.rows)} requests it had reported are kept" in \
@@ -75,7 +75,7 @@ def test_a_pipeline_that_kills_its_process_leaves_the_requests_it_had_reported(t
 
 
 def test_the_run_manager_queues_runs_and_saves_a_generation():
-    from latency.storage.gen_store import GenerationStore
+    from latency.storage.store import RunStore
 
     manager = RunManager()
     try:
@@ -84,8 +84,8 @@ def test_the_run_manager_queues_runs_and_saves_a_generation():
         assert isinstance(handle, GenRunHandle) and handle.kind == "generation"
         assert manager.wait_idle(120)
         saved = manager.saved_id(ticket.run_id)
-        assert saved is not None and saved.startswith("g"), manager.save_error(ticket.run_id)
-        _, stored = GenerationStore().load(saved)
+        assert saved is not None, manager.save_error(ticket.run_id)
+        stored = RunStore().load(saved).result
         assert stored.summary.successful == handle.result().summary.successful == 20
     finally:
         manager.close()

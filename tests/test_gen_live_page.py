@@ -7,7 +7,13 @@ never shows a generation."""
 from streamlit.testing.v1 import AppTest
 
 from latency.core import fmt
-from tests.app_support import chart_with, metric_value, page_in_mode
+from tests.app_support import (
+    chart_with,
+    each_refresh,
+    metric_value,
+    moving_snapshots,
+    page_in_mode,
+)
 from tests.conftest import rerun_until
 
 
@@ -55,3 +61,66 @@ def test_a_generation_started_from_the_widgets_is_drawn_as_it_was_measured():
     at.sidebar.segmented_control(key="live_kind").set_value("one-shot").run()
     assert not at.exception
     assert not any(run_id in m.value for m in at.markdown)
+
+
+def test_prompts_longer_than_the_context_name_the_control_that_fits_them():
+    """Prompts of 6,000 tokens on synthetic-lm's 4,096-token context: Start says why and
+    what fits, in one error box; the page's own context control takes the fix, and the run
+    is queued."""
+    from ui.server import run_manager
+
+    at = generation_mode()
+    at.sidebar.text_input(key="glive_prompts").set_value("6000").run()
+    at.sidebar.text_input(key="glive_outputs").set_value("16").run()
+    at.sidebar.slider(key="glive_duration").set_value(2).run()
+    at.button(key="glivebtn_start").click().run()
+    said = [e.value.replace("\\", "") for e in at.error]
+    assert any("context of 4,096" in e and "max_context=6016" in e and "Context (tokens)" in e
+               for e in said), said
+    at.sidebar.number_input(key="glive_max_context").set_value(8192).run()
+    at.sidebar.toggle(key="glive_chunked").set_value(True).run()  # a step fits a chunk
+    at.button(key="glivebtn_start").click().run()
+    assert not at.exception, at.exception
+    assert not [e.value for e in at.error if "Cannot start" in e.value]
+    handle = run_manager().get(at.session_state["watch"])
+    assert handle.config.model_args["max_context"] == 8192
+    handle.cancel()
+
+
+def test_one_refresh_of_a_generation_in_flight_is_one_snapshot_of_it(monkeypatch):
+    """Mid-run, rows arrive while a page renders: every figure of one refresh is of one
+    snapshot — the TTFT metrics, the p99 bar's total and the histogram's p99 line are the
+    same number, of the snapshot that refresh took (the run moves on at every look)."""
+    from latency.core.config import RunConfig
+    from ui.server import run_manager
+
+    at = generation_mode()
+    mgr, owner = run_manager(), at.session_state["owner"]
+    ticket = mgr.submit(RunConfig(model="synthetic-lm", rate=20.0, duration_s=30.0,
+                                  prompt_tokens="uniform:16:200", output_tokens="uniform:4:32"),
+                        owner=owner)
+    at.session_state["watch"] = ticket.run_id
+    handle = mgr.get(ticket.run_id)
+
+    def charted(a: AppTest) -> bool:
+        return (any(ticket.run_id in m.value for m in a.markdown)
+                and any(m.label == "TTFT p99" for m in a.metric) and not handle.done())
+
+    try:
+        rerun_until(at, charted, timeout=90)
+        assert charted(at), [m.value for m in at.markdown][:3]
+        taken = moving_snapshots(handle, monkeypatch)
+        for snap in each_refresh(at, taken):
+            s = snap.summary
+            assert metric_value(at, "TTFT p99") == fmt.duration(s.ttft_ms.p99)
+            assert metric_value(at, "TTFT p50") == fmt.duration(s.ttft_ms.p50)
+            bars = chart_with(at, "prefill stall")
+            assert fmt.duration(sum(t["y"][-1] for t in bars["data"])) == fmt.duration(
+                s.ttft_ms.p99)
+            hist = chart_with(at, "requests")  # the TTFT histogram
+            lines = [a["text"] for a in hist["layout"].get("annotations", [])
+                     if str(a.get("text", "")).startswith("p99 ")]
+            assert lines == [f"p99 {fmt.ms(s.ttft_ms.p99)} ms"], (lines, s.ttft_ms.p99)
+    finally:
+        mgr.stop(ticket.run_id, requester=owner)
+        handle.wait(timeout=60)

@@ -85,10 +85,10 @@ def test_a_bad_setting_is_one_error_box(key, value, says):
 
 
 def test_a_saved_generation_runs_costs_are_fitted_and_simulated():
-    from latency.storage.gen_store import GenerationStore
+    from latency.storage.store import RunStore
 
     result = recorded_synthetic_lm_run()
-    run_id = GenerationStore().save(result)
+    run_id = RunStore().save(result)
     at = generation_mode()
     at.sidebar.selectbox(key="gsim_source").set_value(f"history:{run_id}").run()
     assert not at.exception and not at.error
@@ -140,7 +140,7 @@ def test_a_saved_run_of_a_server_of_yours_is_fitted_from_outside():
     from latency.execution.gen_engine import execute_generation
     from latency.serve.http_server import ServerProcess
     from latency.simulation.gen_replay import target_fit
-    from latency.storage.gen_store import GenerationStore
+    from latency.storage.store import RunStore
 
     server = RunConfig(model="synthetic-lm", model_args={"prefill_ms": 2.0, "step_ms": 3.0},
                        max_running=4).checked()
@@ -151,7 +151,7 @@ def test_a_saved_run_of_a_server_of_yours_is_fitted_from_outside():
         result = execute_generation(cfg, force=True)
     finally:
         proc.stop()
-    run_id = GenerationStore().save(result)
+    run_id = RunStore().save(result)
     at = generation_mode()
     source = f"history:{run_id}"
     assert any(run_id in o and "fitted from outside" in o
@@ -162,3 +162,98 @@ def test_a_saved_run_of_a_server_of_yours_is_fitted_from_outside():
     assert at.sidebar.slider(key="gsim_max_running").value == target_fit(result).slots
     caption = next(c.value for c in at.caption if "**Simulated**" in c.value)
     assert "fitted from outside" in caption and "decode step" in caption
+
+
+def test_a_calibration_run_older_than_the_listed_ones_is_found_by_its_name():
+    """One pass of the course saves more generations than the picker lists: the run you
+    calibrated on falls off the list, and typing its name (or id) finds it in the whole
+    history; its whole label is shown under the box."""
+    import uuid
+
+    from latency.storage.store import RunStore
+    from ui.gen_simulator import LISTED_RUNS
+
+    result = recorded_synthetic_lm_run()
+    store = RunStore()
+    name = f"calibration {uuid.uuid4().hex[:6]}"
+    old = store.save(result, name=name)
+    for i in range(LISTED_RUNS + 1):
+        store.save(result, name=f"a lesson's run {i}")
+    at = generation_mode()
+    source = f"history:{old}"
+    assert not any(old in o for o in at.sidebar.selectbox(key="gsim_source").options)
+    at.sidebar.text_input(key="gsim_find").set_value(name).run()
+    found = at.sidebar.selectbox(key="gsim_source").options[1:]
+    assert len(found) == 1 and old in found[0] and name in found[0], found
+    at.sidebar.selectbox(key="gsim_source").set_value(source).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any(name in c.value and old in c.value for c in at.sidebar.caption)
+    # clearing the search keeps the chosen run in the picker
+    at.sidebar.text_input(key="gsim_find").set_value("").run()
+    assert at.sidebar.selectbox(key="gsim_source").value == source
+
+
+def _on_machine(result, other_cores: float):
+    """A real generation with CRAFTED machine samples: other processes using ``other_cores``
+    of 2 cores over a 10-s measurement (the quiet limit there is 0.4)."""
+    import dataclasses
+
+    from tests.test_disturbed_marks import machine
+
+    env = {k: v for k, v in result.environment.items() if k != "disturbance"}
+    env["disturbance"] = machine(other_cores)
+    return dataclasses.replace(result, environment=env)
+
+
+def test_a_prediction_calibrated_on_a_busy_machine_or_a_poor_fit_says_so():
+    """The predictions of a run measured while other processes used 1.3 of 2 cores say that
+    their calibration was DISTURBED, where they are shown; a poor fit says to read them as
+    rough and what Validate does; a quiet run that fits well says neither."""
+    import dataclasses
+
+    from latency.simulation.gen_replay import fitted_service
+    from latency.storage.store import RunStore
+    from ui.gen_simulator import calibration_warnings
+
+    result = recorded_synthetic_lm_run()
+    busy = _on_machine(result, 1.3)
+    run_id = RunStore().save(busy, name="busy calibration")
+    at = generation_mode()
+    at.sidebar.selectbox(key="gsim_source").set_value(f"history:{run_id}").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("Calibrated on a DISTURBED run" in w.value and "1.3 of 2 cores" in w.value
+               for w in at.warning), [w.value for w in at.warning]
+    service = fitted_service(result)
+    quiet = _on_machine(result, 0.03)
+    good = dataclasses.replace(service, step_r2=0.99)
+    assert calibration_warnings(quiet, good) == []
+    poor = calibration_warnings(quiet, dataclasses.replace(service, step_r2=0.70))
+    assert len(poor) == 1 and "R² 0.70" in poor[0] and "Validate" in poor[0], poor
+
+
+def test_a_validated_setting_of_a_doubtful_calibration_is_headed_by_its_calibrated_prediction():
+    """Once Validate has run the setting of a DISTURBED calibration, the page's first figures
+    are the calibrated prediction (the validation table's calibrated column), named as such,
+    above the prediction as set from the saved run."""
+    from latency.storage.store import RunStore
+    from tests.conftest import rerun_until
+    from ui.server import run_manager
+
+    busy = _on_machine(recorded_synthetic_lm_run(), 1.3)
+    run_id = RunStore().save(busy, name="busy calibration")
+    at = generation_mode()
+    at.sidebar.selectbox(key="gsim_source").set_value(f"history:{run_id}").run()
+    assert not any(m.label == "TTFT p50 (calibrated)" for m in at.metric)
+    at.slider(key="gsim_val_len").set_value(5).run()
+    at.button(key="gsimbtn_validate").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    handle = run_manager().get(at.session_state["gsimval_run"].run_id)
+    rerun_until(at, lambda a: handle.done() and any(
+        m.label == "TTFT p50 (calibrated)" for m in a.metric), timeout=150)
+    table = next(t.value for t in at.table if "predicted (calibrated)" in t.value.columns)
+    labels = [m.label for m in at.metric]
+    first = labels.index("TTFT p50 (calibrated)")
+    assert first < labels.index("TTFT p50 (simulated)")
+    assert at.metric[first].value == table.iloc[0]["predicted (calibrated)"]
+    assert at.metric[first + 1].value == table.iloc[1]["predicted (calibrated)"]
+    assert any(f"by the validation run `{handle.run_id}`" in c.value for c in at.caption)

@@ -316,13 +316,13 @@ def test_your_generative_pipeline_from_a_file_is_measured(tmp_path):
     '''))
     out_json = tmp_path / "gen.json"
     out = cli("run", "--pipeline", f"{source}:EchoLM", "--output-tokens", "5",
-              "--requests", "6", "--concurrency", "2", "--no-save", "--json", str(out_json),
+              "--requests", "30", "--concurrency", "2", "--no-save", "--json", str(out_json),
               "--quiet")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "TTFT" in out.stdout and "ITL" in out.stdout and "verdict:" in out.stdout
     data = json.loads(out_json.read_text())
     assert data["kind"] == "generation"
-    assert data["summary"]["successful"] == 6
+    assert data["summary"]["successful"] == 30
     assert data["requests"]["columns"]["output_tokens"] == [5] * len(
         data["requests"]["columns"]["output_tokens"])
 
@@ -359,7 +359,8 @@ def test_the_trace_draws_each_request_with_parts_that_sum_to_it():
 def test_compare_two_generation_runs_names_the_setting_and_gates(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     common = ["--model", "synthetic-lm", "--prompt-tokens", "64", "--output-tokens", "6",
-              "--requests", "8", "--concurrency", "2", "--no-save", "--quiet"]
+              "--requests", "8", "--min-requests", "8", "--concurrency", "2", "--no-save",
+              "--quiet"]
     assert cli_here("run", *common, "--json", str(a)).returncode == 0
     assert cli_here("run", *common, "--model-arg", "step_ms=8",
                     "--json", str(b)).returncode == 0
@@ -375,6 +376,29 @@ def test_compare_two_generation_runs_names_the_setting_and_gates(tmp_path):
 
 
 CRASHING_LM = crashing_lm_source()
+
+
+def test_a_prompt_longer_than_the_context_names_the_fix_and_the_fix_runs():
+    """docs/generation.md's second example: prompts of lognormal:512:0.8 can reach past
+    synthetic-lm's 4,096-token context. The refusal names the model-arg that lengthens it, with
+    a value that fits, and that value runs; a model without such an arg is told to shorten."""
+    import re
+
+    lengths = ["--prompt-tokens", "lognormal:512:0.8", "--output-tokens", "uniform:16:128"]
+    refused = cli_here("run", "--model", "synthetic-lm", *lengths, "--requests", "2",
+                       "--no-save")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    fix = re.search(r"--model-arg (max_context=\d+)", refused.stderr)
+    assert fix and "context of 4,096" in refused.stderr, refused.stderr
+    ran = cli_here("run", "--model", "synthetic-lm", *lengths, "--model-arg", fix.group(1),
+                   "--model-arg", "prefill_ms_per_token=0.001", "--chunked-prefill", "128",
+                   "--requests", "4",
+                   "--min-requests", "4", "--warmup", "0", "--no-save", "--quiet")
+    assert ran.returncode == 0, ran.stdout[-1500:] + ran.stderr[-1500:]
+    tiny = cli_here("run", "--model", "tiny-lm", "--prompt-tokens", "1000", "--output-tokens",
+                    "64", "--requests", "2", "--no-save")
+    assert tiny.returncode == 2 and "give shorter --prompt-tokens" in tiny.stderr, tiny.stderr
+    assert "max_context" not in tiny.stderr
 
 
 def test_a_pipeline_that_kills_its_process_is_a_failed_run_not_a_crash(tmp_path):
@@ -424,15 +448,17 @@ def test_one_slot_open_loop_queues_as_pollaczek_khinchine_says():
 def test_a_generation_is_saved_listed_shown_exported_compared_and_deleted(tmp_path):
     db = str(tmp_path / "runs.sqlite")
     common = ["--model", "synthetic-lm", "--prompt-tokens", "32", "--output-tokens", "5",
-              "--requests", "6", "--concurrency", "2", "--quiet", "--db", db]
+              "--requests", "6", "--min-requests", "6", "--concurrency", "2", "--quiet",
+              "--db", db]
     first = cli_here("run", *common, "--name", "baseline")
     assert first.returncode == 0, first.stderr
     gid = first.stdout.strip().splitlines()[-1].split()[3]
-    assert gid.startswith("g")
     second = cli_here("run", *common, "--model-arg", "step_ms=9")
     gid2 = second.stdout.strip().splitlines()[-1].split()[3]
     listing = cli_here("history", "--db", db)
-    assert gid in listing.stdout and "baseline" in listing.stdout and "TTFT p99" in listing.stdout
+    assert gid in listing.stdout and "baseline" in listing.stdout and "tok/s" in listing.stdout
+    latest = cli_here("history", "show", "latest", "--db", db)  # one id space: the newest
+    assert latest.stdout.startswith(f"generation {gid2}") and "TTFT" in latest.stdout
     shown = cli_here("history", "show", gid, "--db", db)
     assert "TTFT" in shown.stdout and "verdict:" in shown.stdout
     out = tmp_path / "g.json"
@@ -447,7 +473,14 @@ def test_a_generation_is_saved_listed_shown_exported_compared_and_deleted(tmp_pa
     assert cli_here("history", "delete", gid, "--db", db).returncode == 0
     assert gid not in cli_here("history", "--db", db).stdout
     gone = cli_here("history", "show", gid, "--db", db)
-    assert gone.returncode == 2 and "no generation" in gone.stderr
+    assert gone.returncode == 2 and f"no run {gid!r}" in gone.stderr
+    # a one-shot run joins the same history; a compare across kinds is one clear line
+    one_shot = cli_here("run", "--model", "synthetic", "--requests", "5", "--min-requests", "5",
+                        "--quiet", "--db", db)
+    assert one_shot.returncode == 0, one_shot.stderr
+    mixed = cli_here("compare", "latest~1", "latest", "--db", db)
+    assert mixed.returncode == 2 and "compare runs of one kind" in mixed.stderr, mixed.stderr
+    assert mixed.stderr.count("\n") == 1
 
 
 def test_a_stopped_generation_keeps_what_it_measured(tmp_path):
@@ -489,7 +522,7 @@ def test_an_overloaded_open_loop_counts_what_its_grace_dropped():
     for, the run says it was overloaded, and (as a one-shot run) it is INVALID for it."""
     result = run(rate=200.0, requests=120, max_running=1, prompt_tokens="16",
                  output_tokens="10", warmup=0, drain_grace_s=0.5,
-                 model_args={"step_ms": 5.0})
+                 model_args={"step_ms": 5.0}, min_requests=0)
     s = result.summary
     assert s.dropped > 0
     assert s.requests + s.dropped == 120, (s.requests, s.dropped)
@@ -550,3 +583,25 @@ def test_a_prefill_sample_shortfall_fails_only_that_calls_sequences():
     assert s.errors == pipe.short_call, (s.errors, pipe.short_call, s.error_messages)
     assert all("prefill gave" in m for m in s.error_messages), s.error_messages
     assert s.successful == 9 - s.errors
+
+
+def test_the_generation_gate_says_whether_a_worse_p99_is_outside_its_interval():
+    """--fail-if-p99-worse on generation runs: each figure that failed the gate says whether
+    the two p99 95 % intervals overlap (a failure inside them may be noise) or that there were
+    too few samples for one — as the one-shot gate does."""
+    from latency.analysis.gen_compare import gen_gate
+    from latency.analysis.gen_summary import GenSummary
+    from latency.analysis.stats import LatencyStats
+
+    def summary(ttft, ci, tpot=5.0):
+        return GenSummary(ttft_ms=LatencyStats(p99=ttft, p99_ci95=ci),
+                          tpot_ms=LatencyStats(p99=tpot, p99_ci95=None),
+                          itl_ms=LatencyStats(p99=4.0, p99_ci95=(3.9, 4.1)))
+
+    apart = gen_gate(summary(100.0, (95.0, 105.0)), summary(130.0, (120.0, 140.0)), 10, "A", "B")
+    assert not apart.passed and "TTFT p99 100 → 130 ms" in apart.message
+    assert "do not overlap" in apart.message, apart.message
+    close = gen_gate(summary(100.0, (80.0, 125.0)), summary(115.0, (95.0, 140.0)), 10, "A", "B")
+    assert not close.passed and "overlap: may be noise" in close.message, close.message
+    few = gen_gate(summary(100.0, None, tpot=5.0), summary(100.0, None, tpot=6.0), 10, "A", "B")
+    assert "TPOT p99" in few.message and "too few samples" in few.message, few.message

@@ -69,7 +69,7 @@ def test_a_generation_whose_cli_is_killed_stops_itself_and_saves_what_it_measure
     """kill -9 of the CLI mid-generation: the run process sees its caller gone, stops, and
     saves the run to the history itself — as a one-shot run's does (the README promises it
     for both)."""
-    from latency.storage.gen_store import GenerationStore
+    from latency.storage.store import RunStore
     from tests.cli_support import kill_once_measured
 
     db = tmp_path / "runs.sqlite"
@@ -81,7 +81,7 @@ def test_a_generation_whose_cli_is_killed_stops_itself_and_saves_what_it_measure
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     kill_once_measured(proc)
     deadline = time.monotonic() + 60  # it stops within its drain, well before its 60 s
-    while not (gens := GenerationStore(db).list()):
+    while not (gens := RunStore(db).list()):
         assert time.monotonic() < deadline, "the orphaned generation was not saved"
         time.sleep(1)
     assert gens[0].status == "stopped" and gens[0].n > 0, gens[0]

@@ -125,3 +125,32 @@ def test_the_co_handouts_short_p50_bars_are_seen_and_read():
     fig, ax = axes()  # bars within a factor 25 keep the page's linear axis
     draw_plotly(course_plots.answer_figure("co", TABLE[:2]), ax)
     assert ax.get_yscale() == "linear"
+
+
+def test_a_figure_a_lesson_could_not_measure_is_a_dash_not_none():
+    """A generation lesson's table as the page and the handout print it: a goodput that was
+    not measured (no targets met anywhere: None) reads "—", as on the command line."""
+    from ui.workshop import handout_rows
+
+    rows = handout_rows([{"run": "rate 2", "requests": 40, "goodput_rps": None,
+                          "ttft_p99_ms": 120.5},
+                         {"run": "rate 4", "requests": 80, "goodput_rps": 3.5,
+                          "ttft_p99_ms": 180.0}])
+    assert rows[0]["goodput/s"] == "—" and rows[1]["goodput/s"] == 3.5
+    assert "None" not in repr(rows)
+
+
+def test_a_lesson_measured_on_a_busy_machine_says_so_on_its_card_and_handout():
+    """A lesson run while other processes used 1.3 of 2 cores: its card and handout say
+    DISTURBED, naming the run; quiet runs say nothing."""
+    from latency.core.config import RunConfig
+    from latency.execution.engine import execute
+    from tests.test_disturbed_marks import BUSY, QUIET, on_machine
+    from ui.workshop import disturbed_note
+
+    real = execute(RunConfig(model="synthetic", requests=60, warmup=2))
+    group = {"blocks": [("1 client", "r1"), ("8 clients", "r2")]}
+    assert disturbed_note(group, [on_machine(real, QUIET), on_machine(real, QUIET)]) is None
+    note = disturbed_note(group, [on_machine(real, QUIET), on_machine(real, BUSY)])
+    assert note is not None and note.startswith("DISTURBED") and "“8 clients”" in note, note
+    assert "“1 client”" not in note and "1.3 of 2 cores" in note, note

@@ -285,9 +285,9 @@ def test_the_engine_profiles_the_model_through_the_cli(model_dir, tmp_path, monk
     out = tmp_path / "hf.json"
     spec = f"{EXAMPLE}:HFCausalLMPipeline"
     done = cli_here("run", "--pipeline", spec, "--model-arg", f"path={model_dir}",
-                    "--output-tokens", "6", "--requests", "6", "--concurrency", "2",
-                    "--max-running", "2", "--chunked-prefill", "4", "--warmup", "1",
-                    "--no-save", "--quiet", "--json", str(out))
+                    "--output-tokens", "6", "--requests", "6", "--min-requests", "6",
+                    "--concurrency", "2", "--max-running", "2", "--chunked-prefill", "4",
+                    "--warmup", "1", "--no-save", "--quiet", "--json", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads(out.read_text())
     assert data["summary"]["successful"] == 6

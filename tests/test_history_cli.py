@@ -57,11 +57,12 @@ def test_run_saves_and_history_lists_newest_first(history):
     out = cli("history", db=db)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].split()[:4] == ["id", "name", "when", "model"]
+    assert lines[0].split()[:5] == ["id", "kind", "name", "when", "model"]
     assert lines[1].startswith(slow) and lines[2].startswith(fast) and "fast" in lines[2]
-    for col in ("p50", "p99", "req/s", "status", "load"):
+    for col in ("p50", "p99", "rate", "status", "validity", "load"):
         assert col in lines[0]
-    assert "completed" in lines[1] and "closed 1 client" in lines[1]
+    assert "completed" in lines[1] and "closed 1 client" in lines[1] and "req/s" in lines[1]
+    assert lines[1].split()[1] == "one-shot" and "VALID" in lines[1]
     listed = json.loads(cli("history", "--json", db=db).stdout)
     assert [r["id"] for r in listed] == [slow, fast]
     assert listed[0]["n"] == 200 and listed[0]["p99_ms"] > listed[1]["p99_ms"]
@@ -134,14 +135,14 @@ def test_run_with_a_bad_db_fails_before_running_and_no_save_skips(tmp_path):
     one_line_error(out, "cannot open the run history")
     assert out.stdout == ""  # nothing ran
     db = tmp_path / "h.sqlite"
-    out = cli("run", "--requests", "10", "--warmup", "0", "--quiet", "--no-save", db=db)
+    out = cli("run", "--requests", "40", "--warmup", "0", "--quiet", "--no-save", db=db)
     assert out.returncode == 0 and "saved as" not in out.stdout
     assert not db.exists()
 
 
 def test_the_default_database_comes_from_the_environment(tmp_path):
     db = tmp_path / "env.sqlite"
-    out = subprocess.run([sys.executable, "-m", "latency", "run", "--requests", "10",
+    out = subprocess.run([sys.executable, "-m", "latency", "run", "--requests", "40",
                           "--warmup", "0", "--quiet"], cwd=ROOT, capture_output=True,
                          text=True, timeout=120, env={**__import__("os").environ,
                                                       "LATENCY_LAB_DB": str(db)})

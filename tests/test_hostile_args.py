@@ -305,12 +305,12 @@ def test_ctrl_c_in_user_code_stays_ctrl_c(name, arg, hostile):
 def test_sample_inputs_may_be_a_generator(hostile, tmp_path):
     """It was a client-thread traceback per request and a run completed/INVALID."""
     out = tmp_path / "r.json"
-    proc = _cli("--pipeline", f"{hostile}:SampleGen", "--requests", "20", "--json", out)
+    proc = _cli("--pipeline", f"{hostile}:SampleGen", "--requests", "40", "--json", out)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     d = json.loads(out.read_text())
     assert d["status"] == "completed"
-    assert d["summary"]["requests"] == 20 and d["summary"]["errors"] == 0
+    assert d["summary"]["requests"] == 40 and d["summary"]["errors"] == 0
 
 
 @pytest.mark.parametrize("name", ["SampleGen", "SampleTuple"])

@@ -1,17 +1,17 @@
-"""The README's table of limits says what the code enforces: every row names the constants that
-set it, and the limit it states is each constant's value — so changing a limit without its
-documentation fails here."""
+"""The table of limits (docs/limits.md, linked from the README) says what the code enforces:
+every row names the constants that set it, and the limit it states is each constant's value —
+so changing a limit without its documentation fails here."""
 import importlib
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+LIMITS = Path(__file__).resolve().parents[1] / "docs" / "limits.md"
 UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 
 def _rows() -> list[tuple[str, str, list[str]]]:
-    text = README.read_text()
-    table = text[text.index("## Security and limits"):].split("\n\n| what | limit |", 1)[1]
+    text = LIMITS.read_text()
+    table = text.split("\n\n| what | limit |", 1)[1]
     rows = []
     for line in table.splitlines()[2:]:
         if not line.startswith("|"):
@@ -45,7 +45,7 @@ def test_every_limit_in_the_readme_is_the_value_its_constant_has():
         for path in constants:
             value = _value(path)
             assert any(s in limit for s in _shown(value, limit)), (
-                f"README says {limit!r} for {what!r}, but {path} is {value!r}")
+                f"docs/limits.md says {limit!r} for {what!r}, but {path} is {value!r}")
 
 
 def test_the_readme_shows_a_wrong_limit_as_wrong():

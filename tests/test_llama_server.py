@@ -184,5 +184,5 @@ def test_a_wait_behind_another_clients_prefill_is_not_answered_with_more_slots(l
     assert "no request waited for a slot" in view.lever("queue")
     verdict = str(result.verdict)
     assert "more slots" not in verdict and "prefix caching" not in verdict, verdict
-    if "prefill" in verdict:  # our short prompts batched with the other client's long ones
+    if "% prefill" in verdict:  # prefill leads: our short prompts batched with long ones
         assert "share their steps" in verdict, (verdict, view.to_dict())

@@ -179,7 +179,7 @@ def test_an_invalid_generation_is_listed_as_invalid_not_as_completed(tmp_path):
     --max-error-rate), and the history's listing says INVALID beside 'completed'."""
     import itertools
 
-    from latency.storage.gen_store import GenerationStore
+    from latency.storage.store import RunStore
     from tests.cli_support import cli_here
 
     calls = itertools.count()
@@ -192,7 +192,7 @@ def test_an_invalid_generation_is_listed_as_invalid_not_as_completed(tmp_path):
     result = replayed(events, output_tokens="4", requests=8, concurrency=1, warmup=0)
     assert result.summary.errors >= 1 and not result.validity.valid
     db = tmp_path / "history.db"
-    GenerationStore(db).save(result)
+    RunStore(db).save(result)
     out = cli_here("history", "--db", str(db))
     assert out.returncode == 0, out.stderr
     line = out.stdout.splitlines()[1]
@@ -363,3 +363,31 @@ def test_a_forged_account_is_checked_against_what_was_asked_and_streamed():
                                          requests=4, warmup=0), force=True)
     assert r.summary.successful == 0 and r.summary.errors == 4
     assert not r.validity.valid
+
+
+def _plain(ask: dict) -> list:
+    """A server that reports nothing of its requests: a chunk a token, then [DONE]."""
+    n = min(int(ask.get("max_tokens") or 4), len(WORDS))
+    out: list = [(0.004, {"choices": [{"index": 0, "delta": {"content": WORDS[i]},
+                                       "finish_reason": None}]}) for i in range(n)]
+    return [*out, (0.0, {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+            (0.0, "[DONE]")]
+
+
+def test_a_closed_loop_run_that_cannot_be_simulated_says_so_and_which_run_would_be(tmp_path):
+    """A closed loop on a server that reports nothing (docs/your-llm-server.md's second
+    example): no request ever found the server idle, so no prefill cost can be fitted. The
+    run's own output says so and what run would do; `simulate --from-run` says the same in one
+    line."""
+    from tests.cli_support import cli_here
+
+    out = tmp_path / "closed.json"
+    with loopback_server(_replay(_plain), path="/v1") as url:
+        r = cli("--target", url, "--output-tokens", "6", "--concurrency", "4", "--requests",
+                "40", "--warmup", "2", "--json", str(out), "--no-save")
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    line = next((x for x in r.stdout.splitlines() if x.startswith("simulate:")), "")
+    assert "cannot be simulated" in line and "lower load" in line, r.stdout[-3000:]
+    sim = cli_here("simulate", "--from-run", str(out))
+    assert sim.returncode == 2 and "Traceback" not in sim.stderr, sim.stderr[-2000:]
+    assert "lower load" in sim.stderr and len(sim.stderr.strip().splitlines()) == 1

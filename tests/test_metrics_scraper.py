@@ -68,8 +68,43 @@ def test_a_scrape_that_fails_is_counted_and_the_series_goes_on(exporter):
         s.url = f"http://127.0.0.1:{sock.getsockname()[1]}/metrics"
     s.scrape()
     series = s.series()
+    s.stop()
     assert series["failures"] == 1 and len(series["t_ns"]) == 1
     assert window_mean(series, "vllm:request_queue_time_seconds") is None
+
+
+def test_a_big_page_is_parsed_off_the_measuring_process_and_its_cost_is_said():
+    """A page of 40,000 label sets (a 2 MB label bomb): fetched and parsed in the scraper's
+    own process — the measuring process, whose loop stamps every token, spends almost none
+    of the parse's CPU — and what it cost is measured and said; the bombed metric is left out
+    and named, not summed."""
+    from latency.analysis.server_metrics import server_metric_line
+    from tests.conftest import QuietHandler, loopback_server
+
+    page = ("# TYPE vllm:num_requests_running gauge\n"
+            + "".join(f'vllm:num_requests_running{{req="r{i:06d}"}} 1\n' for i in range(40_000))
+            + "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 2\n").encode()
+
+    class Bomb(QuietHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+    with loopback_server(Bomb, path="/metrics") as url:
+        scraper = MetricsScraper(url)
+        cpu0 = time.process_time()
+        scraper.scrape()
+        scraper.scrape()
+        here = time.process_time() - cpu0
+        series = scraper.stop()
+    assert series["failures"] == 0, series["last_error"]
+    assert list(series["values"]) == ["vllm:num_requests_waiting"]
+    assert series["crowded"] == ["vllm:num_requests_running"]
+    assert series["scraper_cpu_s"] > 4 * here, (series["scraper_cpu_s"], here)
+    text = server_metric_line(series)
+    assert "in the scraper's own process" in text and "label sets (over 64)" in text
 
 
 def test_what_is_not_prometheus_text_is_refused():

@@ -38,6 +38,7 @@ def ours() -> Iterator[ServerProcess]:
 def test_our_server_as_a_target_is_split_by_its_own_account(ours, tmp_path):
     out, csv = tmp_path / "run.json", tmp_path / "run.csv"
     r = cli("--target", f"{ours.url}/v1", "--output-tokens", "8", "--requests", "12",
+            "--min-requests", "12",
             "--concurrency", "2", "--warmup", "2", "--json", str(out), "--csv", str(csv),
             "--no-save", env={"OPENAI_API_KEY": SECRET})
     assert r.returncode == 0, r.stderr[-2000:]
@@ -131,6 +132,21 @@ def test_the_tokenizers_spread_never_takes_a_chunks_only_token():
     assert fitted([1, 4, 1], 5) == [1, 3, 1]
 
 
+def test_the_command_lines_run_process_scrapes_the_servers_metrics(ours, tmp_path):
+    """Through the CLI, whose run process is where the scraper starts its own process (a
+    daemonic run process may not start a multiprocessing child: the scrape must not need
+    one), and the cost of scraping is said."""
+    out = tmp_path / "run.json"
+    r = cli("--target", f"{ours.url}/v1", "--output-tokens", "8", "--duration", "3",
+            "--rate", "10", "--min-requests", "0", "--scrape-metrics", "--json", str(out),
+            "--no-save")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    series = json.loads(out.read_text())["environment"]["server_metrics"]
+    assert series["failures"] == 0 and len(series["t_ns"]) >= 3, series
+    assert series["scraper_cpu_s"] > 0
+    assert "server metrics (" in r.stdout
+
+
 def test_the_servers_metrics_are_scraped_beside_the_clients(ours):
     cfg = RunConfig(target=f"{ours.url}/v1", output_tokens="16", rate=20.0, duration_s=3.0,
                     warmup=2, scrape_metrics=True)
@@ -164,10 +180,10 @@ def test_target_runs_compare_by_their_server_split(ours, tmp_path, monkeypatch):
     # around p99), the diff's rows the split's
     from streamlit.testing.v1 import AppTest
 
-    from latency.storage.gen_store import GenerationStore
+    from latency.storage.store import RunStore
 
     monkeypatch.setenv("LATENCY_LAB_DB", str(tmp_path / "runs.sqlite"))
-    store = GenerationStore(tmp_path / "runs.sqlite")
+    store = RunStore(tmp_path / "runs.sqlite")
     for result in results:
         store.save(result)
     at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"),
@@ -223,3 +239,25 @@ def test_model_and_one_shot_flags_are_refused_with_a_generation_target(ours):
     r = cli_here("run", "--target", f"{ours.url}/v1", "--output-tokens", "4",
                  "--target-protocol", "http", "--no-save")
     assert r.returncode == 2 and "--target-protocol is for one-shot" in r.stderr, r.stderr
+
+
+def test_a_non_streamed_replys_account_puts_its_decode_in_decode(ours):
+    """A chat reply asked without streaming: the server decoded its 12 tokens one step at a
+    time, and its account says so (decode ≈ 11 steps), not "decode 0.0 ms, delivery 208 ms"
+    (every token counted as delivered when the whole reply was written); the parts still add
+    up to the server's time."""
+    import urllib.request
+
+    body = json.dumps({"model": "synthetic-lm", "max_tokens": 12, "stream": False,
+                       "messages": [{"role": "user", "content": "tell me a story"}]}).encode()
+    ask = urllib.request.Request(f"{ours.url}/v1/chat/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(ask, timeout=60) as reply:
+        account = json.loads(reply.read())["latency_lab"]
+    assert account["tokens"] == 12
+    assert account["decode_ms"] + account["stall_ms"] >= 11 * 1.0, account  # step_ms 1.0
+    assert account["delivery_ms"] < account["decode_ms"], account
+    parts = sum(account[k] for k in ("queue_ms", "tokenize_ms", "prefill_ms",
+                                     "prefill_stall_ms", "decode_ms", "stall_ms",
+                                     "detokenize_ms", "delivery_ms"))
+    assert parts == pytest.approx(account["server_ms"], abs=0.01), account

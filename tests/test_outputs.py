@@ -8,8 +8,8 @@ import pytest
 from latency.cli.main import main
 from latency.storage.outputs import check_output, write_atomic
 
-RUN = ["run", "--model", "synthetic", "--requests", "5", "--warmup", "0", "--quiet",
-       "--no-save"]
+RUN = ["run", "--model", "synthetic", "--requests", "5", "--min-requests", "5", "--warmup", "0",
+       "--quiet", "--no-save"]
 
 
 def test_a_symlinked_output_is_written_through_and_the_link_stays(tmp_path):

@@ -149,7 +149,7 @@ def test_histogram_lines_at_percentiles_and_slo_with_share_text():
     others = [s for s in lines if s.name != "slo"]
     assert all(s.line.dash != "dash" for s in others)
     texts = _texts(fig)
-    assert any("SLO 20 ms: 97.3% within" in t for t in texts)
+    assert any("SLO 20 ms: 97.3% of the requests within" in t for t in texts)
     for k, v in pct.items():
         assert any(t.startswith(f"{k} {fmt.ms(v)} ms") for t in texts)
     # annotations on a log axis are placed at log10(value)

@@ -34,7 +34,7 @@ def ours() -> Iterator[ServerProcess]:
 def test_our_servers_tokenizer_counts_each_reply_and_cuts_the_prompts(ours, tmp_path):
     out = tmp_path / "run.json"
     r = cli("--target", f"{ours.url}/v1", "--api", "completions", "--tokenizer", "server",
-            "--prompt-tokens", "40",
+            "--prompt-tokens", "40", "--min-requests", "10",
             "--output-tokens", "12", "--requests", "10", "--concurrency", "2", "--warmup", "1",
             "--json", str(out), "--csv", str(tmp_path / "run.csv"), "--no-save")
     assert r.returncode == 0, r.stderr[-2000:]

@@ -56,29 +56,35 @@ def test_a_presenter_whose_page_is_gone_is_resumed_as_it_stands():
 
     clock = FakeClock(1000.0)
     room = Room(clock)
-    p = room.present("old", "lab", {"lab_pairs": 4}, "run-1", connection="c-old")
-    assert room.resume("new", "c-new") is None  # the presenting page was just seen
+    p = room.present("old", "lab", {"lab_pairs": 4}, "run-1", connection="c-old",
+                     browser="tab-1")
+    assert room.resume("new", "c-new", browser="tab-1") is None  # the page was just seen
     clock.t += GONE_S - 1
     assert room.seen("old") and not room.seen("new")  # its open page checks in
     clock.t += GONE_S - 1
-    assert room.resume("new", "c-new") is None and not room.gone()
-    assert room.resume("new", "c-new", disconnected=False) is None  # connected: not gone
+    assert room.resume("new", "c-new", browser="tab-1") is None and not room.gone()
+    assert room.resume("new", "c-new", False, "tab-1") is None  # connected: not gone
     clock.t += 2
-    assert room.gone() and room.resume("new", "c-new", disconnected=False) is None
-    mine = room.resume("new", "c-new")
+    assert room.gone() and room.resume("new", "c-new", False, "tab-1") is None
+    assert room.resume("new", "c-new") is None  # another page: not its presentation
+    assert room.resume("new", "c-new", browser="tab-2") is None
+    mine = room.resume("new", "c-new", browser="tab-1")
     assert mine is not None and mine.presenter == "new" and mine.connection == "c-new"
     assert (mine.page, mine.settings, mine.run_id, mine.version) == (
         p.page, p.settings, p.run_id, p.version)  # the followers' screens do not move
     assert room.publish("old", "lab", {}, None) is None  # the old page, back: not presenting
     assert room.resume("new") == mine and not room.gone()  # already the presenter's
 
-    room.present("a", "live", {}, None, connection="c-a")
+    assert room.publish("new", "live", {}, None).browser == "tab-1"  # kept as it publishes
+
+    room.present("a", "live", {}, None, connection="c-a", browser="tab-a")
     clock.t += RECONNECT_S - 1
-    assert room.resume("b", disconnected=True) is None  # a blip: the connection may be back
+    assert room.resume("b", disconnected=True, browser="tab-a") is None  # a blip
     clock.t += 1
-    assert room.resume("b", disconnected=True).presenter == "b"
+    assert room.resume("b", disconnected=True, browser="tab-a").presenter == "b"
     clock.t += STALE_S + 1
-    assert room.resume("c", disconnected=True) is None and room.current() is None
+    assert room.resume("c", disconnected=True, browser="tab-a") is None
+    assert room.current() is None
 
 
 def test_settings_are_bounded_json_values():
@@ -154,8 +160,13 @@ def room_app(monkeypatch):
     room.clear()
 
 
-def session() -> AppTest:
+def session(page: str | None = None, **query: str) -> AppTest:
+    """A browser opening the dashboard: on ``page`` (Home by default), its URL carrying
+    ``query``."""
     at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(query)
+    if page is not None:
+        at.switch_page(page)
     at.run()
     return at
 
@@ -266,7 +277,9 @@ def test_an_instructor_who_reloads_resumes_the_presentation(room_app, browsers):
     assert following(student) and shown.presenter == teacher.session_state["owner"]
 
     browsers.add(teacher.session_state["owner"])  # the reload: that page's session is dropped
-    again = session()  # the reloaded page: a new session, on Home
+    token = teacher.query_params["presenter"]
+    assert token and token == room().current().browser  # the presenting page's URL keeps it
+    again = session(presenter=token)  # the reloaded page: a new session, its URL kept
     assert following(again) and not presenting(again)
     next(t for t in again.sidebar.text_input if t.label == "Instructor key").input(KEY).run()
     assert not again.exception and presenting(again) and not following(again)
@@ -284,6 +297,36 @@ def test_an_instructor_who_reloads_resumes_the_presentation(room_app, browsers):
     teacher.run()  # the old page, if it ever came back, follows; it does not take over
     assert following(teacher) and room().current().presenter == again.session_state["owner"]
     assert not student.exception and not teacher.exception and not again.exception
+
+
+def test_an_old_presentation_closed_without_release_holds_no_new_instructor(room_app,
+                                                                            browsers):
+    """A presentation whose page closed without Release is resumed only by a reload of that
+    page: an instructor opening another page is not made its presenter, and, once the key
+    is entered, is taken back to the page it opened (following had moved it) and told in one
+    line that Present takes the room over."""
+    from ui.server import room
+
+    old = instructor()
+    old.switch_page("views/workshop.py").run()
+    button(old, "Present").click().run()
+    browsers.add(old.session_state["owner"])  # closed, never released
+    new = session()  # opens Home …
+    assert following(new) and any(h.value == "Workshop" for h in new.title)  # … a student
+    new.switch_page("views/workshop.py")  # (AppTest's own page: where the browser is now)
+    next(t for t in new.sidebar.text_input if t.label == "Instructor key").input(KEY).run()
+    assert not new.exception and not presenting(new) and not following(new)
+    assert any(h.value == "Latency Lab" for h in new.title), [h.value for h in new.title]
+    captions = [c.value for c in new.sidebar.caption]
+    assert sum("still holds the room" in c and "Present takes the room over" in c
+               for c in captions) == 1, captions
+    assert room().current().presenter == old.session_state["owner"]  # not taken silently
+    new.switch_page("views/live_profiler.py").run()
+    new.sidebar.slider(key="replicas").set_value(4).run()
+    assert not following(new) and new.sidebar.slider(key="replicas").value == 4  # free
+    button(new, "Present").click().run()
+    assert presenting(new) and room().current().presenter == new.session_state["owner"]
+    assert new.query_params["presenter"] == room().current().browser
 
 
 def test_another_instructors_open_page_keeps_the_room(room_app, browsers):

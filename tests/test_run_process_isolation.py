@@ -51,7 +51,7 @@ def test_os_exit_0_at_import_is_not_a_pass(tmp_path):
                     "--quiet", db=db)
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 1, (out, err)
-    assert "exited with code 0 before it reported a result" in out
+    assert "ended with exit code 0 before it reported a result" in out
     assert "run failed: Gone" in out
 
 

@@ -41,3 +41,29 @@ def test_an_unknown_start_method_is_one_line_and_exit_2():
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip() == ("latency: error: LATENCY_LAB_START_METHOD='fork': expected "
                                   "forkserver or spawn")
+
+
+def test_stopping_a_run_that_has_already_ended_returns_at_once():
+    """A run process that ended while watching for a stop must not make a later stop wait for
+    it (a shared ``multiprocessing.Event`` did: its ``set`` waited for the dead waiter to wake,
+    and the dashboard's run manager hung closing after its last run)."""
+    import threading
+
+    from latency.execution.process import start_run
+
+    for config in (RunConfig(model="synthetic", requests=5, warmup=0),
+                   RunConfig(model="synthetic-lm", requests=2, warmup=0, prompt_tokens="8",
+                             output_tokens="4")):
+        handle = start_run(config) if config.model == "synthetic" else _gen_handle(config)
+        handle.wait(120)
+        stopper = threading.Thread(target=handle.cancel, daemon=True)
+        stopper.start()
+        stopper.join(10)
+        assert not stopper.is_alive(), f"{config.model}: the stop of an ended run hung"
+
+
+def _gen_handle(config):
+    from latency.execution.gen_handle import GenRunHandle
+    from latency.execution.process import RunOptions
+
+    return GenRunHandle(config, options=RunOptions()).start()

@@ -65,7 +65,8 @@ def test_transformers_serve_streams_are_measured_per_token_with_its_tokenizer(ts
     url, model = tserve
     out = tmp_path / "run.json"
     r = cli("--target", url, "--api", "chat", "--tokenizer", str(model), "--output-tokens", "6",
-            "--requests", "8", "--concurrency", "2", "--warmup", "1", "--json", str(out),
+            "--requests", "8", "--min-requests", "5", "--concurrency", "2", "--warmup", "1",
+            "--json", str(out),
             "--max-error-rate", "0.3", "--no-save")
     assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
     d = json.loads(out.read_text())
@@ -93,7 +94,7 @@ def test_transformers_serve_streams_are_measured_per_token_with_its_tokenizer(ts
 def test_transformers_serve_completions_without_a_tokenizer_counts_chunks(tserve, tmp_path):
     url, _ = tserve
     r = cli("--target", url, "--api", "completions", "--output-tokens", "5", "--requests", "6",
-            "--concurrency", "2", "--warmup", "1", "--no-save")
+            "--min-requests", "6", "--concurrency", "2", "--warmup", "1", "--no-save")
     assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
     assert "(completions)" in r.stdout
     assert "gaps: per chunk (tokens counted by chunks)" in r.stdout

@@ -372,8 +372,8 @@ def test_a_model_files_sidecar_runs_no_code_without_consent(exported, tmp_path, 
     side = json.loads(Path(f"{exported['.onnx']}.json").read_text())
     side.update({k: v.replace("PAYLOAD", str(payload)) for k, v in names.items()})
     Path(f"{model}.json").write_text(json.dumps(side))
-    args = ["run", "--model-file", str(model), "--requests", "5", "--warmup", "0", "--quiet",
-            "--no-save"]
+    args = ["run", "--model-file", str(model), "--requests", "5", "--min-requests", "5",
+            "--warmup", "0", "--quiet", "--no-save"]
     assert main(args) == 2
     assert not (tmp_path / "PWNED").exists()
     if "spec" in names:  # consent given: the pipeline it names serves the model

@@ -1,4 +1,4 @@
-"""Compare Runs for generations: the history's generation runs (ids ``g…``), filtered; two or
+"""Compare Runs for generations: the history's generation runs, filtered; two or
 more side by side — the headline changes, every setting that differs, the machine's badges,
 TTFT and ITL by percentile, TTFT's parts, the figure-by-figure diff — and rename, delete,
 export. What ``python -m latency compare`` prints for generation runs, on the page.
@@ -17,6 +17,7 @@ import streamlit as st
 
 from latency.analysis.compare import setup_differences
 from latency.analysis.gen_compare import gen_diff_rows, gen_headline
+from latency.analysis.gen_result import GenResult
 from latency.analysis.gen_summary import GenSummary
 from latency.analysis.machine import MACHINE_WORDS, unequal_disturbance
 from latency.core.config import RunConfig
@@ -24,24 +25,20 @@ from latency.core.errors import ConfigError
 from latency.core.gen_records import token_gaps
 from latency.figures.compare_plots import letters, runs_spectrum_figure
 from latency.figures.gen_compare_plots import runs_ttft_parts_figure
-from latency.storage.gen_store import GenerationStore, GenInfo
-from latency.storage.store import StoreError, latency_spectrum
-from ui.compare_runs import rename_and_delete
+from latency.storage.export import FORMATS, export_bytes
+from latency.storage.store import RunInfo, RunStore, StoreError, latency_spectrum
+from ui.compare_runs import EXPORTS, rename_and_delete, store
 from ui.controls import default
 from ui.machine import badge_row, disturbed_badge, unequal_warning
 from ui.rights import may_manage, may_see_server_details
 from ui.text import code_span, option_text, plain
-
-#: the downloads of a generation: (format, button label, MIME type)
-EXPORTS = (("json", "Result (JSON)", "application/json"),
-           ("csv", "Requests (CSV)", "text/csv"))
 
 
 @dataclass(frozen=True)
 class GenAggregates:
     """What the comparison draws of one stored generation (no request rows)."""
 
-    info: GenInfo
+    info: RunInfo
     config: RunConfig
     environment: dict[str, Any]
     summary: GenSummary
@@ -54,13 +51,12 @@ class GenAggregates:
     split: dict[str, Any] | None
 
 
-def store() -> GenerationStore:
-    return GenerationStore()
-
-
 @st.cache_data(max_entries=64, show_spinner=False)
 def aggregates(db: str, run_id: str) -> GenAggregates:
-    info, result = GenerationStore(db).load(run_id)
+    stored = RunStore(db).load(run_id)
+    info, result = stored.info, stored.result
+    if not isinstance(result, GenResult):
+        raise ConfigError(f"{run_id} is a {info.kind} run, not a generation")
     rows = result.rows  # a summary-only generation (saved without rows) has no curves
     ok = np.flatnonzero((rows["status"] == 0) & ~rows["warmup"])
     ttft = (rows["t_first_deliv"] - rows["t_intended"])[ok] / 1e6
@@ -77,11 +73,10 @@ def aggregates(db: str, run_id: str) -> GenAggregates:
 
 @st.cache_data(max_entries=4, show_spinner="Building the file…")
 def export_file(db: str, run_id: str, file_format: str) -> bytes:
-    _, result = GenerationStore(db).load(run_id)
-    return result.json_text().encode() if file_format == "json" else result.csv_bytes()
+    return export_bytes(RunStore(db).load(run_id), file_format)
 
 
-def option_label(info: GenInfo) -> str:
+def option_label(info: RunInfo) -> str:
     return option_text(f"{info.id} · {info.name or info.model} · {info.load} · {info.n:,} "
                        f"requests")
 
@@ -90,12 +85,12 @@ def _r(v: float | None, digits: int = 2) -> float | None:
     return None if v is None else round(v, digits)
 
 
-def runs_frame(infos: list[GenInfo], letter_of: dict[str, str]) -> pd.DataFrame:
+def runs_frame(infos: list[RunInfo], letter_of: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame([{
         "as": letter_of.get(i.id, ""), "id": i.id, "name": i.name or "", "when": i.when[:16],
         "model": i.model, "load": i.load, "status": i.status,
         "machine": MACHINE_WORDS[i.disturbed], "requests": i.n, "errors": i.errors,
-        "TTFT p50 (ms)": _r(i.ttft_p50_ms), "TTFT p99 (ms)": _r(i.ttft_p99_ms),
+        "TTFT p50 (ms)": _r(i.p50_ms), "TTFT p99 (ms)": _r(i.p99_ms),
         "ITL p99 (ms)": _r(i.itl_p99_ms), "TPOT p99 (ms)": _r(i.tpot_p99_ms),
         "tokens/s": _r(i.tokens_per_s, 1), "from": i.source, "setup": i.setup}
         for i in infos])
@@ -104,7 +99,7 @@ def runs_frame(infos: list[GenInfo], letter_of: dict[str, str]) -> pd.DataFrame:
 def render() -> None:
     history = store()
     try:
-        every = history.list()
+        every = history.list(kind="generation")
     except (ConfigError, StoreError) as exc:
         st.error("Cannot read the run history" + (f": {plain(exc)}" if may_see_server_details()
                                                     else " (the server's log says why)."))
@@ -119,7 +114,7 @@ def render() -> None:
                                 key="gcmp_status",
                                 help="Stopped runs ended early; failed runs keep what they "
                                      "measured.")
-    infos = [i for i in (history.list(text=text) if text else every)
+    infos = [i for i in (history.list(text=text, kind="generation") if text else every)
              if (not model_sel or i.model in model_sel)
              and (not status_sel or i.status in status_sel)]
     if not infos:
@@ -145,7 +140,7 @@ def render() -> None:
     manage(history, by_id, chosen)
 
 
-def compared(history: GenerationStore, chosen: list[str], names: list[str]) -> None:
+def compared(history: RunStore, chosen: list[str], names: list[str]) -> None:
     db = str(history.path)
     runs = [aggregates(db, rid) for rid in chosen]
     for x, r in zip(names[1:], runs[1:]):
@@ -200,25 +195,29 @@ def compared(history: GenerationStore, chosen: list[str], names: list[str]) -> N
         st.info("Select a second generation to see the figure-by-figure diff.")
 
 
-def manage(history: GenerationStore, by_id: dict[str, GenInfo], chosen: list[str]) -> None:
+def manage(history: RunStore, by_id: dict[str, RunInfo], chosen: list[str]) -> None:
     st.subheader("Manage a generation")
     ids = list(by_id)
     target = st.selectbox("Generation", ids, key="gcmp_target",
                           format_func=lambda rid: option_label(by_id[rid]),
                           index=default("gcmp_target", ids.index(chosen[0]) if chosen else 0, 0))
-    allowed = may_manage(None)  # a generation keeps no owner: on a shared room, instructors
+    allowed = may_manage(by_id[target].owner)
     rename_and_delete(history, target, by_id[target].name,
                       lambda rid: f"{by_id[rid].load}, {by_id[rid].n:,} requests", allowed,
                       name_key="gcmp_name_", key="gcmpbtn_", noun="generation")
     if not allowed:
-        st.caption("On this shared dashboard only an instructor can rename or delete a "
-                   "generation.")
+        st.caption("Only the session that ran it, or an instructor, can rename or delete this "
+                   "generation (this dashboard is shared: it was started with an instructor "
+                   "key).")
     st.caption(f"Export {code_span(target)}: the whole result (every request, token and "
-               "scheduler step) as JSON, or one row a request as CSV.")
+               "scheduler step) as JSON, a row a request as CSV, a row a token as Parquet, "
+               "or a Chrome trace of its requests and steps.")
     db = str(history.path)
-    for col, (kind, label, mime) in zip(st.columns(len(EXPORTS)), EXPORTS):
-        col.download_button(label, (lambda k=kind: export_file(db, target, k)),
-                            file_name=f"latency-{target}.{kind}", mime=mime,
+    for col, (kind, label) in zip(st.columns(len(EXPORTS)), EXPORTS):
+        col.download_button(label.replace("Requests (Parquet)", "Tokens (Parquet)"),
+                            (lambda k=kind: export_file(db, target, k)),
+                            file_name=f"latency-{target}.{FORMATS[kind][0]}",
+                            mime=FORMATS[kind][1],
                             key=f"gcmpbtn_dl_{kind}", on_click="ignore",
                             icon=":material/download:")
 

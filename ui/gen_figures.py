@@ -10,6 +10,7 @@ from latency.analysis.gen_summary import GenSummary
 from latency.analysis.gen_view import GenView
 from latency.core import fmt
 from latency.figures import gen_plots
+from latency.simulation.gen_capacity import GenPoint
 from ui.figure_cache import SharedFigure
 
 WATERFALL_CAPTION = (
@@ -23,13 +24,25 @@ WATERFALL_CAPTION = (
 def headline_metrics(s: GenSummary, label: str = "") -> None:
     """TTFT p50 and p99, TPOT p99, the share meeting both targets, output tokens/s (``label``
     after the first: "(simulated)")."""
+    _metric_row(label, s.ttft_ms.p50, s.ttft_ms.p99, s.tpot_ms.p99, s.slo_met_share,
+                s.output_tokens_per_s)
+
+
+def point_metrics(p: GenPoint, label: str) -> None:
+    """The same row for a simulated point (the calibrated prediction)."""
+    _metric_row(label, p.ttft_p50_ms, p.ttft_p99_ms, p.tpot_p99_ms, p.met_share,
+                p.tokens_per_s)
+
+
+def _metric_row(label: str, ttft_p50: float | None, ttft_p99: float | None,
+                tpot_p99: float | None, met_share: float | None, tokens_per_s: float) -> None:
     m = st.columns(5)
-    m[0].metric(f"TTFT p50{label}", fmt.duration(s.ttft_ms.p50))
-    m[1].metric("TTFT p99", fmt.duration(s.ttft_ms.p99))
-    m[2].metric("TPOT p99", fmt.duration(s.tpot_ms.p99))
+    m[0].metric(f"TTFT p50{label}", fmt.duration(ttft_p50))
+    m[1].metric("TTFT p99", fmt.duration(ttft_p99))
+    m[2].metric("TPOT p99", fmt.duration(tpot_p99))
     m[3].metric("meeting both targets",
-                f"{s.slo_met_share:.1%}" if s.slo_met_share is not None else fmt.DASH)
-    m[4].metric("output tokens/s", f"{s.output_tokens_per_s:,.0f}")
+                f"{met_share:.1%}" if met_share is not None else fmt.DASH)
+    m[4].metric("output tokens/s", f"{tokens_per_s:,.0f}")
 
 
 def built_figures(view: GenView, ttft_target_ms: float | None,

@@ -11,6 +11,7 @@ import streamlit as st
 
 from latency.analysis.gen_snapshot import GenSnapshot
 from latency.core.config import RunConfig, field_help
+from latency.core.lengths import DEFAULT_OUTPUT_TOKENS, LengthSpec
 from latency.execution.gen_handle import GenRunHandle
 from latency.host.devices import available_devices
 from latency.pipelines.registry import list_pipelines
@@ -21,6 +22,7 @@ from ui.gen_controls import (
     load_inputs,
     objective_inputs,
     scheduler_inputs,
+    synthetic_lm_args,
 )
 from ui.gen_figures import generation_figures, headline_metrics
 from ui.machine import disturbed_badge
@@ -53,6 +55,16 @@ def run_controls() -> RunConfig:
                + ("" if info.origin == "sample" else f" · {plain(info.origin)}"))
     model_args: dict[str, Any] = (cost_inputs(sb, PREFIX) if model == "synthetic-lm"
                                   else model_arg_inputs(sb, info))
+    if model == "synthetic-lm":  # (another pipeline's context is among its model arguments)
+        ctx = synthetic_lm_args()["max_context"]
+        context = int(sb.number_input(
+            "Context (tokens)", int(ctx.low), int(ctx.high),
+            default(f"{PREFIX}max_context", int(ctx.default), "min"), 1024,
+            key=f"{PREFIX}max_context", help=f"synthetic-lm's max_context: {ctx.help}. A "
+            "prompt and its output must fit it: long prompt lengths (a lognormal's tail) need "
+            "more.", **KEEP))
+        if context != ctx.default:
+            model_args["max_context"] = context
     device = sb.selectbox("Device", available_devices(), key=f"{PREFIX}device",
                           help=field_help("device"), **KEEP)
     prompts, outputs = length_inputs(sb, PREFIX)
@@ -62,7 +74,9 @@ def run_controls() -> RunConfig:
     duration = sb.slider("Run length (s)", 2, 120, default(f"{PREFIX}duration", 10),
                          key=f"{PREFIX}duration", help=field_help("duration_s"), **KEEP)
     return RunConfig(model=model, model_args=model_args, device=device,
-                     prompt_tokens=prompts or None, output_tokens=outputs or None,
+                     prompt_tokens=LengthSpec.of(prompts, "--prompt-tokens") if prompts else None,
+                     output_tokens=LengthSpec.of(outputs or DEFAULT_OUTPUT_TOKENS,
+                                                 "--output-tokens"),
                      concurrency=load.clients, rate=load.rate,
                      arrival=load.arrival if load.rate else "poisson",
                      duration_s=float(duration), slo_ttft_ms=ttft, slo_tpot_ms=tpot,

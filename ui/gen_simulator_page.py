@@ -25,12 +25,15 @@ from ui.gen_controls import (
     scheduler_inputs,
     synthetic_lm_args,
 )
-from ui.gen_figures import generation_figures, headline_metrics
+from ui.gen_figures import generation_figures, headline_metrics, point_metrics
 from ui.gen_simulator import (
+    LISTED_RUNS,
     PARAMETRIC,
     GenSimPage,
     GenValidation,
+    calibrated_headline,
     calibrated_point,
+    calibration_warnings,
     curve,
     headline,
     marked_curve,
@@ -94,7 +97,11 @@ def sidebar() -> tuple[GenSimPage, float]:
     sb = st.sidebar
     d = GenSimPage()  # the defaults
     sb.header("Simulated LLM server")
-    recorded_runs = recorded_generations()
+    find = sb.text_input(
+        "Find a saved generation", key="gsim_find", placeholder="id or name",
+        help=f"The picker below lists the newest {LISTED_RUNS} saved generations whose id, "
+             "name, model or load contain this — searched over the whole history.")
+    recorded_runs = recorded_generations(find, st.session_state.get("gsim_source"))
     source = sb.selectbox(
         "Step costs from", [PARAMETRIC, *recorded_runs], key="gsim_source",
         on_change=take_run_setup, format_func=lambda k: recorded_runs.get(k, k),
@@ -106,6 +113,8 @@ def sidebar() -> tuple[GenSimPage, float]:
              "(`--target`) is fitted from outside: its decode step from the gaps between "
              "tokens, its prefill from the first tokens, its slots from the most requests it "
              "ran at once (the slots slider is set to them).", **KEEP)
+    if source in recorded_runs:  # the whole label: the box cuts a long one
+        sb.caption(recorded_runs[source])
     costs = None
     if source == PARAMETRIC:
         costs = ParametricCosts(**cost_inputs(sb, PREFIX),
@@ -147,6 +156,18 @@ def render() -> None:
         return
     s, v = h.result.summary, h.view
     st.caption(f"**Simulated** (no model runs): {h.describe}. Server: {h.fit}.")
+    doubts = [] if page.parametric else calibration_warnings(*recorded(page.source))
+    for w in doubts:
+        st.warning(w, icon=":material/warning:")
+    calibrated = calibrated_headline(page) if doubts else None
+    if calibrated is not None:
+        run_id, point = calibrated
+        point_metrics(point, " (calibrated)")
+        st.caption(f"**Calibrated** by the validation run `{run_id}`: this setting simulated "
+                   "again with the step costs this machine delivered in it, over its own "
+                   "arrivals and lengths — the figures to read while the saved run's "
+                   "calibration is in doubt. Below them, the prediction as set from the saved "
+                   "run.")
     for w in h.result.warnings:
         st.warning(str(w))
     if s.errors:
@@ -177,10 +198,9 @@ def curves(page: GenSimPage, attainment: float) -> None:
     closed = ("" if page.clients is None else " A closed loop has no arrival rate, so your "
               "setting is not marked on it.")
     offered = ""
-    if page.clients is None:
-        offered = (f" Each point sits at the rate its arrivals offered: random arrivals "
-                   f"scatter around the rate asked (your {page.rate:g}/s offered "
-                   f"{headline(page).point.rate:.2f}/s here).")
+    if page.clients is None and page.arrival != "poisson":
+        offered = (f" Each point sits at the rate its arrivals offered (your {page.rate:g}/s "
+                   f"offered {headline(page).point.rate:.2f}/s here).")
     st.caption(f"Each point simulates {page.requests:,} requests at that rate ({page.arrival} "
                "arrivals, the same random numbers at every rate); the server saturates near "
                f"{curve(page.curve_key()).saturation_rps:.2f} requests/s (a closed loop that "

@@ -73,7 +73,10 @@ def run_buttons(config: RunConfig, handle: Any, say: str, keys: tuple[str | None
             st.session_state["watch"] = ticket.run_id
             st.rerun()
         except ConfigError as exc:
-            st.error(f"Cannot start: {plain(exc)}")
+            where = (" On this page: **Context (tokens)** for synthetic-lm, a pipeline's "
+                     "**Model arguments** → max_context for another."
+                     if "max_context=" in str(exc) else "")
+            st.error(f"Cannot start: {plain(exc)}{where}")
     can_stop = in_flight and (mine or is_instructor())
     if b2.button("Stop", icon=":material/stop:", disabled=not can_stop, key=keys[1]):
         try:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from latency.analysis.result import RunResult
 from latency.analysis.snapshot import build_snapshot
 from latency.analysis.stats import LatencyStats
 from latency.core import fmt
@@ -146,6 +147,9 @@ def _recorded(source: str) -> tuple[Recording, ServiceModel]:
             run = RunStore().load(source[len(HISTORY):])
         except StoreError as exc:
             raise ValueError(str(exc)) from None
+        if not isinstance(run.result, RunResult):
+            raise ValueError(f"{run.info.id} is a {run.info.kind} run: the one-shot simulator "
+                             "replays one-shot runs")
         log, config = run.result.log, run.config
     else:
         handle = run_manager().get(source)

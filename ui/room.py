@@ -16,15 +16,17 @@ control that should follow the projector is added here; ``tests/test_room.py`` c
 no button's key travels.
 
 A reloaded presenter resumes: a reload is a new Streamlit session, so the page that presented
-is gone and the new one is, at first, a follower. Once the instructor key is entered again it
-takes the presentation over as it stands (``latency.workshop.room.Room.resume``: the same
-page, settings and run — the followers' screens do not move) instead of "Another instructor
-is presenting". Gone means the server no longer holds the presenting page's browser session
-(``connected``); another instructor's page that is still open keeps the room until Present
-takes it over.
+is gone and the new one is, at first, a follower. The presenting page keeps a token in its URL
+(``?presenter=…``), which a reload carries and no other page has; once the instructor key is
+entered again on the page that carries it, it takes the presentation over as it stands
+(``latency.workshop.room.Room.resume``: the same page, settings and run — the followers'
+screens do not move) instead of "Another instructor is presenting". Gone means the server no
+longer holds the presenting page's browser session (``connected``); another instructor's page
+that is still open keeps the room until Present takes it over.
 """
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import streamlit as st
@@ -154,15 +156,27 @@ def adopt(p: Presentation, pages: dict[str, Any], here: str) -> None:
         go_to(pages[p.page])
 
 
+#: the query parameter of the presenting page's token (``Presentation.browser``)
+PRESENTER_PARAM = "presenter"
+
+
+def browser_token() -> str | None:
+    """The presentation token this page's URL carries, if any."""
+    value = st.query_params.get(PRESENTER_PARAM)
+    return value if isinstance(value, str) and value else None
+
+
 def resume(pages: dict[str, Any], here: str) -> Presentation | None:
     """An instructor's session takes over a presentation whose page is gone (its own, before
-    a reload): it shows what the room shows and presents from there. None: nothing resumed."""
+    a reload: the URL carries its token): it shows what the room shows and presents from
+    there. None: nothing resumed."""
     p = room().current()
     me = session_id()
     if p is None or p.presenter == me or not is_instructor():
         return None
     alive = connected(p.connection)
-    mine = room().resume(me, connection_id(), None if alive is None else not alive)
+    mine = room().resume(me, connection_id(), None if alive is None else not alive,
+                         browser_token())
     if mine is None:
         return None
     st.session_state.pop("room_following", None)
@@ -174,7 +188,10 @@ def resume(pages: dict[str, Any], here: str) -> Presentation | None:
 def follow(pages: dict[str, Any], here: str) -> Presentation | None:
     """Before the page renders: an instructor whose presenting page is gone resumes it
     (``resume``); a follower takes the presenter's settings and run, and goes to the
-    presenter's page. Returns the presentation followed (None: free, or presenting)."""
+    presenter's page. An instructor does not follow another page's presentation whose page
+    is gone (``left_behind``). Returns the presentation followed (None: free, or
+    presenting)."""
+    st.session_state.setdefault("room_opened", here)  # the page this session's URL named
     if resume(pages, here) is not None:
         return None
     p = room().current()
@@ -183,9 +200,23 @@ def follow(pages: dict[str, Any], here: str) -> Presentation | None:
         st.session_state.pop("room_following", None)
         st.session_state.pop(OWN, None)
         return None
+    if is_instructor() and presenter_gone(p):
+        left_behind(pages, here)
+        return None
     st.session_state["room_following"] = True
     adopt(p, pages, here)
     return p
+
+
+def left_behind(pages: dict[str, Any], here: str) -> None:
+    """An instructor and a presentation another page started, whose page is gone: not
+    followed, and, if following it had moved this session (before its key was entered), back
+    to the page it opened. The sidebar says why (``presenter_controls``)."""
+    dragged = st.session_state.pop("room_following", None)
+    st.session_state.pop(OWN, None)
+    opened = st.session_state.get("room_opened")
+    if dragged and opened != here and opened in pages:
+        go_to(pages[opened])
 
 
 def go_to(page: Any) -> None:
@@ -220,6 +251,8 @@ def publish(here: str) -> None:
     p = room().publish(me, here, shared_settings(), rid, connection_id())
     if p is not None:
         st.session_state["room_version"] = p.version
+        if p.browser is not None and browser_token() != p.browser:
+            st.query_params[PRESENTER_PARAM] = p.browser  # a page change dropped it
 
 
 def banner(p: Presentation | None) -> None:
@@ -245,7 +278,8 @@ def stale() -> bool:
         room().seen(p.presenter)
         return False
     if is_instructor() and presenter_gone(p):
-        return True
+        # its own page's presentation to resume, or another's to stop following
+        return following or (p.browser is not None and p.browser == browser_token())
     return not following or st.session_state.get("room_version") != p.version
 
 
@@ -280,17 +314,24 @@ def presenter_controls(here: str) -> None:
             room().release(me)
             st.rerun()
         return
-    if p is not None:
+    if p is not None and presenter_gone(p):
+        st.sidebar.caption("An earlier presentation, started on another page, still holds the "
+                           "room: its page is gone, closed without Release. Students see its "
+                           "last screen; Present takes the room over from here.")
+    elif p is not None:
         st.sidebar.caption("Another instructor is presenting.")
     if st.sidebar.button("Present", key="room_present", icon=":material/cast:",
                  help="Every connected page follows yours: the same page, the same settings, "
                       "the same run, live. Students see the projector on their own screens."):
+        token = uuid.uuid4().hex
+        st.query_params[PRESENTER_PARAM] = token  # a reload of this page carries it
         room().present(me, here, shared_settings(), st.session_state.get("watch"),
-                       connection_id())
+                       connection_id(), token)
         st.rerun()
 
 
-__all__ = ["OWN", "OWN_WATCH", "TRAVELS", "TRAVEL_PREFIXES", "adopt", "banner", "connected",
-           "connection_id", "follow", "keep_own", "own_keys", "presenter_controls",
+__all__ = ["OWN", "OWN_WATCH", "PRESENTER_PARAM", "TRAVELS", "TRAVEL_PREFIXES", "adopt",
+           "banner", "browser_token", "connected", "connection_id", "follow", "keep_own",
+           "left_behind", "own_keys", "presenter_controls",
            "presenter_gone", "publish", "resume", "shared_settings", "stale", "travels",
            "watch"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from latency.analysis.validity import QUIET_MACHINE
 from latency.core import fmt
 from latency.core.errors import ConfigError
 from latency.core.records import REQUEST_COMPONENTS, component_labels, in_process
@@ -178,6 +179,9 @@ def step_card(item: Step) -> bool:
         return in_flight
     ans = answer_of(item, group, finished)
     st.success(f"**Measured:** {ans.text}")
+    busy = disturbed_note(group, finished)
+    if busy:
+        st.warning(busy, icon=":material/warning:")
     st.plotly_chart(course_plots.answer_figure(item.key, ans.table,
                                                components(item, finished), ans.details,
                                                shown_names(finished)),
@@ -201,6 +205,21 @@ def step_card(item: Step) -> bool:
 @st.cache_resource(max_entries=64, show_spinner="Reading the answer off the runs…")
 def _answer(step_key: str, run_ids: tuple[str, ...], _item: Step, _finished: list) -> Answer:
     return _item.answer(_finished)
+
+
+def disturbed_note(group: dict, finished: list) -> str | None:
+    """DISTURBED on the lesson's card and handout when any of its runs measured on a busy
+    machine (the answer read off them may be the machine's, not the lesson's); None when
+    every run was quiet."""
+    busy = [(label, r) for (label, _), r in zip(group["blocks"], finished)
+            if r.validity.disturbed]
+    if not busy:
+        return None
+    why = next(c.detail for c in busy[0][1].validity.checks if c.name == QUIET_MACHINE)
+    names = ", ".join(f"“{label}”" for label, _ in busy)
+    return (f"DISTURBED: the machine was busy while {names} measured ({why.split(';')[0]}): "
+            "their times are inflated, and the answer read off them may be the machine's. "
+            "Run the lesson again on a quieter machine before trusting it.")
 
 
 def answer_of(item: Step, group: dict, finished: list) -> Answer:
@@ -245,7 +264,7 @@ def lesson_handout(item: Step, group: dict, finished: list, guesses: list) -> Ha
                            "measured": d["measured"].replace(" from the p99s' 95 % intervals", "")
                            .replace(" (every load measured)", ""), "M/M/1": d["theory"]}
                           for d in ans.details])
-    checks = list(ans.checks)
+    checks = [*filter(None, [disturbed_note(group, finished)]), *ans.checks]
     return Handout(item.title, item.question or "", ans.text, item.idea,
                    course_plots.answer_figure(item.key, ans.table, components(item, finished),
                                               ans.details, shown_names(finished)),
@@ -257,7 +276,7 @@ GEN_COLUMNS = (("offered_rps", "offered/s"), ("throughput_rps", "served/s"),
                ("tokens_per_s", "tokens/s"), ("ttft_p50_ms", "TTFT p50 ms"),
                ("ttft_p99_ms", "TTFT p99 ms"), ("tpot_p50_ms", "TPOT p50 ms"),
                ("met_share", "met targets"), ("goodput_rps", "goodput/s"),
-               ("gap_max_ms", "longest gap ms"), ("long_ttft_ms", "long prompt TTFT ms"))
+               ("freeze_ms", "typical freeze ms"), ("long_ttft_ms", "long prompt TTFT ms"))
 
 
 def handout_rows(table: list[dict]) -> list[dict]:
@@ -267,7 +286,8 @@ def handout_rows(table: list[dict]) -> list[dict]:
         return [{"run": r["run"], "requests": r["requests"], "req/s": r["throughput_rps"],
                  "p50 ms": r["p50_ms"], "p99 ms": r["p99_ms"]} for r in table]
     return [{"run": r["run"], "requests": r["requests"],
-             **{head: r[k] for k, head in GEN_COLUMNS if k in r}} for r in table]
+             **{head: "—" if r[k] is None else r[k] for k, head in GEN_COLUMNS if k in r}}
+            for r in table]
 
 
 def handout_bytes(item: Step, group: dict, finished: list, guesses: list, kind: str) -> bytes:

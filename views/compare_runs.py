@@ -30,24 +30,29 @@ from ui.priority import yield_cpu_to_runs
 from ui.rights import may_manage, may_see_server_details
 from ui.text import code_span, plain
 
-#: what the page compares: one-shot runs, or generations (their own table in the history)
+#: the two kinds of run the history keeps; runs of one kind are compared with each other
 KINDS = {"one-shot": "one-shot runs", "generation": "generations (LLM)"}
 
 yield_cpu_to_runs()
 st.title("Compare Runs")
+history = store()
+try:
+    newest = history.list(limit=1)
+except ConfigError:
+    newest = []
 kind = st.segmented_control(
     "Compare", list(KINDS), format_func=KINDS.get, key="cmp_kind",
-    default=default("cmp_kind", "one-shot"), required=True,
+    default=default("cmp_kind", newest[0].kind if newest else "one-shot"), required=True,
     help="One-shot runs (requests in, replies out) or generations (streamed tokens: TTFT, "
-         "gaps between tokens, TPOT), each kept in the history with its own figures.",
+         "gaps between tokens, TPOT): one history, one kind compared at a time (their "
+         "figures measure different things). It opens on the kind of the newest run.",
     **KEEP)
 if kind == "generation":
     st.caption("Every finished generation — from the dashboard or `python -m latency run` "
-               "with a generative pipeline — is saved in the run history (ids `g…`). "
-               "`python -m latency compare A.json B.json` prints the same diff in a terminal.")
+               "with a generative pipeline — is saved in the run history beside the one-shot "
+               "runs. `python -m latency compare A B` prints the same diff in a terminal.")
     compare_generations.render()
     st.stop()
-history = store()
 where = (f"in `{code_span(history.path)}` (set `LATENCY_LAB_DB` to use another file)"
          if may_see_server_details() else "in this server's run history")
 st.caption(f"Every finished run — from the dashboard or `python -m latency run` — is saved "
@@ -65,11 +70,11 @@ text = f1.text_input("Search", key="cmp_text", placeholder="id, name, model, loa
 model_sel = f2.multiselect("Model", models, key="cmp_models", help="Only runs of these pipelines.")
 status_sel = f3.multiselect("Status", ["completed", "stopped", "failed"], key="cmp_status",
                             help="Stopped runs ended early; failed runs keep what they measured.")
-infos = [i for i in history.list(text=text or None)
+infos = [i for i in history.list(text=text or None, kind="one-shot")
          if (not model_sel or i.model in model_sel) and (not status_sel or i.status in status_sel)]
 if not infos:
-    st.info("No saved runs match." if (text or model_sel or status_sel) else
-            "No saved runs yet. Start one on the **Live Profiler**, or run "
+    st.info("No saved one-shot runs match." if (text or model_sel or status_sel) else
+            "No saved one-shot runs yet. Start one on the **Live Profiler**, or run "
             "`python -m latency run` in a terminal; it appears here when it finishes.")
     st.stop()
 by_id = {i.id: i for i in infos}

@@ -55,12 +55,28 @@ def gen_gate(base: GenSummary, other: GenSummary, pct: float, a: str, b: str) ->
             continue
         change = (y - x) / x * 100
         if change > pct:
-            worse.append(f"{label} {fmt.ms(x)} → {fmt.ms(y)} ms (+{change:.1f}%)")
+            worse.append(f"{label} {fmt.ms(x)} → {fmt.ms(y)} ms (+{change:.1f}%; "
+                         f"{_intervals(base, other, path)})")
     if worse:
         return GenGate(False, f"gate FAILED: {b} against {a}: " + "; ".join(worse)
                        + f" (more than {pct:g}% worse)")
     return GenGate(True, f"gate passed: {b} against {a}: TTFT, TPOT and ITL p99 within "
                          f"{pct:g}%")
+
+
+def _intervals(base: GenSummary, other: GenSummary, path: str) -> str:
+    """Whether two runs' p99 95 % intervals of one figure (``ttft_ms.p99``, …) overlap, in
+    words: a gate that fails inside overlapping intervals may be failing on noise."""
+    stats = path.rsplit(".", 1)[0]
+    ca = getattr(getattr(base, stats, None), "p99_ci95", None)
+    cb = getattr(getattr(other, stats, None), "p99_ci95", None)
+    if ca is None or cb is None:
+        return "too few samples for a p99 95% interval: the p99 may be noise"
+    if ca[0] <= cb[1] and cb[0] <= ca[1]:
+        return (f"the p99 95% intervals [{fmt.ms(ca[0])}, {fmt.ms(ca[1])}] and "
+                f"[{fmt.ms(cb[0])}, {fmt.ms(cb[1])}] ms overlap: may be noise")
+    return (f"the p99 95% intervals [{fmt.ms(ca[0])}, {fmt.ms(ca[1])}] and "
+            f"[{fmt.ms(cb[0])}, {fmt.ms(cb[1])}] ms do not overlap")
 
 
 #: the headline's figures: (label, path, whether higher is better)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -53,6 +53,8 @@ KIND = "generation"
 
 @dataclass(repr=False)
 class GenResult:
+    """A generation run (``analysis.run_model.MeasuredRun``, kind "generation")."""
+
     config: RunConfig
     environment: dict[str, Any]
     status: str
@@ -70,7 +72,7 @@ class GenResult:
     #: the trace id sent with it (``gen_reports``); empty for our own scheduler's runs
     reports: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=REPORT_DTYPE))
 
-    kind = KIND
+    kind: ClassVar[str] = KIND
 
     @property
     def is_target(self) -> bool:

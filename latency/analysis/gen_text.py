@@ -13,7 +13,8 @@ import numpy as np
 from latency.analysis.gen_summary import GenSummary
 from latency.analysis.server_metrics import measured_window, server_metric_line
 from latency.analysis.stats import LatencyStats
-from latency.analysis.summary_text import COLUMN, machine_line
+from latency.analysis.summary import COLUMN
+from latency.analysis.summary_text import machine_line
 from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.core.describe import load_description, model_label
@@ -27,7 +28,7 @@ def describe_generation(c: RunConfig) -> str:
     'my-model at http://host:8000/v1 (chat), closed 4 clients; …')."""
     prompts = f"prompts from {c.prompts}" if c.prompts else (
         f"prompts {c.prompt_tokens} tokens" if c.prompt_tokens else "sample prompts")
-    outputs = f"outputs {c.output_tokens or 64} tokens"
+    outputs = f"outputs {c.output_tokens} tokens"
     if c.target is not None:
         counted = "tokens counted by its tokenizer" if c.tokenizer else "a chunk a token"
         return (f"{c.model} at {c.target} ({c.api or 'chat'}), {load_description(c)}; "

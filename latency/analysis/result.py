@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 @dataclass(repr=False)
 class RunResult:
+    """A one-shot run (``analysis.run_model.MeasuredRun``, kind "one-shot")."""
+
+    kind: ClassVar[str] = "one-shot"
     config: RunConfig
     environment: dict[str, Any]
     status: str

@@ -111,10 +111,26 @@ def server_metric_line(series: dict[str, Any], client_in_flight: float | None = 
         if grew is not None:
             said.append(f"{label} +{grew:,.0f}")
     n = len(series.get("t_ns") or [])
+    cost = _scraping(series)
     if not said:
         return (f"server metrics: {n} scrape(s) of {series.get('url')} while measuring, none "
-                "of the LLM servers' families in them")
+                "of the LLM servers' families in them" + cost)
     client = (f" — the client had {client_in_flight:,.2f} requests in flight on average"
               if client_in_flight is not None else "")
     return (f"server metrics ({n} scrapes of {series.get('url')} while measuring): "
-            + "; ".join(said) + client)
+            + "; ".join(said) + client + cost)
+
+
+def _scraping(series: dict[str, Any]) -> str:
+    """What scraping cost (the CPU of the scraper's own process, never the measuring one's)
+    and what it left out (metrics of too many label sets)."""
+    out = ""
+    crowded = series.get("crowded") or []
+    if crowded:
+        out += (f"; left out for their label sets (over {series.get('label_set_limit')}): "
+                + ", ".join(str(c) for c in crowded))
+    cpu = series.get("scraper_cpu_s")
+    if isinstance(cpu, (int, float)) and cpu >= 0.05:
+        out += (f"; parsing the pages took {cpu:,.2f} s of CPU in the scraper's own process "
+                "(not the client's)")
+    return out

@@ -24,7 +24,8 @@ from latency.analysis.transport_summary import TransportSummary, transport_summa
 from latency.analysis.verdict import verdict
 from latency.core import fmt
 from latency.core.config import RunConfig
-from latency.core.records import COMPONENTS, component_ns, measured_and_ok
+from latency.core.describe import OUR_SERVER
+from latency.core.records import COMPONENTS, component_labels, component_ns, measured_and_ok
 
 #: open-loop schedule lag p99 above this (or above half the mean gap between arrivals, if
 #: larger) means the generator could not keep up. A millisecond of lag on a 2-core machine
@@ -125,8 +126,6 @@ class Summary:
             verdict=Verdict(d.get("verdict") or ""))
 
     def __repr__(self) -> str:
-        from latency.analysis.summary_text import format_summary_block
-
         return format_summary_block(self)
 
 
@@ -243,3 +242,69 @@ def summarize(result: Any) -> Summary:
                           if t.offered_requests else None,
                           timing_unusable=t.server_timing_unusable,
                           cpu_wait=(result.environment or {}).get("cpu_wait"))
+
+
+# ---- the summary as text (what ``repr`` and the CLI print) -------------------------------
+#: width of one number column of the latency table.
+COLUMN = 9
+
+
+def format_table(s: Summary) -> str:
+    """The latency table (total and each component, mean to max) of a summary, in ms."""
+    keys = LatencyStats.KEYS
+    head = f"{'ms':<12}" + "".join(f"{k:>{COLUMN}}" for k in keys)
+    lines = [head, "-" * len(head)]
+    names = component_labels(not s.transport.is_http)  # in-process: "hand-off", not network
+    for name in ("total", *COMPONENTS):
+        stats = s.component(name)
+        lines.append(f"{names.get(name, name):<12}" + "".join(f"{fmt.ms(stats.get(k)):>{COLUMN}}"
+                                             for k in keys))
+    return "\n".join(lines)
+
+
+def transport_lines(t: TransportSummary) -> list[str]:
+    """Terminal lines describing an HTTP run's transport (none in-process)."""
+    if not t.is_http:
+        return []
+    where = (f"target {t.target}" if t.target else "our server (own process, 127.0.0.1)"
+             if t.server in (None, OUR_SERVER) else t.server)
+    req, resp = t.request_bytes or {}, t.response_bytes or {}
+    size = (f"request {req['mean']:.0f} B, response {resp['mean']:.0f} B (mean)"
+            if req.get("mean") is not None else "no successful requests")
+    lines = [f"transport: HTTP, Open Inference Protocol ({t.payload} payload) to {where}; "
+             f"{size}; server time from "
+             + ("Server-Timing" if t.decomposition == "server-timing" else
+                "nowhere (its Server-Timing was unusable: client time only)"
+                if t.timing_unusable_everywhere else "nowhere (client time only)")]
+    wan = t.emulated_wan
+    if wan:
+        bw = (f"{wan.bandwidth_mbps:g} Mbit/s" if wan.bandwidth_mbps is not None
+              else "unlimited bandwidth")
+        lines.append(f"EMULATED WAN (added by the client, not a real network): RTT "
+                     f"{wan.rtt_ms:g} ms, jitter ≤ {wan.jitter_ms:g} ms, {bw}; emulated "
+                     f"delay p50 {fmt.ms(wan.emulated_delay_ms.p50)} ms, real network p50 "
+                     f"{fmt.ms(wan.network_without_emulation_ms.p50)} ms")
+    return lines
+
+
+def format_summary_block(s: Summary, open_loop: bool | None = None) -> str:
+    """The numbers of a summary: counts, the latency table, the p99 interval, the schedule lag
+    (open loop), errors, warnings and the verdict."""
+    lines = transport_lines(s.transport)
+    lines.append(f"requests {s.requests} (+{s.warmup_requests} warm-up), errors "
+                 f"{s.errors} ({s.error_rate:.1%}), {s.duration_s:.2f} s, throughput "
+                 f"{fmt.rate(s.throughput_rps)} req/s, mean batch {fmt.ms(s.batch_size_mean)}")
+    lines += ["", format_table(s)]
+    ci = s.latency_ms.p99_ci95
+    lines.append("")
+    lines.append("p99 95% CI: " + (f"[{fmt.ms(ci[0])}, {fmt.ms(ci[1])}] ms" if ci else
+                                   "not available (too few requests)"))
+    if open_loop if open_loop is not None else s.offered_rps is not None:
+        lag = s.schedule_lag_ms
+        lines.append(f"schedule lag: p50 {fmt.ms(lag['p50'])} ms, p99 {fmt.ms(lag['p99'])} ms")
+    for msg, n in s.error_messages.items():
+        lines.append(f"error ×{n}: {msg}")
+    for w in s.warnings:
+        lines.append(f"warning: {w}")
+    lines.append(f"verdict: {s.verdict}")
+    return "\n".join(lines)

@@ -1,86 +1,19 @@
-"""A summary and a run result as terminal text: what the CLI prints and what ``repr`` shows.
+"""A run result as terminal text: what the CLI prints and ``repr(result)`` shows — what ran,
+how it ended, the summary's own text (``analysis.summary``: ``repr(summary)``), the machine
+while it measured and the validity.
 
 Every number goes through ``latency.core.fmt``, the same rules the dashboard uses.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from latency.analysis.stats import LatencyStats
-from latency.analysis.transport_summary import TransportSummary
+from latency.analysis.summary import Summary, format_summary_block
 from latency.analysis.validity import MIN_SAMPLED_S
 from latency.core import fmt
 from latency.core.config import RunConfig
-from latency.core.describe import OUR_SERVER, load_description, model_label
+from latency.core.describe import load_description, model_label
 from latency.core.optimization import OptimizationReport
-from latency.core.records import COMPONENTS, component_labels
-
-if TYPE_CHECKING:
-    from latency.analysis.summary import Summary
-
-#: width of one number column of the latency table.
-COLUMN = 9
-
-
-def format_table(s: Summary) -> str:
-    """The latency table (total and each component, mean to max) of a summary, in ms."""
-    keys = LatencyStats.KEYS
-    head = f"{'ms':<12}" + "".join(f"{k:>{COLUMN}}" for k in keys)
-    lines = [head, "-" * len(head)]
-    names = component_labels(not s.transport.is_http)  # in-process: "hand-off", not network
-    for name in ("total", *COMPONENTS):
-        stats = s.component(name)
-        lines.append(f"{names.get(name, name):<12}" + "".join(f"{fmt.ms(stats.get(k)):>{COLUMN}}"
-                                             for k in keys))
-    return "\n".join(lines)
-
-
-def transport_lines(t: TransportSummary) -> list[str]:
-    """Terminal lines describing an HTTP run's transport (none in-process)."""
-    if not t.is_http:
-        return []
-    where = (f"target {t.target}" if t.target else "our server (own process, 127.0.0.1)"
-             if t.server in (None, OUR_SERVER) else t.server)
-    req, resp = t.request_bytes or {}, t.response_bytes or {}
-    size = (f"request {req['mean']:.0f} B, response {resp['mean']:.0f} B (mean)"
-            if req.get("mean") is not None else "no successful requests")
-    lines = [f"transport: HTTP, Open Inference Protocol ({t.payload} payload) to {where}; "
-             f"{size}; server time from "
-             + ("Server-Timing" if t.decomposition == "server-timing" else
-                "nowhere (its Server-Timing was unusable: client time only)"
-                if t.timing_unusable_everywhere else "nowhere (client time only)")]
-    wan = t.emulated_wan
-    if wan:
-        bw = (f"{wan.bandwidth_mbps:g} Mbit/s" if wan.bandwidth_mbps is not None
-              else "unlimited bandwidth")
-        lines.append(f"EMULATED WAN (added by the client, not a real network): RTT "
-                     f"{wan.rtt_ms:g} ms, jitter ≤ {wan.jitter_ms:g} ms, {bw}; emulated "
-                     f"delay p50 {fmt.ms(wan.emulated_delay_ms.p50)} ms, real network p50 "
-                     f"{fmt.ms(wan.network_without_emulation_ms.p50)} ms")
-    return lines
-
-
-def format_summary_block(s: Summary, open_loop: bool | None = None) -> str:
-    """The numbers of a summary: counts, the latency table, the p99 interval, the schedule lag
-    (open loop), errors, warnings and the verdict."""
-    lines = transport_lines(s.transport)
-    lines.append(f"requests {s.requests} (+{s.warmup_requests} warm-up), errors "
-                 f"{s.errors} ({s.error_rate:.1%}), {s.duration_s:.2f} s, throughput "
-                 f"{fmt.rate(s.throughput_rps)} req/s, mean batch {fmt.ms(s.batch_size_mean)}")
-    lines += ["", format_table(s)]
-    ci = s.latency_ms.p99_ci95
-    lines.append("")
-    lines.append("p99 95% CI: " + (f"[{fmt.ms(ci[0])}, {fmt.ms(ci[1])}] ms" if ci else
-                                   "not available (too few requests)"))
-    if open_loop if open_loop is not None else s.offered_rps is not None:
-        lag = s.schedule_lag_ms
-        lines.append(f"schedule lag: p50 {fmt.ms(lag['p50'])} ms, p99 {fmt.ms(lag['p99'])} ms")
-    for msg, n in s.error_messages.items():
-        lines.append(f"error ×{n}: {msg}")
-    for w in s.warnings:
-        lines.append(f"warning: {w}")
-    lines.append(f"verdict: {s.verdict}")
-    return "\n".join(lines)
 
 
 def describe_config(c: RunConfig, s: Summary | None = None) -> str:

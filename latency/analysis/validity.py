@@ -2,7 +2,9 @@
 
 As MLPerf LoadGen ends a run with VALID/INVALID and the checks behind it, a run here is valid
 when it finished as planned, its warm-up completed, some requests succeeded, its error rate is
-within the threshold you chose (``--max-error-rate``, default 1 %), no request was dropped
+within the threshold you chose (``--max-error-rate``, default 1 %), it measured enough
+(LoadGen's minimum-sample rule: ``--min-requests``, default 29, and ``--min-duration``), no
+request was dropped
 because the server was overloaded, and every request offered is accounted for (answered,
 failed with its reason, dropped or cancelled — a request that silently vanished would hide
 exactly the slowest ones). The CLI exits 1 for an invalid run, so a CI job can trust exit 0;
@@ -20,6 +22,7 @@ disturbed run is INVALID and the CLI exits 1. Its limits were measured beside CP
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +31,10 @@ from latency.core import fmt
 from latency.core.config import RunConfig
 
 DEFAULT_MAX_ERROR_RATE = 0.01
+#: LoadGen's minimum-sample rule, by default: the fewest successful requests whose slowest
+#: one is a 95 % upper bound of the p90 (0.9^n ≤ 0.05 from n = 29). Below it no percentile
+#: past the median is a measurement; ``--min-requests`` sets another minimum (0: none).
+DEFAULT_MIN_REQUESTS = math.ceil(math.log(0.05) / math.log(0.9))
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,22 @@ def accounting(summary: Any, config: RunConfig, status: str, timings: Any) -> Ch
     return Check(name, False, f"{what} ({parts}): not every request is accounted for")
 
 
+def enough_samples(summary: Any, config: RunConfig) -> Check:
+    """LoadGen's minimum-sample rule: at least ``--min-requests`` successful measured
+    requests (``DEFAULT_MIN_REQUESTS``) and at least ``--min-duration`` seconds measured."""
+    least = DEFAULT_MIN_REQUESTS if config.min_requests is None else int(config.min_requests)
+    seconds = float(config.min_duration_s or 0.0)
+    n, span = int(summary.successful), float(summary.duration_s or 0.0)
+    short = []
+    if n < least:
+        short.append(f"{n:,} successful requests < {least:,} (--min-requests): too few for a "
+                     "percentile past the median; run longer")
+    if span < seconds:
+        short.append(f"measured {span:.1f} s < {seconds:g} s (--min-duration)")
+    return Check("enough samples", not short, "; ".join(short) or f"{n:,} successful requests"
+                 + (f" in {span:.1f} s" if seconds else ""))
+
+
 def validity(summary: Any, config: RunConfig, status: str, timings: Any = None,
              environment: dict[str, Any] | None = None, failure: str | None = None
              ) -> Validity:
@@ -148,6 +171,7 @@ def validity(summary: Any, config: RunConfig, status: str, timings: Any = None,
               f"{dropped:,} requests dropped: the server was overloaded "
               f"(offered {fmt.rate(summary.offered_rps)} req/s)" if dropped
               else "no request dropped"),
+        enough_samples(summary, config),
         accounting(summary, config, status, timings),
         quiet_machine(environment, required=bool(getattr(config, "require_quiet", False))),
     )

@@ -11,7 +11,6 @@ component tables and each arm's effect on the answers.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 from typing import Any
@@ -21,7 +20,6 @@ from latency.cli.config_flags import add_config_flags, config_values
 from latency.cli.run_flags import pipeline_kwargs
 from latency.core import fmt
 from latency.core.config import AB, RunConfig
-from latency.core.errors import ConfigError
 from latency.core.records import COMPONENTS
 
 
@@ -115,8 +113,8 @@ def arms_machine_line(a: Any, b: Any) -> str | None:
 
 def cmd_ab(a: argparse.Namespace) -> int:
     from latency.execution.ab import NothingToCompare, run_ab
-    from latency.execution.process import RunOptions, run_watched
-    from latency.storage.outputs import check_output, write_atomic
+    from latency.execution.process import RunHandle, RunOptions, run_watched
+    from latency.storage.outputs import check_output, write_json_flag
     from latency.storage.store import default_path
 
     plan = plan_from_args(a)  # ConfigError → one line, exit 2
@@ -133,8 +131,9 @@ def cmd_ab(a: argparse.Namespace) -> int:
     got = stop_on_signals(cancel, "the block in flight finish")  # keeps the finished blocks
 
     def isolated(config: Any, cancel: threading.Event) -> Any:  # a crash takes one block
-        return run_watched(config, cancel=cancel,
-                           options=RunOptions(who="CLI A/B", user_code_here=False))
+        return run_watched(RunHandle(config, options=RunOptions(who="CLI A/B",
+                                                                user_code_here=False)),
+                           cancel=cancel)
 
     try:
         result = run_ab(plan, execute=isolated, on_block=progress, cancel=cancel)
@@ -147,10 +146,7 @@ def cmd_ab(a: argparse.Namespace) -> int:
         return 128 + got["signal"] if "signal" in got else 1
     print(format_ab(result))
     if a.json:
-        try:
-            write_atomic(a.json, json.dumps(result.to_dict(), indent=2) + "\n")
-        except OSError as exc:
-            raise ConfigError(f"cannot write --json {a.json}: {exc.strerror or exc}") from None
+        write_json_flag(a.json, result.to_dict(), indent=2)
     if "signal" in got:
         print(f"stopped after {len(result.order)} of {len(plan.blocks())} blocks: the "
               "comparison above pools only those", file=sys.stderr)

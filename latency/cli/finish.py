@@ -8,7 +8,7 @@ from typing import Any
 from latency.cli.args import EXIT_FAILED
 
 
-def save_and_write(result: Any, store: Any, name: str | None, kind: str,
+def save_and_write(result: Any, store: Any, name: str | None,
                    outputs: list[tuple[str, str]], data_of: Any, code: int) -> int:
     """A finished run's last steps, one-shot or generation alike: saved to the history first
     (a failing file write then loses nothing), then each output written atomically
@@ -25,7 +25,7 @@ def save_and_write(result: Any, store: Any, name: str | None, kind: str,
                   f"{exc}", file=sys.stderr)
             code = code or EXIT_FAILED
         else:
-            print(f"saved as {kind} {run_id} (python -m latency history show {run_id})")
+            print(f"saved as run {run_id} (python -m latency history show {run_id})")
     for flag, path in outputs:
         try:
             write_atomic(path, data_of(flag))

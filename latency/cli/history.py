@@ -104,15 +104,9 @@ def _store(a: argparse.Namespace) -> Any:
 
 
 def cmd_history(a: argparse.Namespace) -> int:
-    from latency.analysis.summary_text import format_summary
     from latency.storage.export import export_bytes, run_json_text
-    from latency.storage.gen_store import is_generation_id
     from latency.storage.outputs import check_output, write_atomic
 
-    if a.action in ("rename", "delete", "show", "export") and is_generation_id(a.id):
-        from latency.cli.history_generation import cmd_generation_action
-
-        return cmd_generation_action(a)
     store = _store(a)
     if a.action == "rename":
         info = store.rename(a.id, a.name)
@@ -120,7 +114,7 @@ def cmd_history(a: argparse.Namespace) -> int:
         return EXIT_OK
     if a.action == "delete":
         info = store.delete(a.id)
-        print(f"deleted {info.id} ({info.label}, {info.when})")
+        print(f"deleted {info.id} ({info.kind}, {info.label}, {info.when})")
         return EXIT_OK
     if a.action == "show":
         run = store.load(a.id)
@@ -130,9 +124,10 @@ def cmd_history(a: argparse.Namespace) -> int:
             print(run_json_text(run, requests=False), end="")
         else:
             i = run.info
-            print(f"run {i.id}" + (f" “{i.name}”" if i.name else "") + f", saved {i.when} "
-                  f"from the {i.source}" + (f" · {DISTURBED}" if i.disturbed else ""))
-            print(format_summary(run.result))
+            print(f"{'generation' if i.kind == 'generation' else 'run'} {i.id}"
+                  + (f" “{i.name}”" if i.name else "") + f", saved {i.when} from the "
+                  f"{i.source}" + (f" · {DISTURBED}" if i.disturbed else ""))
+            print(repr(run.result))
         return EXIT_OK
     if a.action == "export":
         if a.max_requests is not None and a.max_requests < 1:
@@ -144,24 +139,15 @@ def cmd_history(a: argparse.Namespace) -> int:
             write_atomic(a.out, data)
         except OSError as exc:
             raise ConfigError(f"cannot write {a.out}: {exc.strerror or exc}") from None
-        print(f"wrote {a.out} ({a.format}, {len(data):,} bytes) from run {run.info.id}")
+        print(f"wrote {a.out} ({export_what(run, a.format)}, {len(data):,} bytes) from "
+              f"{run.info.kind} run {run.info.id}")
         return EXIT_OK
     if not 0 <= a.limit <= MAX_LIMIT:
         raise ConfigError(f"--limit must be from 0 (all) to {MAX_LIMIT:,}")
     runs = store.list(limit=a.limit or None, model=a.model, status=a.status, text=a.search)
-    from latency.cli.history_generation import format_generations
-    from latency.storage.gen_store import GenerationStore
-
-    gens = GenerationStore(getattr(a, "db", None)).list(
-        limit=a.limit or None, model=a.model, status=a.status, text=a.search)
     if a.json:
-        print(json.dumps([r.to_dict() for r in runs] + [g.to_dict() for g in gens], indent=2))
+        print(json.dumps([r.to_dict() for r in runs], indent=2))
         return EXIT_OK
-    if gens:
-        print(format_generations(gens))
-        if not runs:
-            return EXIT_OK
-        print()
     if not runs:
         print(f"no saved runs{' matching' if a.model or a.status or a.search else ''} in "
               f"{store.path}")
@@ -173,21 +159,39 @@ def cmd_history(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def export_what(run: Any, file_format: str) -> str:
+    """What an export holds, in a few words."""
+    if file_format in ("csv", "parquet"):
+        return ("a row a token" if run.info.kind == "generation" and file_format == "parquet"
+                else "a row a request")
+    return file_format
+
+
 def format_history(runs: list[Any]) -> str:
-    """The listing: one line a run; its ``machine`` column says DISTURBED when the machine
-    was busy while it measured, quiet when not, nothing for a run without samples of it."""
-    cols = [("id", 8, "<"), ("name", 22, "<"), ("when", 19, "<"), ("model", 16, "<"),
-            ("load", 24, "<"), ("status", 9, "<"), ("machine", 9, "<"), ("n", 8, ">"),
-            ("p50 ms", 9, ">"), ("p99 ms", 9, ">"), ("req/s", 8, ">"), ("setup", 0, "<")]
+    """The listing of both kinds of run, one line each: p50/p99 are a one-shot run's
+    end-to-end latency and a generation's TTFT (the rate is its requests or its tokens a
+    second); the ``machine`` column says DISTURBED when the machine was busy while it
+    measured, quiet when not, nothing for a run without samples of it."""
+    cols = [("id", 8, "<"), ("kind", 10, "<"), ("name", 22, "<"), ("when", 19, "<"),
+            ("model", 16, "<"), ("load", 22, "<"), ("status", 9, "<"), ("validity", 8, "<"),
+            ("machine", 9, "<"), ("n", 7, ">"), ("p50 ms", 8, ">"), ("p99 ms", 8, ">"),
+            ("rate", 12, ">"), ("setup", 0, "<")]
     lines = ["  ".join(f"{name:{al}{w}}" for name, w, al in cols)]
     for r in runs:
         name = r.name or ""
         if len(name) > 22:
             name = name[:21] + "…"
-        machine = MACHINE_WORDS[r.disturbed]
-        vals = [r.id, name, r.when, r.model[:16], r.load[:24], r.status, machine, f"{r.n:,}",
-                fmt.ms(r.p50_ms), fmt.ms(r.p99_ms), fmt.rate(r.throughput_rps), r.setup]
+        per_s = r.tokens_per_s if r.kind == "generation" else r.throughput_rps
+        rate = fmt.DASH if per_s is None else (
+            f"{per_s:,.0f} tok/s" if r.kind == "generation" else f"{per_s:.1f} req/s")
+        vals = [r.id, r.kind, name, r.when, r.model[:16], r.load[:22], r.status,
+                {True: "VALID", False: "INVALID", None: "—"}[r.valid],
+                MACHINE_WORDS[r.disturbed], f"{r.n:,}", fmt.ms(r.p50_ms), fmt.ms(r.p99_ms),
+                rate, r.setup]
         lines.append("  ".join(f"{v:{al}{w}}" for v, (_, w, al) in zip(vals, cols)))
+    if any(r.kind == "generation" for r in runs):
+        lines.append("(p50/p99: a one-shot run's end-to-end latency, a generation's time to "
+                     "first token; `history show ID` prints either)")
     if any(r.disturbed for r in runs):
         lines.append(f"({DISTURBED}: the machine was busy while the run measured — other "
                      "processes, CPU steal, throttling or memory pressure; its times are "
@@ -196,7 +200,8 @@ def format_history(runs: list[Any]) -> str:
 
 
 def _load_for_compare(store: Any, ref: str) -> Any:
-    """A history id (or prefix, latest~N), or a run JSON file (a committed baseline)."""
+    """A history id (or prefix, latest~N), or a run JSON file (a committed baseline), of
+    either kind; a generation with its logs (its server split is derived from them)."""
     if ref.lower().endswith(".json") and Path(ref).is_file():
         from latency.storage.run_files import stored_run_from_json
 
@@ -204,11 +209,16 @@ def _load_for_compare(store: Any, ref: str) -> Any:
             return stored_run_from_json(ref)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-    return store.load(ref, rows=False)
+    return store.load(ref, rows=store.info(ref).kind == "generation")
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
+    """Runs of one kind side by side: each setting that differs, an unequal machine, the
+    figure-by-figure table (a one-shot run's components; a generation's TTFT, TPOT, ITL, E2E,
+    rates and parts) and the gate (a one-shot run's p99; a generation's TTFT, TPOT and ITL
+    p99)."""
     from latency.analysis.compare import diff_rows, format_diff, p99_gate, setup_differences
+    from latency.analysis.gen_compare import format_gen_diff, gen_diff_rows, gen_gate
     from latency.analysis.machine import is_disturbed, unequal_disturbance
 
     if len(a.ids) < 2:
@@ -216,57 +226,63 @@ def cmd_compare(a: argparse.Namespace) -> int:
     pct = a.fail_if_p99_worse
     if pct is not None and not (math.isfinite(pct) and pct >= 0):
         raise ConfigError("--fail-if-p99-worse must be a percentage >= 0")
-    from latency.cli.compare_generation import cmd_compare_generations
-    from latency.storage.run_files import is_generation_file
-
-    generation = [is_generation_file(ref) for ref in a.ids]
-    if any(generation):
-        if not all(generation):
-            one_shot = next(ref for ref, g in zip(a.ids, generation) if not g)
-            raise ConfigError(f"{one_shot} is not a generation run: compare generation runs "
-                              "(their --json files) with each other")
-        return cmd_compare_generations(a)
     store = _store(a)
     runs = [_load_for_compare(store, ref) for ref in a.ids]
+    odd = next((r.info for r in runs if r.info.kind != runs[0].info.kind), None)
+    if odd is not None:
+        raise ConfigError(f"{runs[0].info.id} is a {runs[0].info.kind} run and {odd.id} a "
+                          f"{odd.kind} one: their figures measure different things; compare "
+                          "runs of one kind")
+    generation = runs[0].info.kind == "generation"
     letters = compare_letters(len(runs))
-    summaries = [r.summary for r in runs]
-    gates = []
-    if pct is not None:
-        for letter, run in zip(letters[1:], runs[1:]):
-            try:
-                gates.append(p99_gate(summaries[0], run.summary, pct, letters[0], letter))
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
+    summaries: list[Any] = [r.summary for r in runs]
+    gates: list[Any] = []
+    for letter, summary in zip(letters[1:], summaries[1:]) if pct is not None else ():
+        try:
+            gates.append((gen_gate if generation else p99_gate)(summaries[0], summary, pct,
+                                                                letters[0], letter))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     diffs = {letter: setup_differences(runs[0].config, r.config, runs[0].environment,
                                        r.environment)
              for letter, r in zip(letters[1:], runs[1:])}
     machine = unequal_disturbance({x: [r.environment] for x, r in zip(letters, runs)})
+    # every generation a server of yours: their splits stand in for the client's components
+    splits = ([r.result.target_view.to_dict() if r.result.target_view is not None else None
+               for r in runs] if generation and all(r.config.target is not None for r in runs)
+              else None)
     if a.json:
         print(json.dumps({
             "runs": [dict(r.info.to_dict(), letter=x) for x, r in zip(letters, runs)],
-            "rows": diff_rows(summaries), "setup_differences": diffs,
+            "rows": gen_diff_rows(letters, summaries, splits) if generation
+            else diff_rows(summaries), "setup_differences": diffs,
             "machine_warning": machine,
             "gate": None if pct is None else {
                 "max_worse_pct": pct, "passed": all(g.passed for g in gates),
-                "results": [{"run": x, "passed": g.passed, "change_pct": g.change_pct,
-                             "message": g.message} for x, g in zip(letters[1:], gates)]},
+                "results": [{"run": x, "passed": g.passed, "message": g.message,
+                             **({} if generation else {"change_pct": g.change_pct})}
+                            for x, g in zip(letters[1:], gates)]},
         }, indent=2))
+        return EXIT_OK if all(g.passed for g in gates) else EXIT_REGRESSION
+    for x, r in zip(letters, runs):
+        i = r.info
+        print(f"{x}  {i.id}  " + (f"“{i.name}” · " if i.name else "")
+              + f"{i.model} · {i.load} · {i.status} · {i.n:,} requests · {i.when}"
+              + (f" · {DISTURBED}" if is_disturbed(r.environment) else ""))
+    for line in setup_and_machine_lines(diffs, letters, [r.environment for r in runs],
+                                        machine):
+        print(line)
+    print()
+    if generation:
+        print(format_gen_diff(letters, summaries, splits))
+        print("(ms, or the unit the row says; Δ% against A)")
     else:
-        for x, r in zip(letters, runs):
-            i = r.info
-            print(f"{x}  {i.id}  " + (f"“{i.name}” · " if i.name else "")
-                  + f"{i.model} · {i.load} · {i.status} · {i.n:,} requests · {i.when}"
-                  + (f" · {DISTURBED}" if is_disturbed(r.environment) else ""))
-        for line in setup_and_machine_lines(diffs, letters, [r.environment for r in runs],
-                                            machine):
-            print(line)
-        print()
         print(format_diff(letters, summaries))
         print("(ms; Δ and Δ% against A; negative is faster)")
-        for r, x in zip(runs, letters):
-            if r.info.status != "completed":
-                print(f"note: {x} {r.info.status}"
-                      + (" before its planned length" if r.info.status == "stopped" else ""))
-        for g in gates:
-            print(g.message)
+    for r, x in zip(runs, letters):
+        if r.info.status != "completed":
+            print(f"note: {x} {r.info.status}"
+                  + (" before its planned length" if r.info.status == "stopped" else ""))
+    for g in gates:
+        print(g.message)
     return EXIT_OK if all(g.passed for g in gates) else EXIT_REGRESSION

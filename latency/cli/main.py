@@ -21,6 +21,7 @@ from latency.cli import pipelines as pipelines_cli
 from latency.cli import run as run_cli
 from latency.cli import serve as serve_cli
 from latency.cli import simulate as simulate_cli
+from latency.cli import sweep as sweep_cli
 from latency.cli.args import EXIT_OK, EXIT_USAGE, FORMATTER, Parser, UsageError
 from latency.core.errors import ConfigError, PipelineError
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_cli.add_parser(sub, FORMATTER)
     run_cli.add_parser(sub)
     simulate_cli.add_parser(sub)
+    sweep_cli.add_parser(sub)
     ab_cli.add_parser(sub, FORMATTER)
     history_cli.add_parsers(sub, FORMATTER)
     return p
@@ -77,6 +79,7 @@ COMMANDS = {
     "export": pipelines_cli.cmd_export,
     "run": run_cli.cmd_run,
     "simulate": simulate_cli.cmd_simulate,
+    "sweep": sweep_cli.cmd_sweep,
     "serve": serve_cli.cmd_serve,
     "ab": ab_cli.cmd_ab,
     "history": history_cli.cmd_history,

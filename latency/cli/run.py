@@ -29,13 +29,7 @@ from latency.core.errors import ConfigError
 
 def add_parser(sub: Any) -> None:
     r = sub.add_parser("run", help="profile a pipeline under load", formatter_class=FORMATTER)
-    run_flags.add_server_flags(r, RUN)
-    r.add_argument("--require-quiet", action="store_true",
-                   help=field_help("require_quiet").replace("%", "%%"))
-    r.add_argument("--stop-on-eos", action="store_true",
-                   help=field_help("stop_on_eos").replace("%", "%%"))
-    r.add_argument("--scrape-metrics", action="store_true",
-                   help=field_help("scrape_metrics").replace("%", "%%"))
+    add_measuring_flags(r)
     r.add_argument("--parquet", metavar="PATH",
                    help="generation: write every token's stamps as Parquet")
     r.add_argument("--trace", metavar="PATH",
@@ -54,6 +48,14 @@ def add_parser(sub: Any) -> None:
                         "results then carry a warning that their timings were disturbed)")
 
 
+def add_measuring_flags(p: argparse.ArgumentParser) -> None:
+    """What is served and how a run measures it: ``run``'s and ``sweep``'s."""
+    run_flags.add_server_flags(p, RUN)
+    for flag, name in (("--require-quiet", "require_quiet"), ("--stop-on-eos", "stop_on_eos"),
+                       ("--scrape-metrics", "scrape_metrics")):
+        p.add_argument(flag, action="store_true", help=field_help(name).replace("%", "%%"))
+
+
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     """The RunConfig the flags describe (not yet validated)."""
     return RunConfig(**{**config_values(a, RUN), **run_flags.pipeline_kwargs(a),
@@ -64,45 +66,45 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from latency.analysis.summary_text import format_summary, optimization_lines
-    from latency.execution.process import RunOptions, run_watched
+    """A run of either kind: its config checked, the history and the output files checked
+    before anything runs; the run in a process of its own; then its text, saved, written."""
+    from latency.analysis.summary_text import optimization_lines
+    from latency.cli.finish import save_and_write
+    from latency.execution.process import ProcessHandle, RunHandle, RunOptions, run_watched
     from latency.execution.validate import validated
+    from latency.pipelines.gen_checks import generative_run
+    from latency.storage.export import result_bytes
+    from latency.storage.outputs import check_output
+    from latency.storage.store import RunStore, checked_name, default_path
 
     if a.arrival is not None and a.rate is None:
         raise ConfigError("--arrival applies to open loop only: give --rate too")
     raw = config_from_args(a)
-    from latency.pipelines.gen_checks import generative_run
-
-    if generative_run(raw):
-        from latency.cli.run_generation import cmd_run_generation
-
-        return cmd_run_generation(a, raw)
-    if getattr(a, "parquet", None) or getattr(a, "trace", None):
+    generation = generative_run(raw)
+    if not generation and (getattr(a, "parquet", None) or getattr(a, "trace", None)):
         raise ConfigError("--parquet and --trace write a generation's tokens and steps: this "
                           "pipeline is one-shot (its trace: python -m latency history export "
                           "ID --format trace)")
-    # ConfigError → one line, exit 2; the pipeline's own code is checked in the run process
-    config = validated(raw, user_code=False)
+    # ConfigError → one line, exit 2; a pipeline's own code is imported in the run process
+    config = (validated(raw, generation=True, user_code=raw.pipeline is None) if generation
+              else validated(raw, user_code=False))
     store = None
     if not a.no_save:
-        from latency.storage.store import RunStore, checked_name
-
         store = RunStore(a.db)
         store.check_writable()  # a bad --db fails here, before anything runs
         if a.name is not None:
             checked_name(a.name)  # StoreError: one line, exit 2
-    from latency.storage.outputs import check_output
-    from latency.storage.store import default_path
-
     history = store.path if store is not None else (a.db or default_path())
-    outputs = [(flag, path) for flag, path in (("--json", a.json), ("--csv", a.csv)) if path]
+    outputs = [(flag, path) for flag, path in (
+        ("--json", a.json), ("--csv", a.csv), ("--parquet", getattr(a, "parquet", None)),
+        ("--trace", getattr(a, "trace", None))) if path]
+    inputs = ((config.prompts,) if generation else (config.inputs, config.bodies))
     for flag, path in outputs:  # before anything runs; creates nothing
         check_output(path, flag, force=a.force, history=history,
-                     inputs=(config.inputs, config.bodies,
-                             (config.model_args or {}).get("file")))
-    if a.json and a.csv and Path(a.json).expanduser().resolve() == \
-            Path(a.csv).expanduser().resolve():
-        raise ConfigError("--json and --csv name the same file")
+                     inputs=(*inputs, (config.model_args or {}).get("file")))
+    resolved = [Path(p).expanduser().resolve() for _, p in outputs]
+    if len(set(resolved)) != len(resolved):
+        raise ConfigError(f"{', '.join(f for f, _ in outputs)} must name different files")
     cancel = threading.Event()
     stopped_by = stop_on_signals(cancel)
     last = [0.0]
@@ -117,28 +119,48 @@ def cmd_run(a: argparse.Namespace) -> int:
                       "now, and both results say they overlapped)", file=sys.stderr)
             return
         if a.quiet or time.monotonic() - last[0] < 1.0 or "done" not in progress \
-                or progress.get("phase") in ("queued", "starting", "finishing", "done"):
+                or progress.get("phase") not in ("warmup", "measuring", "draining"):
             return
         last[0] = time.monotonic()
-        measured = max(progress["done"] - config.warmup, 0)
-        of = f"/{config.requests}" if config.requests else ""
-        print(f"[{progress['phase']}] {measured}{of} measured requests, "
+        measured = max(progress["done"] - (config.warmup if progress["phase"] != "warmup"
+                                           else 0), 0)
+        of = f"/{config.requests}" if config.requests and progress["phase"] != "warmup" else ""
+        print(f"[{progress['phase']}] {measured}{of} requests, "
               f"{progress.get('elapsed_s', 0.0):.1f} s", file=sys.stderr)
 
-    result = run_watched(config, cancel=cancel, on_progress=report, options=RunOptions(
-        force=a.no_wait, who="CLI run", user_code_here=False,
-        history=str(store.path) if store is not None else None, name=a.name, source="cli"))
-    print(format_summary(result))
+    options = RunOptions(force=a.no_wait, who="CLI run", user_code_here=False,
+                         history=str(store.path) if store is not None else None,
+                         name=a.name, source="cli")
+    if generation:
+        from latency.execution.gen_handle import GenRunHandle
+
+        handle: ProcessHandle = GenRunHandle(config, options=options)
+    else:
+        handle = RunHandle(config, options=options)
+    result = run_watched(handle, cancel=cancel, on_progress=report)
+    print(repr(result))
     for line in optimization_lines(result.environment):
         print(line)
+    if generation and result.is_target and result.summary.successful:
+        for line in _simulatable(result):
+            print(line)
     # INVALID exits 1; DISTURBED (a busy machine) does too under --require-quiet, which makes
     # the quiet machine check a required one (latency.analysis.validity)
     code = EXIT_FAILED if result.status == "failed" or not result.validity.valid else EXIT_OK
     if "signal" in stopped_by:
         code = 128 + stopped_by["signal"]  # stopped by the user or the system: not a success
-    from latency.cli.finish import save_and_write
+    return save_and_write(result, store, a.name, outputs,
+                          lambda flag: result_bytes(result, flag[2:]), code)
 
-    return save_and_write(result, store, a.name, "run", outputs,
-                          lambda flag: result.json_text() if flag == "--json"
-                          else result.csv_bytes(), code)
 
+def _simulatable(result: Any) -> list[str]:
+    """A line when ``simulate --from-run`` could not fit this target run's server (and what
+    run would do), said where the run is read rather than when someone tries."""
+    from latency.simulation.gen_step_cost import FitError
+    from latency.simulation.gen_target_service import fit_target_service
+
+    try:
+        fit_target_service(result.rows, result.tokens, result.reports, result.environment)
+    except FitError as exc:
+        return [f"simulate: this run cannot be simulated (simulate --from-run): {exc}"]
+    return []

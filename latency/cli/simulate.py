@@ -6,7 +6,6 @@ exists. Every output is labelled SIMULATED. Its settings' flags are made from th
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from latency.cli import history as history_cli
@@ -28,7 +27,7 @@ def add_parser(sub: Any) -> None:
                          "from a recorded run: the JSON or CSV `run --json/--csv` wrote, or a "
                          "history run id; its rate (or clients), replicas, batching and "
                          "preprocess workers are the defaults. A generation run (a history id "
-                         "g…, or its JSON): its server is simulated step by step, the step "
+                         "or its JSON): its server is simulated step by step, the step "
                          "cost fitted from its own steps, its load, scheduler and lengths the "
                          "defaults")
     history_cli.add_db_flag(sm)
@@ -40,7 +39,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     from latency.cli.simulate_generation import cmd_simulate_generation, generation_flags_given
     from latency.storage.run_files import is_generation_file
 
-    if a.from_run and is_generation_file(a.from_run):
+    if a.from_run and is_generation_file(a.from_run, a.db):
         return cmd_simulate_generation(a)
     given = generation_flags_given(a)
     if given:
@@ -50,11 +49,11 @@ def cmd_simulate(a: argparse.Namespace) -> int:
 
 
 def _cmd_simulate_one_shot(a: argparse.Namespace) -> int:
-    from latency.analysis.summary_text import format_table
+    from latency.analysis.summary import format_table
     from latency.simulation.setup import simulation_setup
     from latency.simulation.simulator import summarize_simulation
     from latency.simulation.utilisation import utilisation_text
-    from latency.storage.outputs import check_output, write_atomic
+    from latency.storage.outputs import check_output, write_json_flag
     from latency.storage.run_files import load_run
     from latency.storage.store import default_path
 
@@ -88,10 +87,6 @@ def _cmd_simulate_one_shot(a: argparse.Namespace) -> int:
     for w in s.warnings:
         print(f"warning: {w}")
     if a.json:
-        try:
-            write_atomic(a.json, json.dumps({"simulated": True,
-                                             "config": {**vars(a), **cfg.to_dict()},
-                                             "summary": sim.to_dict()}, indent=2) + "\n")
-        except OSError as exc:
-            raise ConfigError(f"cannot write --json {a.json}: {exc.strerror or exc}") from None
+        write_json_flag(a.json, {"simulated": True, "config": {**vars(a), **cfg.to_dict()},
+                                 "summary": sim.to_dict()}, indent=2)
     return EXIT_OK

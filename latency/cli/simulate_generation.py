@@ -6,7 +6,6 @@ figures, every setting that differs named.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from latency.cli.args import EXIT_OK
@@ -30,7 +29,7 @@ def generation_flags_given(a: argparse.Namespace) -> list[str]:
 
 def cmd_simulate_generation(a: argparse.Namespace) -> int:
     from latency.simulation.gen_replay import gen_replay
-    from latency.storage.outputs import check_output, write_atomic
+    from latency.storage.outputs import check_output, write_json_flag
     from latency.storage.run_files import load_generation
     from latency.storage.store import default_path
 
@@ -62,10 +61,7 @@ def cmd_simulate_generation(a: argparse.Namespace) -> int:
     print()
     print(side_by_side(result, run))
     if a.json:
-        try:
-            write_atomic(a.json, json.dumps(result.to_dict(requests=False), indent=1) + "\n")
-        except OSError as exc:
-            raise ConfigError(f"cannot write --json {a.json}: {exc.strerror or exc}") from None
+        write_json_flag(a.json, result.to_dict(requests=False))
     return EXIT_OK
 
 

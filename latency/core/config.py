@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from latency.core.errors import ConfigError
 from latency.core.flags import flag, flags_of
-from latency.core.lengths import LengthSpec
+from latency.core.lengths import DEFAULT_OUTPUT_TOKENS, LengthSpec
 from latency.core.optimization import LEVERS
 from latency.core.slo import PRESETS as SLO_PRESETS
 from latency.core.slo import slo_of
@@ -174,6 +174,15 @@ class RunConfig:
     max_error_rate: float = field(default=0.01, metadata=flag(
         "--max-error-rate", "A run with a higher share of failed requests is INVALID: exit 1.",
         commands=(RUN,), group=LOAD, type="float", metavar="FRACTION"))
+    #: LoadGen's minimum-sample rule: a run with fewer successful measured requests, or a
+    #: shorter measurement, is INVALID (None: ``DEFAULT_MIN_REQUESTS``)
+    min_requests: int | None = field(default=None, metadata=flag(
+        "--min-requests", "A run with fewer successful measured requests is INVALID: exit 1 "
+        "(0: no minimum).", commands=(RUN,), group=LOAD, type="int", metavar="N",
+        default_text="29, the fewest whose slowest bounds the p90"))
+    min_duration_s: float = field(default=0.0, metadata=flag(
+        "--min-duration", "A run that measured for fewer seconds is INVALID: exit 1.",
+        commands=(RUN,), group=LOAD, type="float", metavar="S"))
     #: a run measured on a busy machine (the validity check ``quiet machine``: other processes'
     #: CPU, steal, cgroup throttling, memory pressure) is INVALID rather than VALID and marked
     #: DISTURBED. A switch: ``run`` adds ``--require-quiet`` itself (a Flag has no switch
@@ -285,16 +294,17 @@ class RunConfig:
         "or raw.", commands=MEASURED, group=PIPELINE))
 
     # ---- generation: streamed requests to a generative pipeline (an LLM)
-    prompt_tokens: str | None = field(default=None, metadata=flag(
+    #: (a ``LengthSpec`` from construction on: its text, a count or a spec are taken)
+    prompt_tokens: LengthSpec | None = field(default=None, metadata=flag(
         "--prompt-tokens", "Generation: prompt length in tokens — N, uniform:MIN:MAX or "
         "lognormal:MEDIAN:SIGMA; each prompt is cut from the pipeline's sample text to that "
         "many tokens (its length is then measured by the tokenizer).", commands=(RUN,),
         group=GENERATION, metavar="SPEC", default_text="the sample prompts' own lengths"))
-    output_tokens: str | None = field(default=None, metadata=flag(
+    output_tokens: LengthSpec = field(default=DEFAULT_OUTPUT_TOKENS, metadata=flag(
         "--output-tokens", "Generation: tokens each request generates — N, uniform:MIN:MAX or "
         "lognormal:MEDIAN:SIGMA; exactly that many, ignoring end-of-sequence (as the peers' "
         "benchmarks do) unless --stop-on-eos.", commands=(RUN,), group=GENERATION,
-        metavar="SPEC", default_text="64"))
+        metavar="SPEC", default_text=str(DEFAULT_OUTPUT_TOKENS)))
     prompts: str | None = field(default=None, metadata=flag(
         "--prompts", "Generation: your prompts, a .jsonl file (one JSON string, or an object "
         "with \"prompt\", a line) or a text file (one prompt a line); their lengths are "
@@ -406,9 +416,19 @@ class RunConfig:
         return self.target is not None and (self.bodies is not None or (
             self.target_protocol == "http" and self.inputs is not None))
 
+    def __post_init__(self) -> None:
+        """Lengths are parsed once, here: every later reader gets a ``LengthSpec`` (a
+        ConfigError, one line naming the flag, for text that is not one)."""
+        if self.prompt_tokens is not None:
+            self.prompt_tokens = LengthSpec.of(self.prompt_tokens, "--prompt-tokens")
+        self.output_tokens = (DEFAULT_OUTPUT_TOKENS if self.output_tokens is None else
+                              LengthSpec.of(self.output_tokens, "--output-tokens"))
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["mode"] = self.mode
+        for name in ("prompt_tokens", "output_tokens"):  # as they are written on a command line
+            d[name] = None if getattr(self, name) is None else str(getattr(self, name))
         return d
 
     @classmethod
@@ -445,6 +465,15 @@ class RunConfig:
         if not (isinstance(c.max_error_rate, (int, float)) and 0 <= c.max_error_rate <= 1):
             raise ConfigError(f"--max-error-rate must be a fraction from 0 to 1 "
                               f"(got {c.max_error_rate!r})")
+        if c.min_requests is not None:
+            if not isinstance(c.min_requests, int) or isinstance(c.min_requests, bool) or \
+                    not 0 <= c.min_requests <= MAX_REQUESTS:
+                raise ConfigError(f"--min-requests must be a whole number from 0 to "
+                                  f"{MAX_REQUESTS:,} (got {c.min_requests!r})")
+        if not (isinstance(c.min_duration_s, (int, float)) and
+                0 <= c.min_duration_s <= MAX_DURATION_S):
+            raise ConfigError(f"--min-duration must be from 0 to {MAX_DURATION_S:g} s "
+                              f"(got {c.min_duration_s!r})")
         if c.input_order not in INPUT_ORDERS:
             raise ConfigError(f"--input-order must be one of: {', '.join(INPUT_ORDERS)}")
         if c.concurrency is not None and c.rate is not None:
@@ -504,11 +533,6 @@ class RunConfig:
 
     def _check_generation(self) -> None:
         """The generation values (the pipeline's context is checked in ``validate``)."""
-        for name, flag_name in (("prompt_tokens", "--prompt-tokens"),
-                                ("output_tokens", "--output-tokens")):
-            value = getattr(self, name)
-            if value is not None:
-                setattr(self, name, str(LengthSpec.parse(value, flag_name)))
         if self.prompts is not None and self.prompt_tokens is not None:
             raise ConfigError("choose one: --prompts FILE (your prompts, their own lengths) "
                               "or --prompt-tokens SPEC (prompts cut to drawn lengths)")

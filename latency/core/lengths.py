@@ -104,6 +104,24 @@ class LengthSpec:
         return f"lognormal:{self.a:g}:{self.b:g}"
 
 
+    @classmethod
+    def of(cls, value: object, flag: str) -> LengthSpec:
+        """``value`` as a spec: a spec itself, its text or a count (``parse``), or its fields
+        as a dict (what ``dataclasses.asdict`` makes of one)."""
+        if isinstance(value, LengthSpec):
+            return value
+        if isinstance(value, dict) and set(value) <= {"kind", "a", "b"}:
+            return cls.parse(cls(**value), flag)  # (its text, checked again)
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ConfigError(f"{flag} must be a number of tokens or a distribution "
+                              f"(got {type(value).__name__})")
+        return cls.parse(value, flag)
+
+
+#: tokens each request generates when ``--output-tokens`` is not given
+DEFAULT_OUTPUT_TOKENS = LengthSpec("fixed", 64)
+
+
 class _NotWhole(ValueError):
     """A number that is not a whole count of tokens of at least 1."""
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,19 +27,13 @@ import numpy as np
 
 from latency.analysis.result import RunResult
 from latency.analysis.timings import Timings
-from latency.analysis.validity import machine_finding
 from latency.core.config import RunConfig
-from latency.core.errors import error_text
 from latency.core.records import Request, RequestLog
-from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
+from latency.core.timing import GIL_SWITCH_INTERVAL_S
 from latency.execution.backends import backend_for
-from latency.execution.lock import Holder, MachineLock
+from latency.execution.run_frame import RunFrame
 from latency.execution.validate import validated
-from latency.host import environment
 from latency.host.cores import oversubscribed, usable_cores
-from latency.host.devices import resolve_device
-from latency.host.disturbance import DisturbanceSampler
-from latency.host.processes import local_server_pids
 from latency.loadgen.generator import LoadDriver
 from latency.loadgen.transport import Transport
 from latency.pipelines.contract import Pipeline
@@ -89,15 +82,15 @@ class _Run:
     """One run's state while it executes: phase, timings, warnings, the recorder."""
 
     def __init__(self, config: RunConfig, cancel: threading.Event,
-                 on_rows: RowsCallback | None, progress_interval_s: float) -> None:
+                 on_rows: RowsCallback | None, progress_interval_s: float,
+                 timings: Timings) -> None:
         self.config = config
         self.cancel = cancel
         self.on_rows = on_rows
         self.interval = progress_interval_s
         self.expected = (config.requests or 0) + config.warmup
         self.rec = _Recorder(self.expected if config.requests else 4096)
-        self.timings = Timings()
-        self.warnings: list[str] = []
+        self.timings = timings
         self.phase = "loading"
         self.phase_started = time.monotonic()
         self.waiting_for: str | None = None
@@ -107,11 +100,6 @@ class _Run:
         self.grace_expired = False
         self._stop_reporter = threading.Event()
         self._reporter: threading.Thread | None = None
-        #: when the run began: processes started since are this run's (the disturbance
-        #: sampler counts their CPU as the run's own)
-        self.started_wall = time.time()
-        #: the machine while measuring (``latency.host.disturbance``), once measured
-        self.disturbance: dict[str, Any] | None = None
 
     # ---- progress ------------------------------------------------------------------------
     def set_phase(self, name: str) -> None:
@@ -189,31 +177,16 @@ class _Run:
         if self.phase == "measuring":
             self.phase = "draining"
 
-    def measure(self, transport: Transport, pool: Sequence[object]) -> None:
+    def measure(self, frame: RunFrame, transport: Transport, pool: Sequence[object]) -> None:
         c = self.config
         driver = LoadDriver(transport.send, pool, self.rec.record, self.cancel)
         rng = np.random.default_rng(c.seed)
         if c.warmup:
-            self.set_phase("warmup")
-            t = time.perf_counter()
-            self.drive(driver, transport, rng, c.warmup, None, True)
-            self.timings.warmup_s = time.perf_counter() - t
+            frame.warm_up(lambda: self.drive(driver, transport, rng, c.warmup, None, True))
         if self.backend is not None:
             self.backend.begin_measuring()  # e.g. the HTTP server's counters start here
-        self.set_phase("measuring")
-        start = self.timings.measure_start_ns = now_ns()
-        cpu0 = time.process_time()  # this process's CPU while measuring (HTTP: the client's)
-        # the machine, sampled from here to the end of measuring (draining included)
-        sampler = DisturbanceSampler(
-            run_started=self.started_wall,
-            target_pids=local_server_pids(str(c.target)) if c.target else None).start()
-        until = start + int(c.duration_s * 1e9) if c.duration_s else None
-        try:
-            self.drive(driver, transport, rng, c.requests, until, False)
-        finally:
-            self.disturbance = sampler.stop()
-        self.timings.measure_end_ns = now_ns()
-        self.timings.measure_cpu_s = time.process_time() - cpu0
+        frame.measure(lambda until: self.drive(driver, transport, rng, c.requests, until,
+                                               False))
 
 
 def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
@@ -232,70 +205,59 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
     config = validated(config, pipeline)
     cancel = cancel or threading.Event()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    device = resolve_device(config.device)
-    run = _Run(config, cancel, on_rows, progress_interval_s)
+    run: _Run | None = None
+
+    def set_phase(name: str) -> None:
+        if run is not None:
+            run.set_phase(name)
+
+    def waiting(holder: str) -> None:
+        if run is not None:
+            run.waiting_for = holder
+
+    frame = RunFrame(config, cancel, who=who, force=force, on_phase=set_phase, on_wait=waiting)
+    run = _Run(config, cancel, on_rows, progress_interval_s, frame.timings)
     if oversubscribed(config.replicas, config.threads):
-        run.warnings.append(
+        frame.warnings.append(
             f"oversubscribed: {config.replicas} replicas × {config.threads} threads "
             f"= {config.replicas * config.threads} > {usable_cores()} cores; "
             "replicas will steal cores from each other and timings inflate")
-    env = environment.collect(device, config.dtype, config.threads, config.replicas)
-    status, failure, trace = "completed", None, None
-    lock = MachineLock(f"{who}: {config.model}", force=force)
     backend = run.backend = backend_for(config, pipeline)
     run.start_reporting()
-    try:
-        run.set_phase("waiting")
 
-        def waiting(holder: Holder | None) -> None:
-            run.waiting_for = holder.describe() if holder else "another run"
+    def body() -> None:
+        assert run is not None
+        transport = backend.start(frame.timings, frame.env, on_phase=frame.set_phase)
+        run.rec.timing_problem = getattr(transport, "timing_problem", None)
+        pool = list(inputs) if inputs is not None else backend.inputs()
+        if not pool:
+            raise ValueError("no inputs to send")
+        stopper = threading.Thread(target=_abandon_on_cancel, daemon=True, name="stopper",
+                                   args=(cancel, backend, run))
+        stopper.start()
+        run.measure(frame, transport, pool)
+        if run.dropped:
+            frame.timings.dropped_overload = run.dropped
+        if cancel.is_set():
+            frame.status = "stopped"
+            frame.timings.cancelled_requests = run.rec.cancelled
+            if run.rec.cancelled and not run.grace_expired:
+                frame.warnings.append(
+                    f"stopped: {run.rec.cancelled} requests still waiting were dropped "
+                    "unserved, so this run's tail under-states its queueing")
 
-        if not lock.acquire(cancel, on_wait=waiting):
-            status = "stopped"
-            run.warnings.append("stopped while waiting for another run to free the machine")
-        else:
-            if lock.waited_s > 0.5:
-                run.timings.waited_for_machine_s = lock.waited_s
-            run.set_phase("loading")
-            transport = backend.start(run.timings, env, on_phase=run.set_phase)
-            run.rec.timing_problem = getattr(transport, "timing_problem", None)
-            pool = list(inputs) if inputs is not None else backend.inputs()
-            if not pool:
-                raise ValueError("no inputs to send")
-            stopper = threading.Thread(target=_abandon_on_cancel, daemon=True, name="stopper",
-                                       args=(cancel, backend, run))
-            stopper.start()
-            run.measure(transport, pool)
-            if run.dropped:
-                run.timings.dropped_overload = run.dropped
-            if cancel.is_set():
-                status = "stopped"
-                run.timings.cancelled_requests = run.rec.cancelled
-                if run.rec.cancelled and not run.grace_expired:
-                    run.warnings.append(
-                        f"stopped: {run.rec.cancelled} requests still waiting were dropped "
-                        "unserved, so this run's tail under-states its queueing")
-    except Exception as exc:  # keep what was measured; say what broke, in one line
-        status, failure, trace = "failed", error_text(exc), traceback.format_exc()
-        if run.timings.measure_end_ns is None:
-            run.timings.measure_end_ns = now_ns()
-    finally:
-        run.set_phase("finishing")
-        backend.close(run.timings, run.warnings)
-        if lock.acquired:
-            run.warnings += lock.release()
+    def close() -> None:
+        assert run is not None
+        backend.close(frame.timings, frame.warnings)
         run.stop_reporting()
-    if run.disturbance is not None:  # what else used the machine while this run measured
-        env["disturbance"] = run.disturbance
-        finding = machine_finding(env)
-        if finding is not None:
-            run.warnings.append(finding)
+
+    frame.run(body, close)
     log, errors = run.rec.final()
     if run.rec.timing_unusable:  # a target that sent Server-Timing we could not use
-        run.timings.server_timing_unusable = dict(run.rec.timing_unusable)
-    return RunResult(config=config, environment=env, status=status, log=log,
-                     errors=errors, timings=run.timings, warnings=run.warnings,
-                     failure=failure, traceback=trace)
+        frame.timings.server_timing_unusable = dict(run.rec.timing_unusable)
+    return RunResult(config=config, environment=frame.env, status=frame.status, log=log,
+                     errors=errors, timings=frame.timings, warnings=frame.warnings,
+                     failure=frame.failure, traceback=frame.trace)
 
 
 def _abandon_on_cancel(cancel: threading.Event, backend: Any, run: _Run) -> None:

@@ -14,28 +14,21 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from latency.analysis.gen_result import GenResult
-from latency.analysis.timings import Timings
-from latency.analysis.validity import machine_finding
 from latency.core.config import RunConfig
-from latency.core.errors import error_text
 from latency.core.gen_records import STEP_DTYPE, GenLog, GenRequest
-from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
+from latency.core.timing import GIL_SWITCH_INTERVAL_S
 from latency.execution.gen_backends import GenBackend, TargetGen, gen_backend
-from latency.execution.lock import Holder, MachineLock
 from latency.execution.openai_probe import TargetInfo, probe_target
 from latency.execution.remote_tokenizer import TextCounter, target_counter
+from latency.execution.run_frame import RunFrame
 from latency.execution.validate import validated
-from latency.host import environment
-from latency.host.devices import DTYPES, resolve_device
-from latency.host.disturbance import DisturbanceSampler
-from latency.host.processes import local_server_pids
+from latency.host.devices import DTYPES
 from latency.loadgen.gen_driver import GenDriver
 from latency.pipelines.gen_workload import build_work
 from latency.pipelines.generative import GenerativePipeline
@@ -122,24 +115,22 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             counter = target_counter(config, target)
     cancel = cancel or threading.Event()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    device = resolve_device(config.device)
-    env = environment.collect(device, config.dtype, config.threads, config.replicas)
-    timings = Timings()
-    warnings: list[str] = []
     rec = _Recorder()
     steps = _Steps()
-    status, failure, trace = "completed", None, None
-    lock = MachineLock(f"{who}: {config.model}", force=force)
-    server: GenBackend | None = None  # in process, or our server over HTTP
-    given = pipeline is not None
-    disturbance = None
-    phase: dict[str, Any] = {"name": "waiting", "since": time.monotonic()}
 
     def set_phase(name: str) -> None:
-        phase["name"], phase["since"] = name, time.monotonic()
         if on_progress is not None:
             on_progress({"phase": name, "done": rec.log.size})
 
+    def waiting(holder: str) -> None:
+        if on_progress is not None:
+            on_progress({"phase": "waiting", "waiting_for": holder})
+
+    frame = RunFrame(config, cancel, who=who, force=force, on_phase=set_phase,
+                     on_wait=waiting)
+    timings, env = frame.timings, frame.env
+    server: GenBackend | None = None  # in process, or our server over HTTP
+    given = pipeline is not None
     stop_progress = threading.Event()
     sent = [0, 0, 0]  # rows, tokens and steps handed to on_logs so far
     sending = threading.Lock()  # the reporter's and the end's calls, one at a time
@@ -147,133 +138,95 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
     def send_logs() -> None:
         if on_logs is None:
             return
-        with sending:
-            _send_new_logs()
-
-    def _send_new_logs() -> None:
-        assert on_logs is not None
-        with rec.lock:
+        with sending, rec.lock:
             rows, tokens = rec.log.view()
             new_rows, new_tokens = rows[sent[0]:].copy(), tokens[sent[1]:].copy()
             errors = {i: m for i, m in rec.log.errors.items() if i >= sent[0]}
             sent[0], sent[1] = len(rows), len(tokens)
-        new_steps = steps.array(sent[2])
-        sent[2] += len(new_steps)
+            new_steps = steps.array(sent[2])
+            sent[2] += len(new_steps)
         on_logs(new_rows, new_tokens, new_steps, errors)
 
     def progress_loop() -> None:
         while not stop_progress.wait(1.0):
             send_logs()
             if on_progress is not None:
-                on_progress({"phase": phase["name"], "done": rec.log.size,
-                             "elapsed_s": time.monotonic() - phase["since"],
+                on_progress({"phase": frame.phase, "done": rec.log.size,
+                             "elapsed_s": time.monotonic() - frame.phase_started,
                              "measure_start_ns": timings.measure_start_ns})
 
     reporter = threading.Thread(target=progress_loop, daemon=True, name="progress")
     reporter.start()
-    try:
-        set_phase("waiting")
 
-        def waiting(holder: Holder | None) -> None:
-            if on_progress is not None:
-                on_progress({"phase": "waiting", "waiting_for":
-                             holder.describe() if holder else "another run"})
-
-        if not lock.acquire(cancel, on_wait=waiting):
-            status = "stopped"
-            warnings.append("stopped while waiting for another run to free the machine")
+    def body() -> None:
+        nonlocal pipeline, server
+        total = (config.requests or 4096) + config.warmup
+        if target is not None:  # a server of yours: nothing of ours to build
+            work = build_work(TargetText(counter), config, total, prompts)
+            server = TargetGen(config, target, counter)
         else:
-            if lock.waited_s > 0.5:
-                timings.waited_for_machine_s = lock.waited_s
-            set_phase("loading")
-            total = (config.requests or 4096) + config.warmup
-            if target is not None:  # a server of yours: nothing of ours to build
-                work = build_work(TargetText(counter), config, total, prompts)
-                server = TargetGen(config, target, counter)
-            else:
-                t = time.perf_counter()
-                import torch
+            t = time.perf_counter()
+            import torch
 
-                torch.set_num_threads(config.threads)
-                if pipeline is None:
-                    pipeline = build_pipeline(config.model, device, DTYPES[config.dtype],  # type: ignore[assignment]
-                                              config.model_args, spec=config.pipeline)
-                assert pipeline is not None
-                timings.model_load_s = time.perf_counter() - t
-                work = build_work(pipeline, config, total, prompts)
-                # the context one sequence may hold: the KV budget's default (a simulator of
-                # this run needs it)
-                env["max_context"] = int(pipeline.max_context)
-                server = gen_backend(config, pipeline, given, steps.add)
-            driver = GenDriver(server.start(timings, env), work, rec.record, cancel)
-            rng = np.random.default_rng(config.seed)
-            if config.warmup:
-                set_phase("warmup")
-                t = time.perf_counter()
-                _drive(driver, config, rng, config.warmup, None, True, server)
-                timings.warmup_s = time.perf_counter() - t
-            set_phase("measuring")
-            start = timings.measure_start_ns = now_ns()
-            cpu0 = time.process_time()
-            sampler = DisturbanceSampler(
-                run_started=time.time(),
-                target_pids=local_server_pids(str(config.target)) if config.target else None
-            ).start()
-            until = start + int(config.duration_s * 1e9) if config.duration_s else None
-            watcher = threading.Thread(target=_stop_when_full, daemon=True,
-                                       args=(rec.full, cancel, stop_progress), name="full")
-            watcher.start()
-            cancelled_before = rec.cancelled
-            try:
-                dropped = _drive(driver, config, rng, config.requests, until, False, server)
-            finally:
-                disturbance = sampler.stop()
-            timings.measure_end_ns = now_ns()
-            timings.measure_cpu_s = time.process_time() - cpu0
-            if config.rate is not None:
-                if not cancel.is_set():  # abandoned in the server when the grace ran out
-                    dropped += rec.cancelled - cancelled_before
-                timings.offered_requests = driver.offered
-                timings.offered_span_s = max(driver.last_due_ns - start, 0) / 1e9
-                if dropped:
-                    timings.dropped_overload = dropped
-            if rec.full.is_set():
-                warnings.append(f"stopped measuring at {MAX_TOKENS_STORED:,} stored tokens "
-                                "(the most a run keeps): a shorter run, or fewer tokens")
-                cancel.clear()
-            elif cancel.is_set():
-                status = "stopped"
-                timings.cancelled_requests = rec.cancelled
-    except Exception as exc:  # keep what was measured; say what broke, in one line
-        status, failure, trace = "failed", error_text(exc), traceback.format_exc()
-        if timings.measure_start_ns is not None and timings.measure_end_ns is None:
-            timings.measure_end_ns = now_ns()
-    finally:
-        set_phase("finishing")
+            torch.set_num_threads(config.threads)
+            if pipeline is None:
+                pipeline = build_pipeline(config.model, frame.device,  # type: ignore[assignment]
+                                          DTYPES[config.dtype], config.model_args,
+                                          spec=config.pipeline)
+            assert pipeline is not None
+            timings.model_load_s = time.perf_counter() - t
+            work = build_work(pipeline, config, total, prompts)
+            # the context one sequence may hold: the KV budget's default (a simulator of
+            # this run needs it)
+            env["max_context"] = int(pipeline.max_context)
+            server = gen_backend(config, pipeline, given, steps.add)
+        driver = GenDriver(server.start(timings, env), work, rec.record, cancel)
+        rng = np.random.default_rng(config.seed)
+        if config.warmup:
+            frame.warm_up(lambda: _drive(driver, config, rng, config.warmup, None, True,
+                                         server))
+        watcher = threading.Thread(target=_stop_when_full, daemon=True,
+                                   args=(rec.full, cancel, stop_progress), name="full")
+        watcher.start()
+        cancelled_before = rec.cancelled
+        dropped = frame.measure(lambda until: _drive(driver, config, rng, config.requests,
+                                                     until, False, server))
+        if config.rate is not None:
+            if not cancel.is_set():  # abandoned in the server when the grace ran out
+                dropped += rec.cancelled - cancelled_before
+            timings.offered_requests = driver.offered
+            timings.offered_span_s = max(driver.last_due_ns - (timings.measure_start_ns or 0),
+                                         0) / 1e9
+            if dropped:
+                timings.dropped_overload = dropped
+        if rec.full.is_set():
+            frame.warnings.append(f"stopped measuring at {MAX_TOKENS_STORED:,} stored tokens "
+                                  "(the most a run keeps): a shorter run, or fewer tokens")
+            cancel.clear()
+        elif cancel.is_set():
+            frame.status = "stopped"
+            timings.cancelled_requests = rec.cancelled
+
+    def close() -> None:
         stop_progress.set()
         reporter.join(timeout=5)
         send_logs()
         if server is not None:
-            warnings += server.close()
+            frame.warnings.extend(server.close())
             if isinstance(server, TargetGen) and server.metrics is not None:
                 env["server_metrics"] = server.metrics
-        if lock.acquired:
-            warnings += lock.release()
-    if steps.full:
-        warnings.append(f"kept the first {MAX_STEPS_STORED:,} scheduler steps only")
-    if disturbance is not None:
-        env["disturbance"] = disturbance
-        finding = machine_finding(env)
-        if finding is not None:
-            warnings.append(finding)
+        if steps.full:
+            frame.warnings.append(f"kept the first {MAX_STEPS_STORED:,} scheduler steps only")
+
+    frame.run(body, close)
     with rec.lock:
         rows, tokens = (a.copy() for a in rec.log.view())
         reports = rec.log.reports_view().copy()
         errors = dict(rec.log.errors)
-    return GenResult(config=config, environment=env, status=status, rows=rows, tokens=tokens,
-                     reports=reports,
-                     steps=steps.array(), errors=errors, timings=timings, warnings=warnings,
-                     failure=failure, traceback=trace, samples=dict(rec.samples))
+    return GenResult(config=config, environment=env, status=frame.status, rows=rows,
+                     tokens=tokens, reports=reports, steps=steps.array(), errors=errors,
+                     timings=timings, warnings=frame.warnings, failure=frame.failure,
+                     traceback=frame.trace, samples=dict(rec.samples))
 
 
 def _drive(driver: GenDriver, c: RunConfig, rng: np.random.Generator, count: int | None,

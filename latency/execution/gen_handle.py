@@ -1,27 +1,134 @@
-"""The caller's side of a generation run process, as ``RunHandle`` is a one-shot run's: start,
-cancel, live snapshots, the result — so the dashboard's run manager queues, watches and saves
-generation runs as it does every other run.
+"""A generation run in its own process, as a one-shot run's is (``process.RunHandle``): the
+caller's side (``GenRunHandle``: start, cancel, live snapshots, the result) and the run
+process's (``_child_main``), so the CLI and the dashboard's run manager run, watch and save
+generations as they do every other run.
 
-The run process (``gen_process``) reports what it measured about once a second; the handle
-keeps it (``GenLogs``) and builds a ``GenSnapshot`` only when a viewer asks and something
-changed. Every ending keeps what was measured: the run's own result when it sends one, else
-(killed after a stop, a crash in the pipeline) the requests it had reported.
+Why a process: a pipeline that segfaults, aborts or calls ``os._exit`` takes the run process,
+not the caller — the caller still reports a failed run in one line — and the caller's threads
+cannot disturb the timings. The run process reports its progress and what it measured since
+(the new request, token and step rows) about once a second; the handle keeps them
+(``GenLogs``) and builds a ``GenSnapshot`` only when a viewer asks and something changed.
+Every ending keeps what was measured: the run's own result when it sends one, else (killed
+after a stop, a crash in the pipeline) the requests it had reported.
 """
 from __future__ import annotations
 
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from latency.analysis.gen_result import GenResult
 from latency.analysis.gen_snapshot import GenSnapshot, build_gen_snapshot, finished_snapshot
 from latency.core.config import RunConfig
-from latency.core.errors import error_text
-from latency.execution.gen_process import GenLogs, _child
-from latency.execution.process import ProcessHandle, RunOptions
-from latency.execution.run_start import run_context, run_process, start
+from latency.core.errors import ConfigError, error_text
+from latency.core.gen_records import GEN_DTYPE, STEP_DTYPE, TOKEN_DTYPE
+from latency.execution.process import ChildWatch, ProcessHandle, RunOptions
 from latency.execution.validate import validated
+from latency.host.processes import exit_now
+
+
+def _child_main(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who: str,
+           history: str | None = None, name: str | None = None,
+           source: str = "cli") -> None:
+    """The run process: validate, run, send. Every message goes through one lock — progress,
+    logs and the result come from different threads, and a long message is written in more
+    than one piece. A run whose caller died stops itself and, given a ``history``, saves what
+    it measured there (nobody else will)."""
+    import traceback
+
+    from latency.execution.gen_engine import execute_generation
+
+    watch = ChildWatch(cancel)
+    sending = threading.Lock()
+
+    def send(*message: Any) -> None:
+        if watch.orphaned.is_set():
+            return
+        try:
+            with sending:
+                conn.send(message)
+        except OSError:
+            pass  # the caller is gone: the watch stops the run
+
+    def logs(rows: Any, tokens: Any, steps: Any, errors: dict[int, str]) -> None:
+        send("logs", rows.tobytes(), tokens.tobytes(), steps.tobytes(), errors)
+
+    try:
+        target = counter = None
+        try:
+            checked = validated(RunConfig.from_dict(config), generation=True)
+            if checked.target is not None:  # a server that is not usable: one line, exit 2
+                from latency.execution.openai_probe import probe_target
+                from latency.execution.remote_tokenizer import target_counter
+
+                target = probe_target(checked.target, checked.api, checked.served_model,
+                                      checked.api_key_env)
+                # its tokenizer too (--tokenizer server without one, or one that cannot
+                # cut --prompt-tokens): known before the run, so refused before it
+                counter = target_counter(checked, target)
+        except ConfigError as exc:
+            send("refused", str(exc))
+            return
+        result = execute_generation(checked, cancel=watch.stop,
+                                    on_progress=lambda p: send("progress", p), force=force,
+                                    who=who, target=target, counter=counter, on_logs=logs)
+        if not watch.keep_orphan(result, RunOptions(history=history, name=name,
+                                                    source=source)):
+            send("result", result)
+    except BaseException as exc:  # noqa: BLE001 - report anything, then die
+        send("failed", error_text(exc), traceback.format_exc())
+    finally:
+        conn.close()
+        exit_now(0)
+
+
+class GenLogs:
+    """What a generation run process has reported so far: its request, token and step rows
+    (appended as they come, grown by doubling) and its requests' errors."""
+
+    def __init__(self) -> None:
+        self.rows = np.zeros(64, dtype=GEN_DTYPE)
+        self.tokens = np.zeros(1024, dtype=TOKEN_DTYPE)
+        self.steps = np.zeros(256, dtype=STEP_DTYPE)
+        self.n = [0, 0, 0]
+        self.errors: dict[int, str] = {}
+
+    def add(self, rows: bytes, tokens: bytes, steps: bytes, errors: dict[int, str]) -> None:
+        for k, (name, dtype, data) in enumerate((("rows", GEN_DTYPE, rows),
+                                                  ("tokens", TOKEN_DTYPE, tokens),
+                                                  ("steps", STEP_DTYPE, steps))):
+            new = np.frombuffer(data, dtype=dtype)
+            have = getattr(self, name)
+            need = self.n[k] + len(new)
+            if need > len(have):
+                grown = np.zeros(max(need, 2 * len(have)), dtype=dtype)
+                grown[: self.n[k]] = have[: self.n[k]]
+                setattr(self, name, have := grown)
+            have[self.n[k]: need] = new
+            self.n[k] = need
+        self.errors.update(errors)
+
+    def views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows so far (views: what is below ``n`` is never written again)."""
+        return self.rows[: self.n[0]], self.tokens[: self.n[1]], self.steps[: self.n[2]]
+
+    def result(self, config: RunConfig, status: str, failure: str | None = None,
+               traceback: str | None = None,
+               measure_start_ns: int | None = None) -> GenResult:
+        """A result of what was reported (a copy), for a run that sent no result of its own."""
+        from latency.analysis.timings import Timings
+
+        rows, tokens, steps = (a.copy() for a in self.views())
+        timings = Timings(measure_start_ns=measure_start_ns)
+        if measure_start_ns is not None and len(rows):
+            timings.measure_end_ns = int(rows["t_done"].max())
+        return GenResult(config=config, environment={}, status=status, rows=rows,
+                         tokens=tokens, steps=steps, errors=dict(self.errors),
+                         timings=timings, failure=failure, traceback=traceback)
 
 
 class GenRunHandle(ProcessHandle):
@@ -38,29 +145,13 @@ class GenRunHandle(ProcessHandle):
         self._final: GenResult | None = None
         self._snap: GenSnapshot | None = None
 
-    def _never_started(self) -> GenResult:
-        return GenResult(config=self.config, environment={}, status="stopped")
+    def _empty(self, status: str, failure: str | None = None) -> GenResult:
+        return GenResult(config=self.config, environment={}, status=status, failure=failure)
 
-    # ---- lifecycle: queued → running → completed | stopped | failed ------------------------
-    def start(self) -> GenRunHandle:
-        """Spawn the run process — only if the run is still queued (returns self)."""
-        if not self._begin():
-            return self
-        receive, send = run_context().Pipe(duplex=False)
+    def _child(self, conn: Any) -> tuple[Callable[..., None], tuple]:
         o = self.options
-        self._proc = run_process(_child, (self.config.to_dict(), send, self._cancel, o.force,
-                                          o.who, o.history, o.name, o.source),
-                                 name=f"latency-{self.run_id}")
-        try:
-            start(self._proc)
-        except Exception as exc:  # could not spawn: this run fails alone, saying why
-            self._end(GenResult(config=self.config, environment={}, status="failed",
-                                failure=f"could not start the run process: {exc}"))
-            return self
-        send.close()
-        threading.Thread(target=self._read, args=(receive,), name=f"reader-{self.run_id}",
-                         daemon=True).start()
-        return self
+        return _child_main, (self.config.to_dict(), conn, self._cancel, o.force, o.who,
+                             o.history, o.name, o.source)
 
     def _read(self, conn: Any) -> None:
         final: GenResult | None = None
@@ -90,27 +181,18 @@ class GenRunHandle(ProcessHandle):
         if final is None:
             with self._lock:
                 start = self._progress.get("measure_start_ns")
-                if failure is None and self._killed is not None:
-                    final = self._logs.result(self.config, "stopped",
-                                              measure_start_ns=start)
-                    final.warnings.append(f"the run process was killed: {self._killed}; the "
-                                          f"{self._logs.n[0]} requests it had reported are "
-                                          "kept")
+                if failure is not None:
+                    final = self._logs.result(self.config, "failed", *failure, start)
                 else:
-                    why = failure or (f"the run process ended without a result (exit code "
-                                      f"{self._proc.exitcode}); the {self._logs.n[0]} "
-                                      "requests it had reported are kept", None)
-                    final = self._logs.result(self.config, "failed", why[0], why[1], start)
+                    status, why, warning = self._ending(self._logs.n[0])
+                    final = self._logs.result(self.config, status, why, None, start)
+                    final.warnings.extend([warning] if warning else [])
         self._end(final)
 
     def _end(self, final: GenResult) -> None:
         with self._lock:
-            self._final = final
             self._logs = GenLogs()  # the result holds the rows now: not kept twice
-            self._status = final.status
-            self._progress = dict(self._progress, phase="done")
-            self._version += 1
-        self._done.set()
+        super()._end(final)
 
     # ---- reading -------------------------------------------------------------------------
     def result(self) -> GenResult:

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from latency.analysis.gen_result import GenResult
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
 from latency.execution.gen_handle import GenRunHandle
@@ -343,14 +342,8 @@ class RunManager:
             return
         try:
             result = handle.result()
-            if isinstance(result, GenResult):  # the history's generations, beside the runs
-                from latency.storage.gen_store import GenerationStore
-
-                saved = GenerationStore(self._store.path).save(result, name=record.name,
-                                                               source="dashboard")
-            else:
-                saved = self._store.save(result, name=record.name, source="dashboard",
-                                         origin_id=handle.run_id, owner=record.owner)
+            saved = self._store.save(result, name=record.name, source="dashboard",
+                                     origin_id=handle.run_id, owner=record.owner)
         except Exception as exc:  # noqa: BLE001 - any failure: warn, keep the result
             message = f"{type(exc).__name__}: {exc}"
             log.warning("run %s was not saved to the history: %s", handle.run_id, message)

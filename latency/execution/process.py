@@ -26,8 +26,9 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,9 +39,12 @@ from latency.core.config import RunConfig
 from latency.core.errors import error_text
 from latency.core.records import RECORD_DTYPE
 from latency.execution.messages import Accepted, Done, Final, Phase, Refused, Rows
-from latency.execution.run_start import run_context, run_process, start
+from latency.execution.run_start import StopFlag, run_context, run_process, start
 from latency.execution.validate import validated
 from latency.host.processes import exit_now
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 #: how often the run process sends new rows: one snapshot version a second is what the
 #: dashboard shows, and each version costs the viewers' server one round of figure building.
@@ -72,6 +76,52 @@ class RunOptions:
     source: str = "dashboard"
 
 
+class ChildWatch:
+    """What every run process does around its run, one-shot or generation: ``stop`` is set
+    by the caller's cancel, by SIGINT or SIGTERM (Ctrl-C reaches the whole process group: stop
+    as the caller does) and by the death of the process that started it (``orphaned``)."""
+
+    def __init__(self, cancel: Any) -> None:
+        self.stop = threading.Event()
+        self.orphaned = threading.Event()
+
+        def watch_cancel() -> None:  # the process-level event, bridged to a thread event
+            cancel.wait_set(self.stop)
+            self.stop.set()
+
+        def watch_parent() -> None:  # returns when the process that started this run ended
+            parent = mp.parent_process()
+            if parent is not None:
+                parent.join()
+                self.orphaned.set()
+                self.stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda signum, frame: self.stop.set())
+        threading.Thread(target=watch_cancel, daemon=True).start()
+        threading.Thread(target=watch_parent, daemon=True).start()
+
+    def keep_orphan(self, result: Any, options: RunOptions) -> bool:
+        """Save the result of a run whose caller died, if it measured anything: nobody else
+        will. True when the caller died (the result is then not to be sent)."""
+        if not self.orphaned.is_set():
+            return False
+        if options.history is None:
+            return True
+        from latency.storage.store import RunStore
+
+        # (said before the summary is derived: the summary carries the run's warnings)
+        result.warnings.append("the process that started this run ended during it (killed?): "
+                               "the run stopped itself and saved what it had measured")
+        if not (result.summary.requests or result.summary.warmup_requests):
+            return True
+        try:
+            RunStore(options.history).save(result, name=options.name, source=options.source)
+        except Exception:  # noqa: BLE001 - nobody is left to tell
+            pass
+        return True
+
+
 def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any] | None,
                 options: RunOptions = RunOptions()) -> None:
     """Entry point of the run process: execute and stream rows back."""
@@ -80,33 +130,13 @@ def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any
     from latency.core.errors import ConfigError
     from latency.execution.engine import execute
 
-    stop = threading.Event()
-    orphaned = threading.Event()
-
-    def watch_cancel() -> None:  # bridge the process-level event to the engine's thread event
-        cancel.wait()
-        stop.set()
-
-    def watch_parent() -> None:  # returns when the process that started this run has ended
-        parent = mp.parent_process()
-        if parent is not None:
-            parent.join()
-            orphaned.set()
-            stop.set()
-
-    def stop_on_signal(signum: int, frame: Any) -> None:
-        stop.set()  # Ctrl-C reaches the whole process group: stop as the caller does
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, stop_on_signal)
-    threading.Thread(target=watch_cancel, daemon=True).start()
-    threading.Thread(target=watch_parent, daemon=True).start()
+    watch = ChildWatch(cancel)
 
     def on_rows(rows: np.ndarray, errors: dict[int, str], progress: dict[str, Any]) -> None:
-        if not orphaned.is_set():
+        if not watch.orphaned.is_set():
             try:
                 conn.send(Rows(rows.tobytes(), errors, progress))
-            except OSError:  # the parent is gone: watch_parent stops the run
+            except OSError:  # the parent is gone: the watch stops the run
                 pass
 
     try:
@@ -117,14 +147,13 @@ def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any
             return
         conn.send(Accepted(checked))
         conn.send(Phase("loading"))
-        result = execute(checked, inputs=inputs, cancel=stop, on_rows=on_rows,
+        result = execute(checked, inputs=inputs, cancel=watch.stop, on_rows=on_rows,
                          progress_interval_s=PROGRESS_INTERVAL_S, force=options.force,
                          who=options.who)
-        if orphaned.is_set():
-            _keep_orphan(result, options)
-            return
-        conn.send(Done(Final(result.config, result.status, result.environment, result.timings,
-                             result.warnings, result.failure, result.traceback)))
+        if not watch.keep_orphan(result, options):
+            conn.send(Done(Final(result.config, result.status, result.environment,
+                                 result.timings, result.warnings, result.failure,
+                                 result.traceback)))
     except BaseException as exc:  # noqa: BLE001 - report anything, then die
         try:
             conn.send(Done(Final.ended(RunConfig.from_dict(config), "failed", error_text(exc),
@@ -136,26 +165,13 @@ def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any
         exit_now(0)  # everything is sent (or saved): no interpreter shutdown ("terminate called")
 
 
-def _keep_orphan(result: RunResult, options: RunOptions) -> None:
-    """Save the result of a run whose caller died: nobody else will."""
-    if options.history is None or not len(result.log):
-        return
-    from latency.storage.store import RunStore
-
-    result.warnings.append("the process that started this run ended during it (killed?): the "
-                           "run stopped itself and saved what it had measured")
-    try:
-        RunStore(options.history).save(result, name=options.name, source=options.source)
-    except Exception:  # noqa: BLE001 - nobody is left to tell
-        pass
-
-
 class ProcessHandle:
     """What every run process's handle shares — a one-shot run's (``RunHandle``) and a
     generation's (``gen_handle.GenRunHandle``): one state machine, every transition under
     ``_lock``: queued → running → final (completed, stopped, failed), or queued → stopped by
     a cancel that came first; the stop, the kill after it, and the reading of its state.
-    ``_never_started()`` is the final value of a run stopped in line."""
+    A kind gives its empty ending (``_empty``), its run process (``_child``) and its reader
+    (``_read``)."""
 
     #: what a viewer draws of it
     kind = "one-shot"
@@ -170,14 +186,51 @@ class ProcessHandle:
         self._status = "queued"
         self._final: Any = None
         self._done = threading.Event()
-        self._cancel = run_context().Event()
+        self._cancel = StopFlag()
         self._proc: Any = None
         self._killed: str | None = None
         self._refused: str | None = None
         self.started_at: float | None = None
+        #: the caller's own stop (a command line's signal), which counts as a stop before the
+        #: handle is told of it (``run_watched``)
+        self._stopped_by: threading.Event | None = None
 
-    def _never_started(self) -> Any:
+    def _empty(self, status: str, failure: str | None = None) -> Any:
+        """The final value of a run that measured nothing (stopped in line, not spawned)."""
         raise NotImplementedError
+
+    def _child(self, conn: Any) -> tuple[Callable[..., None], tuple]:
+        """The run process's function and its arguments (``conn``: its end of the pipe)."""
+        raise NotImplementedError
+
+    def _read(self, conn: Any) -> None:
+        """Read the run process's messages until it ends, then ``_end`` the run."""
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        """Spawn the run process — only if the run is still queued (returns self)."""
+        if not self._begin():
+            return self
+        receive, send = run_context().Pipe(duplex=False)
+        self._proc = run_process(*self._child(send), name=f"latency-{self.run_id}")
+        try:
+            start(self._proc)
+        except Exception as exc:  # could not spawn: this run fails alone, saying why
+            self._end(self._empty("failed", f"could not start the run process: {exc}"))
+            return self
+        send.close()
+        threading.Thread(target=self._read, args=(receive,), name=f"reader-{self.run_id}",
+                         daemon=True).start()
+        return self
+
+    def _end(self, final: Any) -> None:
+        """The run's final value, once: it is done."""
+        with self._lock:
+            self._final = final
+            self._status = final.status
+            self._progress = dict(self._progress, phase="done")
+            self._version += 1
+        self._done.set()
 
     def _begin(self) -> bool:
         """queued → running, once (False: no longer queued — a Stop landing between the
@@ -201,7 +254,7 @@ class ProcessHandle:
             first = not self._cancel.is_set()
             self._cancel.set()
             if self._status == "queued":  # never started: nothing measured
-                self._final = self._never_started()
+                self._final = self._empty("stopped")
                 self._status = "stopped"
                 self._version += 1
                 self._done.set()
@@ -213,6 +266,36 @@ class ProcessHandle:
                                           "return)",))
             timer.daemon = True
             timer.start()
+
+    def _ending(self, reported: int) -> tuple[str, str | None, str | None]:
+        """How a run process that sent no result ended — (status, failure, warning) — for
+        either kind: killed by us after a stop, stopped with its caller, stopped or killed
+        from outside, or crashed. ``reported``: the requests it had reported (they are kept).
+        Caller holds the lock."""
+        kept = f"the {reported} requests it had reported are kept"
+        if self._killed is not None:
+            return "stopped", None, f"the run process was killed: {self._killed}; {kept}"
+        code = self._proc.exitcode
+        if self._cancel.is_set() or (self._stopped_by is not None and self._stopped_by.is_set()):
+            # a stop to the whole process group (timeout, systemd, a CI runner) also ends the
+            # fork server under the run process, which may then die before it hands over its
+            # result: that is the stop, not a crash
+            return "stopped", (f"stopped: the run process ended (exit code {code}) before it "
+                               f"handed over its result; {kept}"), None
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+            if -code in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP):
+                how += (": stopped from outside (a stop, a kill, or the kernel's out-of-memory "
+                        "killer)")
+            else:
+                how += " (a crash in the pipeline's code or a library it calls)"
+        else:
+            how = (f"ended with exit code {code} before it reported a result (a crash, or "
+                   "os._exit in the pipeline's code)")
+        return "failed", f"the run process {how}; {kept}", None
 
     def kill(self, why: str = "a second stop") -> None:
         """End the run process now (SIGKILL); what it had sent is the result, ``stopped``
@@ -277,32 +360,12 @@ class RunHandle(ProcessHandle):
         self._final: Final | None = None
         self._snap: Snapshot | None = None
 
-    def _never_started(self) -> Final:
-        return Final.ended(self.config, "stopped")
+    def _empty(self, status: str, failure: str | None = None) -> Final:
+        return Final.ended(self.config, status, failure)
 
-    # ---- lifecycle (ProcessHandle's state machine) ------------------------------------------
-    def start(self) -> RunHandle:
-        """Spawn the run process — only if the run is still queued (returns self)."""
-        if not self._begin():
-            return self
-        parent, child = run_context().Pipe(duplex=False)
-        self._proc = run_process(_child_main, (self.config.to_dict(), child, self._cancel,
-                                               self._inputs, self.options),
-                                 name=f"latency-{self.run_id}")
-        try:
-            start(self._proc)
-        except Exception as exc:  # could not spawn: fail this run alone, say why
-            with self._lock:
-                self._final = Final.ended(self.config, "failed",
-                                          f"could not start the run process: {exc}")
-                self._status = "failed"
-                self._version += 1
-            self._done.set()
-            return self
-        child.close()
-        threading.Thread(target=self._read, args=(parent,), name=f"reader-{self.run_id}",
-                         daemon=True).start()
-        return self
+    def _child(self, conn: Any) -> tuple[Callable[..., None], tuple]:
+        return _child_main, (self.config.to_dict(), conn, self._cancel, self._inputs,
+                             self.options)
 
     # ---- reading ---------------------------------------------------------------------------
     def _read(self, conn: Any) -> None:
@@ -329,38 +392,17 @@ class RunHandle(ProcessHandle):
         except (EOFError, OSError):
             pass
         self._proc.join(timeout=10)
-        with self._lock:
-            if final is None:
+        if final is None:
+            with self._lock:
                 final = self._unfinished()
-            self._final = final
-            self._status = final.status
-            self._progress = dict(self._progress, phase="done")
-            self._version += 1
-        self._done.set()
+        self._end(final)
 
     def _unfinished(self) -> Final:
-        """The ending of a run process that sent no result: killed by us after a stop, or
-        died (a crash in native code, ``os._exit``, the kernel's OOM killer). Caller holds the
-        lock."""
+        """The ending of a run process that sent no result (caller holds the lock)."""
         start = self._progress.get("measure_start_ns")
-        timings = Timings(measure_start_ns=start if isinstance(start, int) else None)
-        kept = f"the {self._n} requests it had reported are kept"
-        if self._killed is not None:
-            return Final(self.config, "stopped", timings=timings,
-                         warnings=[f"the run process was killed: {self._killed}; {kept}"])
-        code = self._proc.exitcode
-        if code is not None and code < 0:
-            try:
-                how = f"was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"was killed by signal {-code}"
-            if -code in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE,
-                         signal.SIGABRT):
-                how += " (a crash in the pipeline's code or a library it calls)"
-        else:
-            how = f"exited with code {code} before it reported a result (os._exit in user code?)"
-        return Final(self.config, "failed", timings=timings,
-                     failure=f"the run process {how}; {kept}")
+        status, failure, warning = self._ending(self._n)
+        return Final(self.config, status, failure=failure, warnings=[warning] if warning else [],
+                     timings=Timings(measure_start_ns=start if isinstance(start, int) else None))
 
     def _append(self, rows: np.ndarray, errors: dict[int, str]) -> None:
         need = self._n + len(rows)
@@ -452,10 +494,10 @@ def start_run(config: RunConfig, inputs: list[Any] | None = None,
     return RunHandle(config, inputs, options=options).start()
 
 
-def run_watched(config: RunConfig, *, cancel: threading.Event,
-                options: RunOptions = RunOptions(user_code_here=False),
-                on_progress: Any = None, poll_s: float = 0.2) -> RunResult:
-    """Run ``config`` in a run process for a command line, and return its result.
+def run_watched(handle: ProcessHandle, *, cancel: threading.Event,
+                on_progress: Any = None, poll_s: float = 0.2) -> Any:
+    """Start ``handle`` (a run of either kind, not yet started) for a command line, and
+    return its result.
 
     ``cancel`` (set by a signal handler) stops it; a second signal — a KeyboardInterrupt raised
     by that handler — kills the run process at once, keeping what it had reported.
@@ -464,7 +506,8 @@ def run_watched(config: RunConfig, *, cancel: threading.Event,
     """
     from latency.core.errors import ConfigError
 
-    handle = RunHandle(config, options=options).start()
+    handle._stopped_by = cancel
+    handle.start()
     try:
         while not handle.done():
             if cancel.is_set():

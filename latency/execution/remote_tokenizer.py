@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
+from latency.core.lengths import LengthSpec
 from latency.execution.openai_probe import TargetInfo, _exchange, api_key, auth_headers
 from latency.pipelines.token_counter import TokenCounter
 
@@ -140,7 +141,7 @@ def server_root(base: str) -> str:
 
 
 def token_counter(tokenizer: str | None, target: TargetInfo, headers: dict[str, str],
-                  prompt_tokens: str | None = None) -> TextCounter | None:
+                  prompt_tokens: LengthSpec | None = None) -> TextCounter | None:
     """The counter ``--tokenizer`` asks for: the server's (``server``, probed now: one line
     when it has none), a local directory's, or none. ``prompt_tokens`` (the run's
     ``--prompt-tokens``): prompts will be cut at the counter's tokens, so a server that

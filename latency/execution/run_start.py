@@ -84,4 +84,34 @@ def start(proc: Any) -> None:
                 sys.modules["__main__"] = main
 
 
-__all__ = ["PRELOAD", "START_METHOD_ENV", "run_context", "run_process", "start"]
+class StopFlag:
+    """The caller's "stop" to a run process: one shared byte, set by the caller, polled by the
+    run process.
+
+    Why not ``multiprocessing.Event``: its ``wait`` registers the waiter in a shared
+    condition, and a process that ends (or is killed) while waiting stays registered for ever;
+    the next ``set`` then waits for that dead waiter to wake, and the caller hangs (seen: the
+    dashboard's run manager closing after its runs had ended). Nothing here ever waits inside
+    a shared primitive: the run process looks at the byte every ``POLL_S``."""
+
+    #: how often the run process looks (a stop lands within it; a run never stops faster)
+    POLL_S = 0.05
+
+    def __init__(self) -> None:
+        self._value = run_context().RawValue("b", 0)
+
+    def set(self) -> None:
+        self._value.value = 1
+
+    def is_set(self) -> bool:
+        return bool(self._value.value)
+
+    def wait_set(self, until: threading.Event | None = None) -> None:
+        """Return once the flag is set (or ``until`` is, a local event that ends the watch)."""
+        done = until if until is not None else threading.Event()
+        while not self.is_set():
+            if done.wait(self.POLL_S):
+                return
+
+
+__all__ = ["PRELOAD", "START_METHOD_ENV", "StopFlag", "run_context", "run_process", "start"]

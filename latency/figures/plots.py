@@ -289,7 +289,7 @@ def latency_histogram_figure(edges_ms: Sequence[float] | np.ndarray | None,
     if slo_ms is not None and math.isfinite(slo_ms) and slo_ms > 0:
         text = f"{slo_label} {fmt.tick(slo_ms)} ms"
         if share_within_slo is not None:
-            text += f": {share_within_slo:.1%} within"
+            text += f": {share_within_slo:.1%} of the {counted} within"
         lines.append((text, float(slo_ms), True))
     for _, v, _ in lines:
         x_lo, x_hi = min(x_lo, v / 1.25), max(x_hi, v * 1.25)

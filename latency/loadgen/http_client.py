@@ -38,6 +38,7 @@ from latency.core.records import Request
 from latency.core.timing import now_ns
 from latency.core.wan import WanProfile
 from latency.loadgen.http1_pool import Pool
+from latency.loadgen.loop_client import LoopClient
 from latency.loadgen.wan import Link
 from latency.serve.oip import (
     ALIASES,
@@ -67,16 +68,7 @@ def split_target(url: str, model: str) -> tuple[str, str]:
     return f"{parts.scheme}://{parts.netloc}{path}", model
 
 
-def new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-
-        return uvloop.new_event_loop()
-    except ImportError:  # pragma: no cover - uvloop is in requirements.txt
-        return asyncio.new_event_loop()
-
-
-class HttpTransport:
+class HttpTransport(LoopClient[Request]):
     """``send(r)`` posts ``r.raw`` to ``{base}/v2/models/{model}/infer``; the reply comes back
     through ``r.reply(r)`` with every stamp and transport fact filled in."""
 
@@ -100,28 +92,14 @@ class HttpTransport:
         self.up = Link(self.wan, seed) if self.wan else None
         self.down = Link(self.wan, seed + 1) if self.wan else None
         self.connections = connections
-        self._tasks: set[asyncio.Task[None]] = set()
         #: replies whose Server-Timing header was there but unusable → why (``UNUSABLE``);
         #: taken, one by one, as each request is recorded (``timing_problem``)
         self._unusable: dict[Request, str] = {}
-        self._loop = new_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="http-client",
-                                        daemon=True)
-        self._thread.start()
+        super().__init__("http-client")
         self._pool = Pool(self.url, connections, REQUEST_TIMEOUT_S, method)
 
-    @property
-    def retried(self) -> int:
-        """Requests sent again on a fresh connection (``http1_pool.Pool.retried``)."""
-        return self._pool.retried
-
     def send(self, r: Request) -> None:
-        self._loop.call_soon_threadsafe(self._start, r)
-
-    def _start(self, r: Request) -> None:
-        task = self._loop.create_task(self._exchange(r))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._submit(r)
 
     def _encode(self, raw: Any) -> tuple[bytes, str]:
         if self.prebuilt:
@@ -216,17 +194,7 @@ class HttpTransport:
 
     def close(self) -> None:
         """Close the pool and stop the loop (in-flight requests are abandoned)."""
-        async def shut() -> None:
-            for task in list(self._tasks):
-                task.cancel()
-            self._pool.close()
-
-        try:
-            asyncio.run_coroutine_threadsafe(shut(), self._loop).result(10)
-        except Exception:  # noqa: BLE001 - closing must not fail a finished run
-            pass
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        self._stop_loop()
 
 
 def generic_body(raw: Any, template: str | None = None) -> bytes:

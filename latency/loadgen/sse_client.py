@@ -44,7 +44,7 @@ from latency.core.gen_reports import MISSING
 from latency.core.timing import now_ns
 from latency.loadgen.gen_layout import AccountError, lay_out, parse_account, per_token, undecomposed
 from latency.loadgen.http1_stream import StreamPool
-from latency.loadgen.http_client import new_loop
+from latency.loadgen.loop_client import LoopClient
 from latency.loadgen.server_reports import ReportError, own_report, read_report, report_row
 from latency.loadgen.sse_parser import MAX_EVENT_BYTES, SseError, SseParser
 from latency.serve.gen_account import ACCOUNT_KEY
@@ -163,7 +163,7 @@ class _Reply:
             self.metrics = obj["metrics"]
 
 
-class SseTransport:
+class SseTransport(LoopClient[GenRequest]):
     """``submit(req)`` streams ``req`` from ``url`` (a ``/v1/completions`` or
     ``/v1/chat/completions`` route); the finished request comes back through
     ``req.on_done(req)``.
@@ -215,12 +215,8 @@ class SseTransport:
         #: counts a reply's tokens with the tokenizer off the loop's thread, so no other
         #: stream waits for it to be read and stamped
         self._counting = ThreadPoolExecutor(1, "sse-count") if counter is not None else None
-        self._tasks: dict[GenRequest, asyncio.Task[None]] = {}
         self._replies: dict[GenRequest, _Reply] = {}
-        self._loop = new_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="sse-client",
-                                        daemon=True)
-        self._thread.start()
+        super().__init__("sse-client")
         self._pool = StreamPool(self.url, connections, timeout_s, idle_s)
         #: how long each wake-up of the loop waited for it (ns): a token's bytes wait as
         #: long before they are stamped — the client's own stamping lag, measured where a
@@ -246,19 +242,9 @@ class SseTransport:
         lags = sorted(self._lags)
         return lags[min(len(lags) - 1, int(quantile * len(lags)))] if lags else 0
 
-    @property
-    def retried(self) -> int:
-        """Requests sent again on a fresh connection (``http1_pool.Pool.retried``)."""
-        return self._pool.retried
-
     # ---- requests --------------------------------------------------------------------------
     def submit(self, req: GenRequest) -> None:
-        self._loop.call_soon_threadsafe(self._start, req)
-
-    def _start(self, req: GenRequest) -> None:
-        task = self._loop.create_task(self._exchange(req))
-        self._tasks[req] = task
-        task.add_done_callback(lambda _: self._tasks.pop(req, None))
+        self._submit(req)
 
     def body(self, req: GenRequest) -> bytes:
         """The request's JSON: its prompt, ``max_tokens``, streamed with usage."""
@@ -465,19 +451,8 @@ class SseTransport:
 
     def close(self) -> None:
         """Close every stream (the server frees their slots) and the pool; stop the loop."""
-        async def shut() -> None:
-            for task in list(self._tasks.values()):
-                task.cancel()
-            await asyncio.sleep(0)
-            self._pool.close()
-
-        try:
-            asyncio.run_coroutine_threadsafe(shut(), self._loop).result(10)
-        except Exception:  # noqa: BLE001 - closing must not fail a finished run
-            pass
         self._lag_stop.set()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
+        self._stop_loop()
         if self._counting is not None:
             self._counting.shutdown(wait=False, cancel_futures=True)
 

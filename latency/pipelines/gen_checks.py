@@ -14,7 +14,6 @@ from typing import Any
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
 from latency.core.gen_scheduler import refuses, scheduler_config
-from latency.core.lengths import LengthSpec
 from latency.pipelines.generative import is_generative
 
 #: a generation run's length when none is given (a one-shot run's is 1,000 requests)
@@ -61,21 +60,36 @@ def generation_checked(c: RunConfig, cls: Any, length_given: bool,
     if not length_given:
         c.requests = DEFAULT_GEN_REQUESTS
     context = context_of(cls, c.model_args or {})
-    out = LengthSpec.parse(c.output_tokens or "64", "--output-tokens")
+    out = c.output_tokens
     if out.high >= context:
         raise ConfigError(f"--output-tokens {out} can reach {out.high:,} tokens: more than "
-                          f"{c.model}'s context of {context:,}")
+                          f"{c.model}'s context of {context:,}"
+                          + _longer_context(cls, out.high + 1, "--output-tokens"))
     sched = scheduler_config(c, context)
     if c.prompt_tokens is None:
         if c.kv_tokens is not None and out.high + 1 > sched.kv_tokens:
             raise ConfigError(f"--kv-tokens {sched.kv_tokens:,} cannot hold one sequence of "
                               f"{out.high:,} output tokens")
         return
-    prompt = LengthSpec.parse(c.prompt_tokens, "--prompt-tokens")
+    prompt = c.prompt_tokens
     why = refuses(prompt.high, out.high, sched, context)
     if why is not None:  # the scheduler's own rule: such a request could never be run
         raise ConfigError(f"--prompt-tokens {prompt} with --output-tokens {out} on "
-                          f"{c.model}: {why}")
+                          f"{c.model}: {why}"
+                          + (_longer_context(cls, prompt.high + out.high,
+                                             "--prompt-tokens and --output-tokens")
+                             if prompt.high + out.high > context else ""))
+
+
+def _longer_context(cls: Any, need: int, lengths: str) -> str:
+    """The fix of a sequence longer than the model's context: a longer context where the
+    pipeline takes one as a model-arg (``max_context``), within its bound; else shorter
+    lengths."""
+    arg = next((a for a in getattr(cls, "model_args", ()) if a.name == "max_context"), None)
+    if arg is not None and (arg.high is None or need <= arg.high):
+        return (f" — give it a longer context (--model-arg max_context={need}), or shorter "
+                f"{lengths}")
+    return f" — give shorter {lengths}"
 
 
 def target_generation_checked(c: RunConfig, length_given: bool) -> None:
@@ -104,7 +118,6 @@ def target_generation_checked(c: RunConfig, length_given: bool) -> None:
                           "pipelines)")
     if not length_given:
         c.requests = DEFAULT_GEN_REQUESTS
-    LengthSpec.parse(c.output_tokens or "64", "--output-tokens")
     if c.tokenizer is not None and c.tokenizer != "server":  # the server's: probed later
         from latency.pipelines.token_counter import TokenCounter
 

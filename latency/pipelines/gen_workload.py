@@ -26,11 +26,6 @@ TextSource = GenerativePipeline | TargetText
 
 #: the most distinct work items a run makes; a longer run cycles through them
 MAX_WORK = 4096
-DEFAULT_OUTPUT_TOKENS = "64"
-
-
-def output_spec(config: RunConfig) -> LengthSpec:
-    return LengthSpec.parse(config.output_tokens or DEFAULT_OUTPUT_TOKENS, "--output-tokens")
 
 
 def prompt_texts(value: Any) -> str:
@@ -49,7 +44,7 @@ def build_work(pipeline: TextSource, config: RunConfig, count: int,
     ``prompts``: texts given directly (the Python API's ``prompts=[...]``)."""
     n = max(1, min(count, MAX_WORK))
     rng = np.random.default_rng(config.seed)
-    outputs = output_spec(config).draw(rng, n)
+    outputs = config.output_tokens.draw(rng, n)
     if prompts:
         prompts = list(prompts)
     elif config.prompts:
@@ -58,9 +53,8 @@ def build_work(pipeline: TextSource, config: RunConfig, count: int,
     else:
         base = pipeline.sample_inputs(min(n, 256), config.seed)
         prompts = [str(p) for p in base]
-        if config.prompt_tokens:
-            prompts = _cut(pipeline, prompts, LengthSpec.parse(config.prompt_tokens,
-                                                               "--prompt-tokens"), rng, n)
+        if config.prompt_tokens is not None:
+            prompts = _cut(pipeline, prompts, config.prompt_tokens, rng, n)
     return [(prompts[i % len(prompts)], int(outputs[i])) for i in range(n)]
 
 

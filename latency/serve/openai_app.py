@@ -199,8 +199,11 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
             if not stream.last:
                 return Response(error_json(req.error or "the server closed", "server_error"),
                                 500, media_type=JSON_TYPE)
-            picked = [now_ns()] * stream.ready
             n = stream.ready
+            # one reply when the last token is ready: each token counts as taken when its text
+            # was (its decode is the server's, not a wait for delivery), the reply's write as
+            # the last one's delivery
+            picked = [*req.detok[:n - 1], now_ns()]
             body = Encoder(model, chat).body("".join(req.text[:n]), _finish(req, n),
                                              usage_of(len(req.ids), n),
                                              account_of(req, picked, [n]))

@@ -591,12 +591,13 @@ def _python_path() -> str:
 
 def _remote_env() -> dict[str, Any]:
     """An existing cluster gets this code with the job (Ray's ``py_modules``): its nodes
-    need Python, Ray, torch and the pipeline's own packages installed, not Latency Lab."""
-    import latency
-    import sample_models
-
-    return {"py_modules": [os.path.dirname(latency.__file__),
-                           os.path.dirname(sample_models.__file__)]}
+    need Python, Ray, torch and the pipeline's own packages installed, not Latency Lab. The
+    package's folder is found from this file, not by importing it (``latency`` on top would
+    be an import upward, of the API and every stage)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.find_spec("sample_models")
+    samples = [os.path.dirname(spec.origin)] if spec is not None and spec.origin else []
+    return {"py_modules": [package, *samples]}
 
 
 __all__ = ["APP_NAME", "INSTALL_HINT", "RayServe", "build_app", "cluster_host",

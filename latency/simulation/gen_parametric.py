@@ -81,21 +81,23 @@ def parametric_setup(costs: ParametricCosts, *, prompt_tokens: str, output_token
     RunConfig's scheduler and objective fields). ConfigError, one line, for a bad setting."""
     if (rate is None) == (clients is None):
         raise ConfigError("give one of a rate (open loop) and clients (closed loop)")
+    prompt_spec = LengthSpec.of(prompt_tokens, "--prompt-tokens")
+    output_spec = LengthSpec.of(output_tokens, "--output-tokens")
     config = RunConfig(model="synthetic-lm", model_args=costs.model_args(),
-                       prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                       prompt_tokens=prompt_spec, output_tokens=output_spec,
                        rate=rate, concurrency=clients, arrival=arrival, replicas=replicas,
                        requests=requests, seed=seed,
                        **{k: v for k, v in scheduler.items() if v is not None})
     config._check_generation()
     rng = np.random.default_rng(seed)
-    prompts = LengthSpec.parse(prompt_tokens, "--prompt-tokens").draw(rng, MAX_DRAWS)
-    outputs = LengthSpec.parse(output_tokens, "--output-tokens").draw(rng, MAX_DRAWS)
+    prompts = prompt_spec.draw(rng, MAX_DRAWS)
+    outputs = output_spec.draw(rng, MAX_DRAWS)
     load = SimConfig(rate=rate or 1.0, clients=clients, arrival=arrival, replicas=replicas,
                      requests=requests, seed=seed).checked()
     how = (f"{clients} closed-loop client(s)" if clients else
            f"{arrival} arrivals at {rate:g}/s")
     about = {"from_run": None, "load": how,
-             "lengths": f"prompts {prompt_tokens} tokens, outputs {output_tokens} tokens",
+             "lengths": f"prompts {prompt_spec} tokens, outputs {output_spec} tokens",
              "decode_scale": 1.0, "prefill_scale": 1.0, "fit": costs.describe()}
     return GenSimSetup(config, load, costs.service(), prompts, outputs, about)
 

@@ -16,7 +16,8 @@ components, summarised, charted and compared by the same code as a run that meas
 labelled simulated wherever it is shown (``environment["simulated"]``).
 
 Arrivals are the one-shot simulator's (``simulator.arrivals_ms``: Poisson, constant, bursty,
-a recorded run's), or a closed loop of clients that ask again when answered. The measured phase
+a recorded run's; Poisson's gaps scaled so that they offer exactly the rate asked), or a
+closed loop of clients that ask again when answered. The measured phase
 starts from an empty server, as a run's does after its warm-up drains.
 """
 from __future__ import annotations
@@ -186,6 +187,12 @@ class _Sim:
                 self.scheduled += 1
         else:
             times = arrivals_ms(load, self.rng)
+            if load.arrival == "poisson" and len(times):
+                # the gaps' random draws kept, their sum made the rate asked: n arrivals of a
+                # Poisson process over a span are spread as these are, and every point of a
+                # sweep (the same draws at every rate) then sits at its own rate, not ~10 %
+                # off it with every other point
+                times = times * (len(times) * 1000.0 / load.rate / times[-1])
             for t in times:
                 self.push(int(t * 1e6), _ARRIVE, -1)
             self.last_arrival_ns = int(times[-1] * 1e6) if len(times) else 0

@@ -239,7 +239,10 @@ def _prefill_fit(ok: np.ndarray, sp: ServerSplit | None, rtt_ns: int
     if use.sum() < MIN_PREFILLS:
         raise FitError(f"{int(use.sum())} requests show their prefill with at most "
                        f"{MAX_COMPANY} others in flight: a prefill cost needs at least "
-                       f"{MIN_PREFILLS} — run at a lower load, or with lulls (--arrival gamma)")
+                       f"{MIN_PREFILLS} — a run at a lower load (an open loop, --rate, below "
+                       "the server's capacity) or with lulls (--arrival gamma) would be, as "
+                       "would one on a server that reports each request's prefill (llama.cpp, "
+                       "vLLM's --enable-per-request-metrics)")
     y = prefill[use].astype(np.float64) / 1e6
     p = ok["prompt_tokens"][use].astype(np.float64)
     x = np.column_stack([np.ones_like(p), p, p * (p + 1) / 2])

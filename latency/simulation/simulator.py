@@ -246,7 +246,7 @@ class SimSummary:
         return self.utilisation >= 1 and not closed
 
     def __repr__(self) -> str:
-        from latency.analysis.summary_text import format_summary_block
+        from latency.analysis.summary import format_summary_block
 
         load = (f"{self.summary.offered_rps:g} req/s" if self.summary.offered_rps else
                 f"closed loop, {fmt.rate(self.summary.throughput_rps)} req/s served")

@@ -1,19 +1,26 @@
 """A stored run as a file: CSV or Parquet of its requests, JSON of its result, a Chrome trace.
 
 One function serves the CLI (``history export``) and the dashboard's download buttons, so both
-produce the same bytes. CSV and Parquet hold one row per request (``RunResult.requests_frame``:
-stamps relative to the start of measurement and every component, in ms; warm-up rows included
-and labelled). JSON is the result as ``run --json`` writes it — every request record included,
-so ``simulate --from-run FILE`` and ``compare FILE …`` take it as they take a ``run --json``
-file — with the run's id, name, date (``created_at``, Unix seconds) and source first.
+produce the same bytes, for both kinds of run. CSV holds one row per request (stamps relative to
+the start of measurement and every component, in ms; warm-up rows included and labelled);
+Parquet the same for a one-shot run and one row per token for a generation. JSON is the result
+as ``run --json`` writes it — every record included, so ``simulate --from-run FILE`` and
+``compare FILE …`` take it as they take a ``run --json`` file — with the run's id, name, date
+(``created_at``, Unix seconds) and source first. The trace: a span per component of each
+request (a generation's: its phases, tokens and scheduler steps).
 """
 from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
+from latency.analysis.gen_result import GenResult
+from latency.analysis.result import RunResult
+from latency.analysis.run_model import MeasuredRun
 from latency.core.errors import ConfigError
 from latency.core.records import component_labels, in_process
+from latency.storage.gen_trace import gen_trace_bytes
 from latency.storage.store import StoredRun
 from latency.storage.trace import chrome_trace_bytes
 
@@ -47,24 +54,39 @@ def run_json_text(run: StoredRun, requests: bool = True) -> str:
 
 def export_bytes(run: StoredRun, fmt: str, max_trace_requests: int | None = None) -> bytes:
     """The bytes of ``run`` in ``fmt`` (one of ``FORMATS``); the run must be loaded with rows."""
+    if run.result is None:
+        raise ValueError("load the run with its rows to export it")
+    if fmt == "json":
+        return run_json_text(run).encode()
+    return result_bytes(run.result, fmt, max_trace_requests, {
+        "run_id": run.info.id, "name": run.info.label, "model": run.info.model,
+        "load": run.info.load, "status": run.info.status, "when": run.info.when})
+
+
+def result_bytes(result: MeasuredRun, fmt: str, max_trace_requests: int | None = None,
+                 meta: dict[str, Any] | None = None) -> bytes:
+    """The bytes of a run of either kind in ``fmt``: what ``run --json/--csv/--parquet/
+    --trace`` writes, and (with the history's id first in the JSON) what an export writes.
+    ``meta``: what the trace names the run by."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    result = run.result
-    if result is None:
-        raise ValueError("load the run with its rows to export it")
     if fmt == "csv":
         return result.csv_bytes()
+    if fmt == "json":
+        return result.json_text().encode()
+    meta = meta or {"model": str(result.config.model)}
     if fmt == "parquet":
         try:
             import pyarrow  # noqa: F401
         except ImportError:
             raise ConfigError("Parquet export needs pyarrow: pip install pyarrow") from None
         buf = io.BytesIO()
-        result.requests_frame().to_parquet(buf, index=False)
+        (result.tokens_frame() if isinstance(result, GenResult) else
+         result.requests_frame()).to_parquet(buf, index=False)  # type: ignore[attr-defined]
         return buf.getvalue()
-    if fmt == "json":
-        return run_json_text(run).encode()
-    meta = {"run_id": run.info.id, "name": run.info.label, "model": run.info.model,
-            "load": run.info.load, "status": run.info.status, "when": run.info.when}
+    if isinstance(result, GenResult):
+        return gen_trace_bytes(result.rows, result.tokens, result.steps, result.errors,
+                               meta, in_process(result.config))
+    assert isinstance(result, RunResult)
     return chrome_trace_bytes(result.log, result.errors, meta, max_trace_requests,
                               component_labels(in_process(result.config)))

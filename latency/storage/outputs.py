@@ -18,11 +18,13 @@ Every file a command writes (``run --json/--csv``, ``simulate --json``, ``ab --j
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from latency.core.errors import ConfigError
 
@@ -89,6 +91,15 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def write_json_flag(path: str, value: Any, flag: str = "--json", indent: int = 1) -> None:
+    """A command's ``--json`` written at once (``write_atomic``); a failure is one line
+    (ConfigError), as every command says it."""
+    try:
+        write_atomic(path, json.dumps(value, indent=indent) + "\n")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {flag} {path}: {exc.strerror or exc}") from None
 
 
 def write_atomic(path: str | Path, data: bytes | str) -> None:

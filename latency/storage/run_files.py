@@ -8,6 +8,7 @@ the history store. Every path ends in the engine's own ``RECORD_DTYPE`` rows.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -124,7 +125,10 @@ def _rows_from_history(ref: str, db: str | None = None) -> tuple[np.ndarray, Run
         run = RunStore(db).load(ref)
     except StoreError as exc:
         raise ValueError(f"{ref}: not a file nor a run in the history ({exc})") from None
-    if run.result is None or not len(run.result.log):
+    if run.info.kind == "generation":
+        raise ConfigError(f"history run {run.info.id} is a generation (this reads one-shot "
+                          "runs' request records)")
+    if not isinstance(run.result, RunResult) or not len(run.result.log):
         raise ValueError(f"history run {ref} has no request records")
     return run.result.log, run.config
 
@@ -146,9 +150,17 @@ def stored_run_from_json(path: str | Path) -> Any:
                          "with `python -m latency run ... --json FILE`")
     if not isinstance(data["summary"], dict) or not isinstance(data.get("config") or {}, dict):
         raise ConfigError(f"{path}: damaged run JSON (its summary or config is not an object)")
+    result = None
+    summary: Any
     try:
-        summary = Summary.from_dict(data["summary"])
-        cfg = RunConfig.from_dict(data.get("config") or {})
+        if data.get("kind") == "generation":
+            from latency.analysis.gen_result import GenResult
+
+            result = GenResult.from_dict(data)
+            summary, cfg = result.summary, result.config
+        else:
+            summary = Summary.from_dict(data["summary"])
+            cfg = RunConfig.from_dict(data.get("config") or {})
     except DAMAGE as exc:
         raise ConfigError(f"{path}: damaged run JSON ({_why(exc)})") from None
     # an exported history run (`history export --format json`, `history show --json`) says
@@ -164,11 +176,20 @@ def stored_run_from_json(path: str | Path) -> Any:
                    model=str(cfg.model), mode=cfg.mode,
                    load=load_description(cfg), setup=setup_description(cfg),
                    device=cfg.device, n=summary.requests, errors=summary.errors,
-                   p50_ms=summary.latency_ms.p50, p99_ms=summary.latency_ms.p99,
-                   throughput_rps=summary.throughput_rps,
+                   p50_ms=None, p99_ms=None, throughput_rps=summary.throughput_rps,
                    machine=_machine(data.get("environment")))
+    if result is not None:
+        info = dataclasses.replace(
+            info, kind="generation", p50_ms=result.summary.ttft_ms.p50,
+            p99_ms=result.summary.ttft_ms.p99, itl_p99_ms=result.summary.itl_ms.p99,
+            tpot_p99_ms=result.summary.tpot_ms.p99,
+            tokens_per_s=result.summary.output_tokens_per_s)
+    else:
+        info = dataclasses.replace(info, p50_ms=summary.latency_ms.p50,
+                                   p99_ms=summary.latency_ms.p99)
     return StoredRun(info=info, summary=summary, config=cfg,
-                     environment=data.get("environment") or {}, makeup_ms={}, spectrum=None)
+                     environment=data.get("environment") or {}, makeup_ms={}, spectrum=None,
+                     result=result)
 
 
 def _machine(environment: Any) -> dict[str, Any] | None:
@@ -177,13 +198,20 @@ def _machine(environment: Any) -> dict[str, Any] | None:
     return {k: v for k, v in d.items() if k != "series"} if isinstance(d, dict) else None
 
 
-def is_generation_file(ref: str) -> bool:
-    """Whether ``ref`` is a generation: an id of one in the history (``g…``) or a generation
-    run's JSON file (``"kind": "generation"``)."""
-    from latency.storage.gen_store import is_generation_id
+def _history_ref(ref: str) -> bool:
+    """Whether ``ref`` names a run of the history rather than a file: no file of that name,
+    and no extension (ids, prefixes, ``latest~N``)."""
+    return not Path(ref).exists() and not Path(ref).suffix
 
-    if is_generation_id(ref) and not Path(ref).exists():
-        return True
+
+def is_generation_file(ref: str, db: str | None = None) -> bool:
+    """Whether ``ref`` is a generation: a run of that kind in the history, or a generation
+    run's JSON file (``"kind": "generation"``)."""
+    if _history_ref(ref):
+        try:
+            return RunStore(db).info(ref).kind == "generation"
+        except StoreError:
+            return False  # the one who loads it says why
     if not ref.lower().endswith(".json") or not Path(ref).is_file():
         return False
     try:
@@ -195,14 +223,15 @@ def is_generation_file(ref: str) -> bool:
 
 
 def load_generation(ref: str, db: str | None = None) -> Any:
-    """A generation run as its GenResult: a history id (``g…``) or a ``run --json`` file;
-    ConfigError (one line) for a file that is not one."""
+    """A generation run as its GenResult: a history id or a ``run --json`` file;
+    ConfigError (one line) for anything that is not one."""
     from latency.analysis.gen_result import GenResult
-    from latency.storage.gen_store import GenerationStore, is_generation_id
 
-    if is_generation_id(ref) and not Path(ref).exists():
-        return GenerationStore(db).load(ref)[1]
-
+    if _history_ref(ref):
+        run = RunStore(db).load(ref)
+        if run.info.kind != "generation":
+            raise ConfigError(f"{ref} ({run.info.id}) is a one-shot run, not a generation")
+        return run.result
     try:
         data = json.loads(Path(ref).read_text())
         return GenResult.from_dict(data)

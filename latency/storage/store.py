@@ -1,4 +1,11 @@
-"""Run history: every finished run in one SQLite file, for the CLI, the dashboard and CI.
+"""Run history: every finished run of either kind in one SQLite file, one table, one id space,
+for the CLI, the dashboard and CI.
+
+Both kinds share a row of ``runs`` (``kind``: "one-shot" or "generation") and its listing
+columns — p50/p99 are the end-to-end latency of a one-shot run and the TTFT of a generation; a
+generation adds ITL and TPOT p99 and tokens/s — so ``latest``, ``latest~N``, listing, rename,
+delete and export see every run. A generation's request, token and step logs are its chunks 0,
+1 and 2; what only it keeps (samples, the server's reports) is ``extra``.
 
 Where: ``$LATENCY_LAB_DB`` if set (or ``--db`` on the command line), else
 ``~/.latency_lab/runs.sqlite``. Per user rather than per project directory: the dashboard and
@@ -42,14 +49,24 @@ from typing import Any
 import numpy as np
 
 from latency.analysis.findings import Finding
+from latency.analysis.gen_result import GenResult, reports_of
+from latency.analysis.gen_summary import GenSummary
 from latency.analysis.machine import is_disturbed
 from latency.analysis.result import RunResult
+from latency.analysis.run_model import MeasuredRun
 from latency.analysis.snapshot import build_snapshot
 from latency.analysis.summary import Summary
 from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
 from latency.core.describe import load_description, setup_description
 from latency.core.errors import ConfigError
+from latency.core.gen_records import (
+    GEN_DTYPE,
+    STEP_DTYPE,
+    STEP_LAYOUT,
+    TOKEN_DTYPE,
+    steps_from_bytes,
+)
 from latency.core.records import RECORD_DTYPE, component_ns, measured_and_ok
 
 __all__ = ["RunInfo", "RunStore", "StoreError", "StoredRun", "load_description",
@@ -61,7 +78,7 @@ DEFAULT_DB = Path.home() / ".latency_lab" / "runs.sqlite"
 CHUNK_ROWS = 65_536
 #: zlib level 1: about 3× smaller than raw rows for a fraction of the save time (BENCHMARKS.md).
 ZLIB_LEVEL = 1
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: the version ``_SCHEMA`` creates; a new file then takes the migrations after it
 BASE_VERSION = 3
 #: statements that bring a database from version k-1 to k (key k)
@@ -72,7 +89,15 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     #: the kind of each of the summary's warnings (a JSON list beside its texts; NULL for
     #: runs saved before: their warnings read back as kind "recorded")
     4: ("ALTER TABLE runs ADD COLUMN finding_kinds TEXT",),
+    #: one table for both kinds of run: a generation's listing figures beside a one-shot
+    #: run's, its validity, and what only a generation keeps (``extra``); the generations of
+    #: the table they had until version 4 move in (``_move_generations``)
+    5: tuple(f"ALTER TABLE runs ADD COLUMN {c}" for c in (
+        "kind TEXT NOT NULL DEFAULT 'one-shot'", "valid INTEGER", "itl_p99_ms REAL",
+        "tpot_p99_ms REAL", "tokens_per_s REAL", "extra TEXT")),
 }
+#: a generation's three logs, as the chunk numbers of its rows in ``request_chunks``
+GENERATION_PARTS = ("rows", "tokens", "steps")
 #: how long a writer waits for another writer (a CLI run and the dashboard saving at once).
 BUSY_TIMEOUT_MS = 30_000
 #: the table ``check_writable`` creates, and rolls back, to prove the history takes a write
@@ -156,6 +181,13 @@ class RunInfo:
     throughput_rps: float | None
     origin_id: str | None = None
     owner: str | None = None
+    #: "one-shot" (p50/p99: end-to-end latency) or "generation" (p50/p99: TTFT)
+    kind: str = "one-shot"
+    #: VALID (True) or INVALID (False) as the run judged itself; None if saved before
+    valid: bool | None = None
+    itl_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    tokens_per_s: float | None = None
     #: the machine while the run measured (its ``environment["disturbance"]`` without the
     #: per-second series); None for a run saved before the machine was sampled
     machine: dict[str, Any] | None = field(default=None, compare=False)
@@ -182,6 +214,8 @@ class RunInfo:
                 "device": self.device, "n": self.n, "errors": self.errors,
                 "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
                 "throughput_rps": self.throughput_rps, "origin_id": self.origin_id,
+                "kind": self.kind, "valid": self.valid, "itl_p99_ms": self.itl_p99_ms,
+                "tpot_p99_ms": self.tpot_p99_ms, "tokens_per_s": self.tokens_per_s,
                 "disturbed": self.disturbed, "machine": self.machine}
                 # (``owner`` stays out: a session id is not for listings)
 
@@ -191,13 +225,14 @@ class StoredRun:
     """A run read back: its listing info, its aggregates and (loaded on request) its result."""
 
     info: RunInfo
-    summary: Summary
+    summary: Summary | GenSummary
     config: RunConfig
     environment: dict[str, Any]
+    #: a one-shot run's component make-up (empty for a generation)
     makeup_ms: dict[str, dict[str, float]]
     #: (percentile p in 0..1, total latency ms at p): dense in the tail, up to 1 − 1/n
     spectrum: tuple[np.ndarray, np.ndarray] | None
-    result: RunResult | None = field(default=None, repr=False)
+    result: RunResult | GenResult | None = field(default=None, repr=False)
 
 
 def checked_name(name: str) -> str:
@@ -276,6 +311,8 @@ class RunStore:
                 for k in range(version + 1, SCHEMA_VERSION + 1):
                     for statement in _MIGRATIONS.get(k, ()):
                         conn.execute(statement)
+                    if k == 5:
+                        _move_generations(conn)
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 conn.execute("COMMIT")
             except BaseException:
@@ -302,37 +339,23 @@ class RunStore:
                 raise StoreError(f"cannot write the run history {self.path}: {exc}") from None
 
     # ---- writing ------------------------------------------------------------------------
-    def save(self, result: RunResult, name: str | None = None, source: str = "cli",
-             origin_id: str | None = None, owner: str | None = None) -> str:
-        """Save a finished run in one transaction; returns its new short id."""
+    def save(self, result: MeasuredRun, name: str | None = None,
+             source: str = "cli", origin_id: str | None = None,
+             owner: str | None = None) -> str:
+        """Save a finished run of either kind in one transaction; returns its new short id."""
         name = checked_name(name) if name is not None else None
-        summary = result.summary
-        snap = build_snapshot("", 0, result.status, "done", result.config, result.log,
-                              result.errors, {},
-                              measure_start_ns=result.timings.measure_start_ns,
-                              measure_end_ns=result.timings.measure_end_ns)
         cfg = result.config
-        spectrum = spectrum_of(result.log)
-        rows = np.ascontiguousarray(result.log, dtype=RECORD_DTYPE)
-        chunks = [(i, rows[s: s + CHUNK_ROWS]) for i, s in
-                  enumerate(range(0, len(rows), CHUNK_ROWS))]
-        blobs = [(i, len(c), "zlib", zlib.compress(c.tobytes(), ZLIB_LEVEL)) for i, c in chunks]
-        values = {
+        values, blobs = (_generation_row(result) if isinstance(result, GenResult) else
+                         _one_shot_row(result))  # type: ignore[arg-type]
+        values.update({
             "name": name, "created_at": time.time(), "status": result.status,
             "source": source, "origin_id": origin_id, "model": str(cfg.model),
             "mode": cfg.mode, "load": load_description(cfg), "setup": setup_description(cfg),
-            "device": cfg.device,
-            "n": summary.requests, "errors": summary.errors,
-            "p50_ms": summary.latency_ms.p50, "p99_ms": summary.latency_ms.p99,
-            "throughput_rps": summary.throughput_rps,
-            "config": _dumps(cfg.to_dict()), "environment": _dumps(result.environment),
-            "summary": _dumps(summary.to_dict()), "timings": _dumps(result.timings.to_dict()),
-            "warnings": _dumps(result.warnings), "failure": result.failure,
-            "finding_kinds": _dumps([getattr(w, "kind", "recorded") for w in summary.warnings]),
+            "device": cfg.device, "config": _dumps(cfg.to_dict()),
+            "environment": _dumps(result.environment),
+            "timings": _dumps(result.timings.to_dict()), "failure": result.failure,
             "error_messages": _dumps({str(k): v for k, v in result.errors.items()}),
-            "makeup": _dumps(snap.makeup_ms), "spectrum": spectrum,
-            "n_rows": len(rows), "record_dtype": _dumps(RECORD_DTYPE.descr), "owner": owner,
-        }
+            "valid": int(result.validity.valid), "owner": owner})
         with self._connect() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -387,11 +410,11 @@ class RunStore:
 
     # ---- reading ------------------------------------------------------------------------
     def list(self, limit: int | None = None, model: str | None = None,
-             status: str | None = None, text: str | None = None) -> list[RunInfo]:
-        """Runs newest first; ``model``/``status`` match exactly, ``text`` is a case-blind
-        substring of the id, name, model, load or device."""
-        sql, args = listing_sql(f"SELECT {_INFO_COLS} FROM runs", limit, model, status, text,
-                                "coalesce(device, '')")
+             status: str | None = None, text: str | None = None,
+             kind: str | None = None) -> list[RunInfo]:
+        """Runs of both kinds newest first; ``model``/``status``/``kind`` match exactly,
+        ``text`` is a case-blind substring of the id, name, model, load, setup or device."""
+        sql, args = listing_sql(limit, model, status, text, kind)
         with self._connect() as conn:
             return [_info_from_row(r) for r in conn.execute(sql, args)]
 
@@ -415,19 +438,19 @@ class RunStore:
             try:
                 run_id = self._resolve(conn, ref)
                 info = self._info(conn, run_id)
-                (cfg, env, summary, timings, warnings, failure, errs, makeup, spectrum,
-                 n_rows, descr, kinds) = conn.execute(
+                row = conn.execute(
                     "SELECT config, environment, summary, timings, warnings, failure, "
-                    "error_messages, makeup, spectrum, n_rows, record_dtype, finding_kinds "
-                    "FROM runs WHERE id = ?", (run_id,)).fetchone()
+                    "error_messages, makeup, spectrum, n_rows, record_dtype, finding_kinds, "
+                    "extra FROM runs WHERE id = ?", (run_id,)).fetchone()
                 chunks = (conn.execute("SELECT n_rows, codec, rows FROM request_chunks WHERE "
                                        "run_id = ? ORDER BY chunk", (run_id,)).fetchall()
                           if rows else None)
             finally:
                 conn.execute("COMMIT")
         try:
-            return _stored(info, run_id, cfg, env, summary, timings, warnings, failure, errs,
-                           makeup, spectrum, n_rows, descr, kinds, chunks)
+            if info.kind == "generation":
+                return _stored_generation(info, row, chunks)
+            return _stored(info, run_id, row, chunks)
         except StoreError:
             raise
         except DAMAGE as exc:  # a row damaged on disk or by hand: one line, not a traceback
@@ -436,9 +459,10 @@ class RunStore:
                              f"`python -m latency history delete {run_id}` removes it") \
                 from None
 
-    def count(self) -> int:
+    def count(self, kind: str | None = None) -> int:
         with self._connect() as conn:
-            return int(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
+            return int(conn.execute("SELECT count(*) FROM runs WHERE ? IS NULL OR kind = ?",
+                                    (kind, kind)).fetchone()[0])
 
     def integrity_check(self) -> str:
         """SQLite's own check of the file: 'ok' when consistent."""
@@ -458,7 +482,8 @@ class RunStore:
                 raise StoreError(f"no run {ref!r}: the history ({self.path}) holds {total} "
                                  f"run{'s' if total != 1 else ''}")
             return str(row[0])
-        if not re.fullmatch(r"[0-9a-fA-F]{1,32}", ref):
+        # (a generation saved before both kinds shared this table kept its id ``g…``)
+        if not re.fullmatch(r"g?[0-9a-fA-F]{1,32}", ref):
             raise StoreError(f"no run {ref!r} (ids look like a3f9c1; see `python -m latency "
                              "history`)")
         ref = ref.lower()
@@ -490,22 +515,20 @@ _MACHINE_COL = ("CASE WHEN json_valid(environment) AND json_type(environment, '$
                 "'$.series') END")
 
 
-def listing_sql(select: str, limit: int | None, model: str | None, status: str | None,
-                text: str | None, more_text: str = "''") -> tuple[str, list[Any]]:
-    """A listing's SQL, newest first: ``model``/``status`` match exactly, ``text`` is a
-    case-blind substring of the id, name, model, load, setup (and ``more_text``, a column)."""
+def listing_sql(limit: int | None, model: str | None, status: str | None, text: str | None,
+                kind: str | None) -> tuple[str, list[Any]]:
+    """A listing's SQL, newest first: ``model``/``status``/``kind`` match exactly, ``text``
+    is a case-blind substring of the id, name, model, load, setup or device."""
     where, args = [], []
-    if model:
-        where.append("model = ?")
-        args.append(model)
-    if status:
-        where.append("status = ?")
-        args.append(status)
+    for column, value in (("model", model), ("status", status), ("kind", kind)):
+        if value:
+            where.append(f"{column} = ?")
+            args.append(value)
     if text:
         where.append("(instr(lower(id || ' ' || coalesce(name, '') || ' ' || model || ' ' "
-                     f"|| load || ' ' || setup || ' ' || {more_text}), ?) > 0)")
+                     "|| load || ' ' || setup || ' ' || coalesce(device, '')), ?) > 0)")
         args.append(text.lower())
-    sql = select + (" WHERE " + " AND ".join(where) if where else "")
+    sql = f"SELECT {_INFO_COLS} FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
     sql += " ORDER BY created_at DESC, rowid DESC"
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
@@ -524,7 +547,8 @@ def _has_json() -> bool:
 
 
 _INFO_COLS = ("id, name, created_at, status, source, model, mode, load, setup, device, n, "
-              "errors, p50_ms, p99_ms, throughput_rps, origin_id, owner, "
+              "errors, p50_ms, p99_ms, throughput_rps, origin_id, owner, kind, valid, "
+              "itl_p99_ms, tpot_p99_ms, tokens_per_s, "
               + (_MACHINE_COL if _has_json() else "NULL"))
 
 
@@ -539,11 +563,11 @@ DAMAGE = (zlib.error, ValueError, TypeError, AttributeError, KeyError, IndexErro
           RecursionError, OverflowError)  # (JSON and Unicode errors are ValueErrors)
 
 
-def _stored(info: RunInfo, run_id: str, cfg: str, env: str, summary: str, timings: str,
-            warnings: str, failure: str | None, errs: str, makeup: str, spectrum: bytes | None,
-            n_rows: int, descr: str, kinds: str | None,
+def _stored(info: RunInfo, run_id: str, row: tuple[Any, ...],
             chunks: list[tuple[int, str, bytes]] | None) -> StoredRun:
-    """A stored run from its row (and its request chunks, when asked for)."""
+    """A stored one-shot run from its row (and its request chunks, when asked for)."""
+    (cfg, env, summary, timings, warnings, failure, errs, makeup, spectrum, n_rows, descr, kinds,
+     _) = row
     config = json.loads(cfg)
     if not isinstance(config, dict):
         raise TypeError(f"its config is a {type(config).__name__}, not an object")
@@ -561,6 +585,111 @@ def _stored(info: RunInfo, run_id: str, cfg: str, env: str, summary: str, timing
             failure=failure)
         stored.result.__dict__["summary"] = stored.summary  # as it was when measured
     return stored
+
+
+def _one_shot_row(result: RunResult) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+    """A one-shot run's own columns, and its request rows in chunks of ``CHUNK_ROWS``."""
+    summary = result.summary
+    snap = build_snapshot("", 0, result.status, "done", result.config, result.log,
+                          result.errors, {}, measure_start_ns=result.timings.measure_start_ns,
+                          measure_end_ns=result.timings.measure_end_ns)
+    rows = np.ascontiguousarray(result.log, dtype=RECORD_DTYPE)
+    blobs = [(i, len(rows[s: s + CHUNK_ROWS]),
+              "zlib", zlib.compress(rows[s: s + CHUNK_ROWS].tobytes(), ZLIB_LEVEL))
+             for i, s in enumerate(range(0, len(rows), CHUNK_ROWS))]
+    return {"kind": "one-shot", "n": summary.requests, "errors": summary.errors,
+            "p50_ms": summary.latency_ms.p50, "p99_ms": summary.latency_ms.p99,
+            "throughput_rps": summary.throughput_rps, "summary": _dumps(summary.to_dict()),
+            "warnings": _dumps(result.warnings),
+            "finding_kinds": _dumps([getattr(w, "kind", "recorded") for w in summary.warnings]),
+            "makeup": _dumps(snap.makeup_ms), "spectrum": spectrum_of(result.log),
+            "n_rows": len(rows), "record_dtype": _dumps(RECORD_DTYPE.descr)}, blobs
+
+
+def _generation_row(result: GenResult) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+    """A generation's own columns (p50/p99: TTFT), and its request, token and step logs as
+    chunks 0, 1 and 2 (``GENERATION_PARTS``)."""
+    s = result.summary
+    meta = result.to_dict(requests=False)
+    extra = {k: meta[k] for k in ("samples", "reports", "server_split", "verdict") if k in meta}
+    logs = [np.ascontiguousarray(a, dtype=d) for a, d in ((result.rows, GEN_DTYPE),
+            (result.tokens, TOKEN_DTYPE), (result.steps, STEP_DTYPE))]
+    return {"kind": "generation", "n": s.requests, "errors": s.errors,
+            "p50_ms": s.ttft_ms.p50, "p99_ms": s.ttft_ms.p99, "throughput_rps": s.throughput_rps,
+            "itl_p99_ms": s.itl_ms.p99, "tpot_p99_ms": s.tpot_ms.p99,
+            "tokens_per_s": s.output_tokens_per_s, "summary": _dumps(meta["summary"]),
+            "warnings": _dumps([str(w) for w in result.warnings]),
+            "extra": _dumps({**extra, "step_layout": STEP_LAYOUT}), "makeup": "{}",
+            "n_rows": len(result.rows), "record_dtype": _dumps(GEN_DTYPE.descr)}, [
+        (i, len(a), "zlib", zlib.compress(a.tobytes(), ZLIB_LEVEL)) for i, a in enumerate(logs)]
+
+
+def _stored_generation(info: RunInfo, row: tuple[Any, ...],
+                       chunks: list[tuple[int, str, bytes]] | None) -> StoredRun:
+    """A stored generation from its row (and its three logs, when asked for)."""
+    cfg, env, summary, timings, warnings, failure, errs, *_, extra = row
+    d = {"config": json.loads(cfg), "environment": json.loads(env),
+         "summary": json.loads(summary), **json.loads(extra or "{}")}
+    stored = StoredRun(info=info, summary=GenSummary.from_dict(d["summary"]),
+                       config=RunConfig.from_dict(d["config"]), environment=d["environment"],
+                       makeup_ms={}, spectrum=None)
+    if chunks is not None:
+        rows, tokens, steps = (zlib.decompress(blob) for _, _, blob in chunks)
+        result = GenResult(
+            config=stored.config, environment=stored.environment, status=info.status,
+            rows=np.frombuffer(rows, dtype=GEN_DTYPE).copy(),
+            tokens=np.frombuffer(tokens, dtype=TOKEN_DTYPE).copy(),
+            steps=steps_from_bytes(steps, int(d.get("step_layout", 1))),
+            errors={int(k): str(v) for k, v in json.loads(errs).items()},
+            timings=Timings.from_dict(json.loads(timings)), warnings=json.loads(warnings),
+            failure=failure, samples={int(k): str(v) for k, v in d.get("samples", {}).items()})
+        result.reports = reports_of(d, len(result.rows))
+        if not len(result.rows):  # nothing to derive it from again: as it was saved
+            result.__dict__["summary"] = stored.summary
+        stored.result = result
+    return stored
+
+
+def _move_generations(conn: sqlite3.Connection) -> None:
+    """Version 5: the generations of the table of their own (versions 1-4) become rows of
+    ``runs`` of kind "generation", their logs chunks 0-2; they keep their ids (``g…``)."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'generations'").fetchone():
+        return
+    for (run_id, name, created, status, source, model, load, setup, n, errors, ttft50, ttft99,
+         itl99, tpot99, tok_s, _, meta, warnings, errs, *blobs) in conn.execute(
+            "SELECT * FROM generations").fetchall():
+        d: dict[str, Any]
+        try:
+            parsed = json.loads(meta)
+            d = parsed if isinstance(parsed, dict) else {}
+        except ValueError:  # kept, and said to be damaged when it is loaded
+            d = {}
+        raw = d.get("config")
+        cfg: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        valid = (d.get("validity") or {}).get("valid") if isinstance(d.get("validity"),
+                                                                     dict) else None
+        extra = {k: d[k] for k in ("samples", "reports", "server_split", "verdict",
+                                   "step_layout") if k in d}
+        rows, tokens, steps = (zlib.decompress(b) for b in blobs)
+        counts = (len(rows) // GEN_DTYPE.itemsize, len(tokens) // TOKEN_DTYPE.itemsize,
+                  len(steps_from_bytes(steps, int(extra.get("step_layout", 1)))))
+        n_rows = counts[0]
+        conn.execute(
+            "INSERT INTO runs (id, name, created_at, status, source, model, mode, load, setup, "
+            "device, n, errors, p50_ms, p99_ms, throughput_rps, config, environment, summary, "
+            "timings, warnings, failure, error_messages, makeup, n_rows, record_dtype, kind, "
+            "valid, itl_p99_ms, tpot_p99_ms, tokens_per_s, extra) VALUES (?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', ?, ?, 'generation', ?, ?, ?, ?, "
+            "?)", (run_id, name, created, status, source, model, cfg.get("mode", "closed"),
+                   load, setup, cfg.get("device"), n, errors, ttft50, ttft99,
+                   (d.get("summary") or {}).get("throughput_rps"), _dumps(cfg),
+                   _dumps(d.get("environment") or {}), _dumps(d.get("summary") or {}),
+                   _dumps(d.get("timings") or {}), warnings, d.get("failure"), errs, n_rows,
+                   _dumps(GEN_DTYPE.descr), None if valid is None else int(bool(valid)), itl99,
+                   tpot99, tok_s, _dumps(extra)))
+        conn.executemany("INSERT INTO request_chunks VALUES (?, ?, ?, 'zlib', ?)",
+                         [(run_id, i, k, b) for i, (k, b) in enumerate(zip(counts, blobs))])
+    conn.execute("DROP TABLE generations")
 
 
 def spectrum_of(log: np.ndarray) -> bytes | None:
@@ -608,6 +737,7 @@ def _info_from_row(row: tuple[Any, ...]) -> RunInfo:
         parsed = json.loads(machine) if machine else None
     except ValueError:
         parsed = None
+    listed[18] = None if listed[18] is None else bool(listed[18])  # valid: SQLite's 0/1
     return dataclasses.replace(RunInfo(*listed),
                                machine=parsed if isinstance(parsed, dict) else None)
 

@@ -11,9 +11,10 @@ in all (anything larger is not a control's value and is left out), and a present
 presenter has not published for ``STALE_S`` (a closed laptop) ends by itself.
 
 Resumed: a presenter's page that is gone (reloaded, its tab closed) does not lock the room to
-it. An instructor's session — a reloaded page once its key is entered again — takes the
-presentation over as it stands (``resume``: the same page, settings, run and version, so the
-followers' screens do not move), without pressing Present. Gone means: the dashboard says the
+it. An instructor's session on that same page — reloaded (its URL keeps the presentation's
+``browser`` token), once its key is entered again — takes the presentation over as it stands
+(``resume``: the same page, settings, run and version, so the followers' screens do not move),
+without pressing Present. Gone means: the dashboard says the
 presenter's browser session is no longer connected, or, where it cannot say, the presenter's
 page has not checked in (``seen``: once a second while it is open) for ``GONE_S``.
 """
@@ -53,6 +54,9 @@ class Presentation:
     #: the presenter's browser session on the dashboard server (to tell a page that is gone);
     #: not part of what is shown
     connection: str | None = field(default=None, compare=False)
+    #: a token the presenting page keeps in its URL: a reload of that page carries it, another
+    #: page does not — only the page that started a presentation may resume it
+    browser: str | None = field(default=None, compare=False)
 
 
 def json_settings(values: dict[str, Any]) -> dict[str, Any]:
@@ -100,22 +104,29 @@ class Room:
             return self._now_current()
 
     def present(self, presenter: str, page: str, settings: dict[str, Any],
-                run_id: str | None, connection: str | None = None) -> Presentation:
+                run_id: str | None, connection: str | None = None,
+                browser: str | None = None) -> Presentation:
         """Start presenting (taking the room over from another presenter) or publish what the
         presenter shows now. The version changes only when what is shown does, so followers
-        re-render only then. ``connection``: the presenter's browser session, if known."""
+        re-render only then. ``connection``: the presenter's browser session, if known;
+        ``browser``: the token its page keeps in its URL (kept from before when None)."""
         settings = json_settings(settings)
         with self._lock:
             self._published = self._seen = self._clock()
             cur = self._current
-            if (cur is not None and cur.presenter == presenter and cur.page == page
+            mine = cur is not None and cur.presenter == presenter
+            if browser is None and mine and cur is not None:
+                browser = cur.browser
+            if (cur is not None and mine and cur.page == page
                     and cur.settings == settings and cur.run_id == run_id):
-                if connection is not None and cur.connection != connection:
-                    self._current = cur = replace(cur, connection=connection)
+                if ((connection is not None and cur.connection != connection)
+                        or cur.browser != browser):
+                    self._current = cur = replace(
+                        cur, connection=connection or cur.connection, browser=browser)
                 return cur
             self._versions += 1
             self._current = Presentation(presenter, page, settings, run_id, self._versions,
-                                         connection)
+                                         connection, browser)
             return self._current
 
     def publish(self, presenter: str, page: str, settings: dict[str, Any],
@@ -153,19 +164,24 @@ class Room:
         return silent >= (RECONNECT_S if disconnected else GONE_S)
 
     def resume(self, presenter: str, connection: str | None = None,
-               disconnected: bool | None = None) -> Presentation | None:
+               disconnected: bool | None = None,
+               browser: str | None = None) -> Presentation | None:
         """Hand the presentation, as it stands, to ``presenter`` (an instructor's session: the
         caller checks) if its presenter's page is gone (``gone``, ``disconnected`` as the
-        dashboard says it): the same page, settings, run and version, so the followers'
-        screens do not move. Returns the presentation now ``presenter``'s (also when it
-        already was), or None: nothing to resume, or its presenter is still there (then only
-        Present takes it over)."""
+        dashboard says it) and ``browser`` is the token that page kept in its URL (a reload
+        of it): the same page, settings, run and version, so the followers' screens do not
+        move. Returns the presentation now ``presenter``'s (also when it already was), or
+        None: nothing to resume, another page's presentation (an old one closed without
+        Release is not taken over by a new page), or its presenter is still there (then
+        only Present takes it over)."""
         with self._lock:
             cur = self._now_current()
             if cur is None:
                 return None
             if cur.presenter == presenter:
                 return cur
+            if cur.browser is None or browser != cur.browser:
+                return None
             if not self._gone_locked(disconnected):
                 return None
             self._published = self._seen = self._clock()
