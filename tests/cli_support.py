@@ -37,3 +37,18 @@ def kill_once_measured(proc: subprocess.Popen[str], timeout_s: float = 120) -> N
         line = proc.stderr.readline()
     proc.kill()
     proc.wait()
+
+
+def wait_for_run_process(proc: subprocess.Popen[str], timeout_s: float = 120) -> None:
+    """Wait until a ``python -m latency`` command has started its run process: it does so
+    only after it has set its SIGINT/SIGTERM handlers, so a signal sent then is the command's
+    to handle (a fixed sleep is not enough: on a busy machine the interpreter and torch's
+    import alone can take longer, and a signal before the handlers kills it outright)."""
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while not psutil.Process(proc.pid).children():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.cli_support import wait_for_run_process
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -26,7 +28,8 @@ def test_a_stop_before_either_arm_measured_is_one_line(tmp_path):
                              "--b-replicas", "2", "--json", str(out)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    time.sleep(8)
+    wait_for_run_process(proc)  # its handlers are set; block 1 is warming up
+    time.sleep(2)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, stderr

@@ -13,6 +13,7 @@ import pytest
 import latency
 from latency.cli.main import main
 from latency.core.errors import ConfigError
+from tests.cli_support import wait_for_run_process
 
 
 @pytest.mark.parametrize("args,says", [
@@ -41,7 +42,8 @@ def test_sigterm_ends_an_open_loop_waiting_for_its_next_send(tmp_path):
          "--arrival", "constant", "--requests", "3", "--warmup", "0", "--no-save", "--quiet",
          "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    time.sleep(6)  # started, and waiting 100 s for its first send
+    wait_for_run_process(proc)
+    time.sleep(3)  # started, and waiting 100 s for its first send
     assert proc.poll() is None, proc.communicate()
     assert _sigterm_ends(proc, within_s=15), "SIGTERM did not end an open loop waiting"
     assert proc.returncode == 143, proc.stderr.read()

@@ -58,7 +58,11 @@ def test_the_fit_of_the_calls_recovers_the_set_costs(run):
     slope = np.polyfit(pre["prefill_tokens"], (pre["t_prefill_end"] - pre["t_start"]) / 1e6,
                        1)[0]
     assert calls.per_prefill_token_ms == pytest.approx(slope, rel=0.2), (slope, said)
-    assert slope >= 0.98 * 0.02, (slope, note)  # a held cost is never shorter than set
+    # a held call is never shorter than set (each call: a fitted slope is no floor, since a
+    # busy core that stretches short calls more than long ones flattens it)
+    held_ms = (pre["t_prefill_end"] - pre["t_start"]) / 1e6
+    set_ms = 1.0 + 0.02 * pre["prefill_tokens"]
+    assert float(np.min(held_ms / set_ms)) >= 0.98, (float(np.min(held_ms / set_ms)), note)
     for seqs, chunk in ((4, 0), (4, 128), (2, 0)):
         group = st[(st["decode_seqs"] == seqs) & ((st["prefill_tokens"] > 0) == bool(chunk))]
         if not len(group):
