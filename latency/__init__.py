@@ -34,18 +34,19 @@ _EXPORTS = {
     "profile": "latency.api",
     "simulate": "latency.api",
     "sweep": "latency.api",
+    "report": "latency.api",
 }
 
 __all__ = ["ConfigError", "GenResult", "GenerativePipeline", "LatencyStats", "ModelArg",
            "Pipeline", "RunConfig", "RunHandle", "RunResult", "Summary", "execute", "profile",
-           "run", "simulate", "start_run", "sweep"]
+           "report", "run", "simulate", "start_run", "sweep"]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from latency.analysis.gen_result import GenResult
     from latency.analysis.result import RunResult
     from latency.analysis.stats import LatencyStats
     from latency.analysis.summary import Summary
-    from latency.api import profile, simulate, sweep
+    from latency.api import profile, report, simulate, sweep
     from latency.core.config import RunConfig
     from latency.core.errors import ConfigError
     from latency.execution.engine import execute

@@ -208,6 +208,20 @@ def sweep(model: str | None = None, *, target: str | None = None,
                      predict=predict_points)
 
 
+def report(result: Any, path: str | Path) -> Path:
+    """Write ``result`` — a run (``latency.run``, ``profile``) or a sweep (``sweep``) — as a
+    report you can send: one self-contained HTML file (its charts, its text as the command
+    line prints it, its settings) that opens offline, as ``--html`` writes it. Returns the
+    path."""
+    from latency.figures.report import report_html, run_report, sweep_report
+    from latency.storage.outputs import write_flag
+
+    made = (sweep_report(result) if hasattr(result, "sweep_id")
+            else run_report(result, repr(result)))
+    write_flag(str(path), report_html(made), "report")
+    return Path(path)
+
+
 def simulate(rate: float | None = None, *, service_ms: float | None = None,
              service_dist: str | None = None, service_cv: float | None = None,
              from_run: Any = None, replicas: int | None = None,
@@ -280,4 +294,4 @@ def _simulate_generation(run: Any, named: Any, *, one_shot: dict[str, Any],
                       **load, **g).run()
 
 
-__all__ = ["profile", "simulate"]
+__all__ = ["profile", "report", "simulate", "sweep"]

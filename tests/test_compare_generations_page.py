@@ -71,7 +71,7 @@ def test_two_generations_are_compared_figure_by_figure(seeded, generations):
     assert tpot["B"] == pytest.approx(slow.tpot_ms.p50, abs=1e-3)
     assert tpot["Δ% B"] > 100  # a 6 ms decode step against a 2 ms one
     assert {b.key for b in at.download_button} == {f"gcmpbtn_dl_{f}" for f in
-                                                   ("csv", "parquet", "json", "trace")}
+                                                   ("csv", "parquet", "json", "trace", "html")}
 
 
 def test_the_page_opens_on_the_kind_of_the_newest_run(seeded):

@@ -87,7 +87,7 @@ def test_the_two_newest_runs_are_overlaid_with_a_diff(seeded, results):
     assert row["Δ% B"] > 100  # 1 ms → 3 ms
     labels = [b.label for b in at.get("download_button")]
     assert labels == ["Requests (CSV)", "Requests (Parquet)", "Result (JSON)",
-                      "Chrome trace (Perfetto)"]
+                      "Chrome trace (Perfetto)", "Report (HTML)"]
 
 
 def test_filters_and_a_single_selection(seeded):
@@ -140,6 +140,9 @@ def test_the_export_buttons_build_real_files(seeded):
     csv = export_file(str(store.path), ids["fast"], "csv").decode().splitlines()
     assert len(csv) == 126 and "forward_ms" in csv[0]
     assert export_file(str(store.path), ids["fast"], "parquet")[:4] == b"PAR1"
+    report = export_file(str(store.path), ids["fast"], "html").decode()
+    assert report.startswith("<!DOCTYPE html>") and f"Latency Lab run {ids['fast']}" in report
+    assert report.count('class="plotly-graph-div"') == 4
 
 
 # ---------------------------------------------------------------------------- pure figures

@@ -158,7 +158,7 @@ def test_show_rename_export_delete(history, tmp_path):
     assert cli("history", "rename", slow, "slow one", db=db).returncode == 0
     assert json.loads(cli("history", "show", slow, "--json", db=db).stdout)["name"] == "slow one"
     for fmt, name in (("csv", "r.csv"), ("parquet", "r.parquet"), ("json", "r.json"),
-                      ("trace", "r.trace.json")):
+                      ("trace", "r.trace.json"), ("html", "r.html")):
         out = cli("history", "export", slow, "--format", fmt, "--out", str(tmp_path / name),
                   db=db)
         assert out.returncode == 0, out.stderr
@@ -167,6 +167,9 @@ def test_show_rename_export_delete(history, tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["summary"]["requests"] == 200
     trace = json.loads((tmp_path / "r.trace.json").read_text())
     assert sum(e.get("name") == "request" for e in trace["traceEvents"]) == 205
+    report = (tmp_path / "r.html").read_text()
+    assert f"<h1>Latency Lab run {slow} “slow one”</h1>" in report
+    assert report.count('class="plotly-graph-div"') == 4 and "verdict:" in report
     # delete on a copy, so the module's history stays whole for the other tests
     copy = tmp_path / "copy.sqlite"
     with sqlite3.connect(db) as src, sqlite3.connect(copy) as dst:

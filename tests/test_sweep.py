@@ -6,7 +6,9 @@ costs known) in process and on our own server as a server of yours (``--target``
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
+import re
 
 import pytest
 
@@ -53,12 +55,12 @@ def test_a_sweep_measures_floor_ceiling_and_rates_and_saves_each_point(tmp_path)
     the JSON the same points."""
     from latency.storage.store import RunStore
 
-    db, out = tmp_path / "h.sqlite", tmp_path / "sweep.json"
+    db, out, page = tmp_path / "h.sqlite", tmp_path / "sweep.json", tmp_path / "sweep.html"
     r = cli_here("sweep", "--model", "synthetic-lm", "--max-running", "4",
                  "--prompt-tokens", "uniform:16:200", "--output-tokens", "uniform:8:32",
                  "--model-arg", "step_ms=4", "--rates", "6,60", "--point-duration", "3",
                  "--slo-ttft-ms", "150", "--slo-tpot-ms", "15", "--max-duration", "120",
-                 "--warmup", "2", "--db", str(db), "--json", str(out))
+                 "--warmup", "2", "--db", str(db), "--json", str(out), "--html", str(page))
     assert r.returncode == 0, r.stderr + r.stdout
     d = json.loads(out.read_text())
     labels = [p["label"] for p in d["points"]]
@@ -80,6 +82,14 @@ def test_a_sweep_measures_floor_ceiling_and_rates_and_saves_each_point(tmp_path)
         assert "requests/s" in d["answer"] and not d["answer"].startswith("none")
     for line in ("answer: ", "sim", f"history --search sweep-{d['sweep_id']}"):
         assert line in r.stdout, r.stdout
+    # the report: both curves, the simulator's beside the measured, the answer first, the
+    # table as printed
+    report = page.read_text()
+    assert len(re.findall(r'<div id="figure-\d+" class="plotly-graph-div"', report)) == 2
+    assert "TTFT p99 simulated" in report and "goodput simulated" in report
+    assert f"Latency Lab sweep {d['sweep_id']}" in report
+    assert html.escape(d["answer"], quote=True) in report
+    assert html.escape(r.stdout.split("answer: ")[0].strip().splitlines()[-1]) in report
 
 
 def test_a_sweep_is_bounded_by_its_max_duration(tmp_path):
@@ -147,5 +157,10 @@ def test_the_same_sweep_from_python(tmp_path):
     assert len(result.predicted) == 3 and result.fit
     assert result.answer.judged and "requests/s" in result.answer.sentence("x")
     assert result.to_dict()["kind"] == "sweep"
+    # it prints what the command prints, and writes the same report
+    assert repr(result).startswith("point ") and "\nanswer: " in repr(result)
+    page = latency.report(result, tmp_path / "sweep.html")
+    assert len(re.findall(r'<div id="figure-\d+" class="plotly-graph-div"',
+                          page.read_text())) == 2
     with pytest.raises(latency.ConfigError, match="unknown setting"):
         latency.sweep("synthetic-lm", no_such_setting=1, db=tmp_path / "h.sqlite")

@@ -25,9 +25,9 @@ from latency.core.errors import ConfigError
 from latency.core.gen_records import token_gaps
 from latency.figures.compare_plots import letters, runs_spectrum_figure
 from latency.figures.gen_compare_plots import runs_ttft_parts_figure
-from latency.storage.export import FORMATS, export_bytes
+from latency.storage.export import FORMATS
 from latency.storage.store import RunInfo, RunStore, StoreError, latency_spectrum
-from ui.compare_runs import EXPORTS, rename_and_delete, store
+from ui.compare_runs import EXPORTS, export_file, rename_and_delete, store
 from ui.controls import default
 from ui.machine import badge_row, disturbed_badge, unequal_warning
 from ui.rights import may_manage, may_see_server_details
@@ -72,10 +72,6 @@ def aggregates(db: str, run_id: str) -> GenAggregates:
 
 
 @st.cache_data(max_entries=4, show_spinner="Building the file…")
-def export_file(db: str, run_id: str, file_format: str) -> bytes:
-    return export_bytes(RunStore(db).load(run_id), file_format)
-
-
 def option_label(info: RunInfo) -> str:
     return option_text(f"{info.id} · {info.name or info.model} · {info.load} · {info.n:,} "
                        f"requests")
@@ -211,11 +207,12 @@ def manage(history: RunStore, by_id: dict[str, RunInfo], chosen: list[str]) -> N
                    "key).")
     st.caption(f"Export {code_span(target)}: the whole result (every request, token and "
                "scheduler step) as JSON, a row a request as CSV, a row a token as Parquet, "
-               "or a Chrome trace of its requests and steps.")
+               "a Chrome trace of its requests and steps, or a report to send (one HTML "
+               "file that opens offline).")
     db = str(history.path)
     for col, (kind, label) in zip(st.columns(len(EXPORTS)), EXPORTS):
         col.download_button(label.replace("Requests (Parquet)", "Tokens (Parquet)"),
-                            (lambda k=kind: export_file(db, target, k)),
+                            (lambda k=kind: export_file(db, target, k, None)),
                             file_name=f"latency-{target}.{FORMATS[kind][0]}",
                             mime=FORMATS[kind][1],
                             key=f"gcmpbtn_dl_{kind}", on_click="ignore",

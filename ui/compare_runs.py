@@ -25,7 +25,7 @@ from ui.text import code_span, option_text, plain
 TRACE_MAX_REQUESTS = 20_000
 EXPORTS: tuple[tuple[str, str], ...] = (
     ("csv", "Requests (CSV)"), ("parquet", "Requests (Parquet)"), ("json", "Result (JSON)"),
-    ("trace", "Chrome trace (Perfetto)"))
+    ("trace", "Chrome trace (Perfetto)"), ("html", "Report (HTML)"))
 
 
 def history_state(mgr: Any, handle: Any) -> tuple[Any, ...] | None:
@@ -63,10 +63,16 @@ def aggregates(db: str, run_id: str) -> StoredRun:
 
 
 @st.cache_data(max_entries=4, show_spinner="Building the file…")
-def export_file(db: str, run_id: str, file_format: str) -> bytes:
+def export_file(db: str, run_id: str, file_format: str,
+                max_trace_requests: int | None = TRACE_MAX_REQUESTS) -> bytes:
+    """A saved run of either kind as a file to download (``EXPORTS``)."""
     run = RunStore(db).load(run_id)
+    if file_format == "html":
+        from latency.figures.report import stored_report_html
+
+        return stored_report_html(run)
     return export_bytes(run, file_format,
-                        TRACE_MAX_REQUESTS if file_format == "trace" else None)
+                        max_trace_requests if file_format == "trace" else None)
 
 
 def runs_frame(infos: list[RunInfo], letter_of: dict[str, str]) -> pd.DataFrame:

@@ -132,9 +132,21 @@ def finished(result: Any) -> None:
             for i, text in sorted(result.samples.items()):
                 st.text(f"request {i}: {text[:SAMPLE_CHARS]}")
     # built when pressed: every token and step of the run, not on every viewer's refresh
-    st.download_button("Download the run (JSON)", lambda: result.json_text(),
+    d1, d2 = st.columns(2)
+    d1.download_button("Download the run (JSON)", lambda: result.json_text(),
                        file_name=f"{result.config.model}-generation.json",
                        mime="application/json", key="glivebtn_json", on_click="ignore")
+    d2.download_button("Download the report (HTML)", lambda: _report(result),
+                       file_name=f"{result.config.model}-generation.html", mime="text/html",
+                       key="glivebtn_html", on_click="ignore",
+                       help="one file that opens offline: the charts, the text and verdict, "
+                            "the settings")
+
+
+def _report(result: Any) -> bytes:
+    from latency.figures.report import report_html, run_report
+
+    return report_html(run_report(result, repr(result))).encode()
 
 
 def saved_note(saved: str | None, error: str | None) -> None:

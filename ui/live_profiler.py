@@ -151,11 +151,15 @@ def render(handle: RunHandle, slo_ms: float, snap: Snapshot | None = None) -> Sn
     st.markdown(figs["table"])
     if snap.finished:  # files are built only when clicked (and then cached)
         rid, version = snap.run_id, snap.version
-        d1, d2 = st.columns(2)
+        d1, d2, d3 = st.columns(3)
         d1.download_button("Download requests (CSV)", lambda: downloads(rid, version)[0],
                            f"{rid}.csv", "text/csv", on_click="ignore")
         d2.download_button("Download result (JSON)", lambda: downloads(rid, version)[1],
                            f"{rid}.json", "application/json", on_click="ignore")
+        d3.download_button("Download the report (HTML)", lambda: downloads(rid, version)[2],
+                           f"{rid}.html", "text/html", on_click="ignore",
+                           help="one file that opens offline: the charts, the text and "
+                                "verdict, the settings")
     return snap
 
 

@@ -56,6 +56,8 @@ class SweepPoint:
     tpot_p99_ci: tuple[float, float] | None
     goodput_rps: float | None
     met_share: float | None
+    #: output tokens a second served
+    tokens_per_s: float | None = None
 
     @property
     def rate(self) -> float:
@@ -103,7 +105,8 @@ def point_of(result: Any, label: str, run_id: str | None = None) -> SweepPoint:
         ttft_p50_ms=s.ttft_ms.p50, ttft_p99_ms=s.ttft_ms.p99, tpot_p50_ms=s.tpot_ms.p50,
         tpot_p99_ms=s.tpot_ms.p99, itl_p99_ms=s.itl_ms.p99, e2e_p50_ms=s.e2e_ms.p50,
         e2e_p99_ms=s.e2e_ms.p99, ttft_p99_ci=ci("ttft_ms"), tpot_p99_ci=ci("tpot_ms"),
-        goodput_rps=s.goodput_rps, met_share=s.slo_met_share)
+        goodput_rps=s.goodput_rps, met_share=s.slo_met_share,
+        tokens_per_s=float(s.output_tokens_per_s))
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ def save_and_write(result: Any, store: Any, name: str | None,
                    outputs: list[tuple[str, str]], data_of: Any, code: int) -> int:
     """A finished run's last steps, one-shot or generation alike: saved to the history first
     (a failing file write then loses nothing), then each output written atomically
-    (``data_of(flag)``: its bytes); a failure of either is one line and exit 1 unless the run
-    already exits otherwise. Returns the exit code."""
+    (``data_of(flag, run_id)``: its bytes; ``run_id`` None when not saved); a failure of
+    either is one line and exit 1 unless the run already exits otherwise. Returns the exit
+    code."""
     from latency.storage.outputs import write_atomic
 
     run_id = None
@@ -28,7 +29,7 @@ def save_and_write(result: Any, store: Any, name: str | None,
             print(f"saved as run {run_id} (python -m latency history show {run_id})")
     for flag, path in outputs:
         try:
-            write_atomic(path, data_of(flag))
+            write_atomic(path, data_of(flag, run_id))
         except OSError as exc:
             saved = (f"; the run was saved as {run_id} (python -m latency history export "
                      f"{run_id} ...)" if run_id else "")

@@ -5,7 +5,7 @@ the command line, and the p99 regression gate for CI.
     python -m latency history show ID
     python -m latency history rename ID NAME
     python -m latency history delete ID
-    python -m latency history export ID --format csv|parquet|json|trace --out FILE
+    python -m latency history export ID --format csv|parquet|json|trace|html --out FILE
     python -m latency compare A B [C …] [--fail-if-p99-worse PCT] [--json]   # ids or run.json files
 
 An ID is a run's short id, any unique prefix of it, ``latest`` or ``latest~N`` (N runs before
@@ -72,9 +72,11 @@ def add_parsers(sub: Any, fmt: Any) -> None:
     add_db_flag(rm, inherited=True)
     ex = acts.add_parser("export", help="write a saved run to a file", formatter_class=fmt)
     ex.add_argument("id")
-    ex.add_argument("--format", required=True, choices=("csv", "parquet", "json", "trace"),
+    ex.add_argument("--format", required=True,
+                    choices=("csv", "parquet", "json", "trace", "html"),
                     help="csv/parquet: one row per request; json: the result; trace: Chrome "
-                         "trace-event JSON for ui.perfetto.dev, one span per component"
+                         "trace-event JSON for ui.perfetto.dev, one span per component; "
+                         "html: a self-contained report (its charts, text and settings)"
                          + NO_DEFAULT)
     ex.add_argument("--out", required=True, metavar="FILE", help="file to write" + NO_DEFAULT)
     ex.add_argument("--force", action="store_true", help="overwrite an existing file (never the "
@@ -134,7 +136,12 @@ def cmd_history(a: argparse.Namespace) -> int:
             raise ConfigError("--max-requests must be >= 1")
         check_output(a.out, "--out", force=a.force, history=store.path)
         run = store.load(a.id)
-        data = export_bytes(run, a.format, a.max_requests)
+        if a.format == "html":
+            from latency.figures.report import stored_report_html
+
+            data = stored_report_html(run)
+        else:
+            data = export_bytes(run, a.format, a.max_requests)
         try:
             write_atomic(a.out, data)
         except OSError as exc:

@@ -37,6 +37,10 @@ def add_parser(sub: Any) -> None:
                         "its queue, prefill, decode and stall spans; the scheduler's steps)")
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--csv", metavar="PATH", help="write one row per request as CSV")
+    r.add_argument("--html", metavar="PATH",
+                   help="write a report you can send: one self-contained HTML file (the "
+                        "charts, the split, the verdict, the machine line, the settings; "
+                        "opens offline)")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.add_argument("--name", help="name the run in the history")
     r.add_argument("--no-save", action="store_true", help="do not save the run in the history")
@@ -97,7 +101,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     history = store.path if store is not None else (a.db or default_path())
     outputs = [(flag, path) for flag, path in (
         ("--json", a.json), ("--csv", a.csv), ("--parquet", getattr(a, "parquet", None)),
-        ("--trace", getattr(a, "trace", None))) if path]
+        ("--trace", getattr(a, "trace", None)), ("--html", a.html)) if path]
     inputs = ((config.prompts,) if generation else (config.inputs, config.bodies))
     for flag, path in outputs:  # before anything runs; creates nothing
         check_output(path, flag, force=a.force, history=history,
@@ -138,19 +142,23 @@ def cmd_run(a: argparse.Namespace) -> int:
     else:
         handle = RunHandle(config, options=options)
     result = run_watched(handle, cancel=cancel, on_progress=report)
-    print(repr(result))
-    for line in optimization_lines(result.environment):
-        print(line)
+    text = [repr(result), *optimization_lines(result.environment)]
     if generation and result.is_target and result.summary.successful:
-        for line in _simulatable(result):
-            print(line)
+        text += _simulatable(result)
+    print("\n".join(text))
     # INVALID exits 1; DISTURBED (a busy machine) does too under --require-quiet, which makes
     # the quiet machine check a required one (latency.analysis.validity)
     code = EXIT_FAILED if result.status == "failed" or not result.validity.valid else EXIT_OK
     if "signal" in stopped_by:
         code = 128 + stopped_by["signal"]  # stopped by the user or the system: not a success
-    return save_and_write(result, store, a.name, outputs,
-                          lambda flag: result_bytes(result, flag[2:]), code)
+
+    def data_of(flag: str, run_id: str | None) -> bytes:
+        if flag == "--html":
+            from latency.figures.report import report_html, run_report
+
+            return report_html(run_report(result, "\n".join(text), run_id, a.name)).encode()
+        return result_bytes(result, flag[2:])
+    return save_and_write(result, store, a.name, outputs, data_of, code)
 
 
 def _simulatable(result: Any) -> list[str]:

@@ -57,8 +57,12 @@ def add_parser(sub: Any) -> None:
                    help="no simulator prediction beside the points" + NO_DEFAULT)
     g.add_argument("--json", metavar="PATH", help="write the sweep (its points, predictions "
                                                   "and answer) as JSON" + NO_DEFAULT)
+    g.add_argument("--html", metavar="PATH",
+                   help="write a report you can send: one self-contained HTML file (the "
+                        "curves with the simulator beside them, the table, the answer, the "
+                        "settings; opens offline)" + NO_DEFAULT)
     g.add_argument("--force", action="store_true",
-                   help="overwrite an existing --json file" + NO_DEFAULT)
+                   help="overwrite an existing --json or --html file" + NO_DEFAULT)
     g.add_argument("--quiet", action="store_true",
                    help="no line a point as they finish" + NO_DEFAULT)
     history_cli.add_db_flag(s)
@@ -108,14 +112,15 @@ def plan_from_args(a: argparse.Namespace) -> Any:
 def cmd_sweep(a: argparse.Namespace) -> int:
     from latency.execution.sweep import objectives_text, run_sweep, saved_runner
     from latency.simulation.sweep_prediction import predict_points
-    from latency.storage.outputs import check_output, write_json_flag
+    from latency.storage.outputs import check_output, write_flag, write_json_flag
     from latency.storage.store import RunStore
 
     plan = plan_from_args(a)
     store = RunStore(a.db)
     store.check_writable()
-    if a.json:
-        check_output(a.json, "--json", force=a.force, history=store.path)
+    for flag, path in (("--json", a.json), ("--html", a.html)):
+        if path:
+            check_output(path, flag, force=a.force, history=store.path)
     cancel = threading.Event()
     stopped_by = stop_on_signals(cancel)
 
@@ -136,13 +141,13 @@ def cmd_sweep(a: argparse.Namespace) -> int:
           flush=True)
     result = run_sweep(plan, runner, predict=predict_points, cancel=cancel, on_point=told)
     print()
-    print(sweep_table(result))
-    print()
-    for line in notes(result):
-        print(line)
-    print(f"answer: {result.answer.sentence(objectives_text(plan.base))}")
+    print(repr(result))
     if a.json:
         write_json_flag(a.json, result.to_dict(), indent=1)
+    if a.html:
+        from latency.figures.report import report_html, sweep_report
+
+        write_flag(a.html, report_html(sweep_report(result)), "--html")
     if "signal" in stopped_by:
         return 128 + stopped_by["signal"]
     return EXIT_OK if result.points else EXIT_FAILED
@@ -154,49 +159,3 @@ def point_line(p: Any) -> str:
     return (f"served {p.served_rps:.2f}/s, TTFT p99 {fmt.duration(p.ttft_p99_ms)}, "
             f"TPOT p99 {fmt.duration(p.tpot_p99_ms)}, {met} met"
             + ("" if p.valid else ", INVALID"))
-
-
-def sweep_table(result: Any) -> str:
-    """A row a point, in the order of their load: measured, and the simulator's prediction
-    beside its p99s."""
-    rows = sorted(zip(result.points, result.predicted), key=lambda pq: pq[0].rate)
-    head = (f"{'point':<16}{'offered/s':>10}{'served/s':>10}{'TTFT p50':>10}{'TTFT p99':>10}"
-            f"{'sim':>9}{'TPOT p50':>10}{'TPOT p99':>10}{'sim':>9}{'E2E p99':>10}"
-            f"{'met':>6}{'goodput/s':>10}  run")
-    lines = [head]
-    for p, q in rows:
-        lines.append(
-            f"{p.label:<16}{_n(p.offered_rps):>10}{_n(p.served_rps):>10}"
-            f"{fmt.ms(p.ttft_p50_ms):>10}{fmt.ms(p.ttft_p99_ms):>10}"
-            f"{fmt.ms(q.ttft_p99_ms if q else None):>9}{fmt.ms(p.tpot_p50_ms):>10}"
-            f"{fmt.ms(p.tpot_p99_ms):>10}{fmt.ms(q.tpot_p99_ms if q else None):>9}"
-            f"{fmt.ms(p.e2e_p99_ms):>10}"
-            f"{fmt.share(p.met_share):>6}"
-            f"{_n(p.goodput_rps):>10}  {p.run_id or fmt.DASH}"
-            + ("" if p.valid else " INVALID"))
-    return "\n".join(lines)
-
-
-def notes(result: Any) -> list[str]:
-    out = ["times in ms; sim: the simulator's prediction at that load; met: the share of "
-           "requests meeting the objectives; INVALID points (too few requests, overload) are "
-           "not taken as the capacity",
-           f"sweep {result.sweep_id}: {len(result.points)} point(s) in "
-           f"{result.elapsed_s:.0f} s; each a run in the history: python -m latency history "
-           f"--search sweep-{result.sweep_id}"]
-    if result.fit:
-        out.append(f"simulated beside (sim): {result.fit}")
-    if result.stopped:
-        out.append(f"stopped: {result.stopped}")
-    for s in result.skipped:
-        out.append(f"not run: {s}")
-    return out
-
-
-def _n(value: float | None) -> str:
-    return fmt.DASH if value is None else f"{value:.2f}"
-
-
-
-
-__all__ = ["add_parser", "cmd_sweep", "plan_from_args", "sweep_table"]

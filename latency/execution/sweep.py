@@ -33,6 +33,7 @@ from latency.analysis.sweep import (
     highest_meeting,
     point_of,
 )
+from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
 
@@ -118,6 +119,45 @@ class SweepResult:
     def answer(self) -> SweepAnswer:
         return highest_meeting(self.points, self.plan.attainment)
 
+    def __repr__(self) -> str:  # a value that prints what the CLI prints
+        return "\n".join([self.table(), "", *self.notes(),
+                          f"answer: {self.answer.sentence(objectives_text(self.plan.base))}"])
+
+    def table(self) -> str:
+        """A row a point, in the order of their load: measured, and the simulator's
+        prediction beside its p99s."""
+        rows = sorted(zip(self.points, self.predicted), key=lambda pq: pq[0].rate)
+        head = (f"{'point':<16}{'offered/s':>10}{'served/s':>10}{'TTFT p50':>10}"
+                f"{'TTFT p99':>10}{'sim':>9}{'TPOT p50':>10}{'TPOT p99':>10}{'sim':>9}"
+                f"{'E2E p99':>10}{'met':>6}{'goodput/s':>10}  run")
+        lines = [head]
+        for p, q in rows:
+            lines.append(
+                f"{p.label:<16}{_n(p.offered_rps):>10}{_n(p.served_rps):>10}"
+                f"{fmt.ms(p.ttft_p50_ms):>10}{fmt.ms(p.ttft_p99_ms):>10}"
+                f"{fmt.ms(q.ttft_p99_ms if q else None):>9}{fmt.ms(p.tpot_p50_ms):>10}"
+                f"{fmt.ms(p.tpot_p99_ms):>10}{fmt.ms(q.tpot_p99_ms if q else None):>9}"
+                f"{fmt.ms(p.e2e_p99_ms):>10}{fmt.share(p.met_share):>6}"
+                f"{_n(p.goodput_rps):>10}  {p.run_id or fmt.DASH}"
+                + ("" if p.valid else " INVALID"))
+        return "\n".join(lines)
+
+    def notes(self) -> list[str]:
+        """What the table's columns mean, where its runs are, what was fitted, stopped and
+        left out."""
+        out = ["times in ms; sim: the simulator's prediction at that load; met: the share of "
+               "requests meeting the objectives; INVALID points (too few requests, overload) "
+               "are not taken as the capacity",
+               f"sweep {self.sweep_id}: {len(self.points)} point(s) in {self.elapsed_s:.0f} s; "
+               "each a run in the history: python -m latency history --search "
+               f"sweep-{self.sweep_id}"]
+        if self.fit:
+            out.append(f"simulated beside (sim): {self.fit}")
+        if self.stopped:
+            out.append(f"stopped: {self.stopped}")
+        out += [f"not run: {s}" for s in self.skipped]
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "sweep", "sweep_id": self.sweep_id,
                 "base": self.plan.base.to_dict(),
@@ -127,6 +167,10 @@ class SweepResult:
                 "skipped": self.skipped, "stopped": self.stopped, "fit": self.fit,
                 "elapsed_s": self.elapsed_s,
                 "answer": self.answer.sentence(objectives_text(self.plan.base))}
+
+
+def _n(value: float | None) -> str:
+    return fmt.DASH if value is None else f"{value:.2f}"
 
 
 def objectives_text(config: RunConfig) -> str:

@@ -30,6 +30,8 @@ FORMATS: dict[str, tuple[str, str]] = {
     "parquet": ("parquet", "application/vnd.apache.parquet"),
     "json": ("json", "application/json"),
     "trace": ("trace.json", "application/json"),
+    # the report a person reads (``latency.figures.report``, a stage above this one)
+    "html": ("html", "text/html"),
 }
 
 
@@ -68,8 +70,10 @@ def result_bytes(result: MeasuredRun, fmt: str, max_trace_requests: int | None =
     """The bytes of a run of either kind in ``fmt``: what ``run --json/--csv/--parquet/
     --trace`` writes, and (with the history's id first in the JSON) what an export writes.
     ``meta``: what the trace names the run by."""
-    if fmt not in FORMATS:
-        raise ConfigError(f"unknown export format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if fmt not in FORMATS or fmt == "html":
+        raise ConfigError(f"unknown export format {fmt!r}: choose one of "
+                          f"{', '.join(f for f in FORMATS if f != 'html')} (an HTML report: "
+                          "latency.figures.report)")
     if fmt == "csv":
         return result.csv_bytes()
     if fmt == "json":

@@ -94,10 +94,15 @@ def _umask() -> int:
 
 
 def write_json_flag(path: str, value: Any, flag: str = "--json", indent: int = 1) -> None:
-    """A command's ``--json`` written at once (``write_atomic``); a failure is one line
+    """A command's ``--json`` written at once (``write_flag``)."""
+    write_flag(path, json.dumps(value, indent=indent) + "\n", flag)
+
+
+def write_flag(path: str, data: bytes | str, flag: str) -> None:
+    """A command's output file written at once (``write_atomic``); a failure is one line
     (ConfigError), as every command says it."""
     try:
-        write_atomic(path, json.dumps(value, indent=indent) + "\n")
+        write_atomic(path, data)
     except OSError as exc:
         raise ConfigError(f"cannot write {flag} {path}: {exc.strerror or exc}") from None
 
