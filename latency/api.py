@@ -184,7 +184,8 @@ def sweep(model: str | None = None, *, target: str | None = None,
 
     ``model``: a generative pipeline (``"synthetic-lm"``, ``"tiny-lm"``, a spec), or
     ``target``: your OpenAI-compatible server's URL; ``settings``: RunConfig fields (the
-    objectives ``slo_ttft_ms``/``slo_tpot_ms``/``slo``, lengths, the scheduler…)."""
+    objectives ``slo_ttft_ms``/``slo_tpot_ms``/``slo_e2e_ms``/``slo``, lengths, the
+    scheduler…)."""
     import threading
 
     from latency.execution.sweep import SweepPlan, run_sweep, saved_runner
@@ -242,7 +243,8 @@ def simulate(rate: float | None = None, *, service_ms: float | None = None,
     server simulated step by step, the step cost fitted from its own steps; returns a
     GenResult labelled simulated. ``generation``: what to change — ``max_running``,
     ``max_step_tokens``, ``chunked_prefill`` (0: off), ``kv_tokens``, ``batching``,
-    ``prompt_tokens``, ``output_tokens``, ``slo``/``slo_ttft_ms``/``slo_tpot_ms``,
+    ``prompt_tokens``, ``output_tokens``, ``slo``/``slo_ttft_ms``/``slo_tpot_ms``/
+    ``slo_e2e_ms``,
     ``decode_scale``/``prefill_scale`` (what-ifs: 0.6 is a 40 % faster call)."""
     from latency.simulation.setup import simulation_setup
     from latency.simulation.simulator import summarize_simulation

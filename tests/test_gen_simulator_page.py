@@ -36,9 +36,19 @@ def test_the_headline_lies_on_its_curve_and_the_bars_sum_to_it():
     assert fmt.duration(p99) == metric_value(at, "TTFT p99")
     answer = next(m.value for m in at.markdown if m.value.startswith("**Highest arrival rate"))
     assert "requests/s with 90% of them meeting TTFT ≤ 100 ms and TPOT ≤ 10 ms" in answer
-    goodput = chart_with(at, "goodput (meeting both targets)")
+    goodput = chart_with(at, "goodput (meeting the targets)")
     star = next(t for t in goodput["data"] if t["name"].startswith("highest rate"))
     assert f"{star['x'][0]:.2f} requests/s" in answer
+
+
+def test_an_e2e_target_joins_the_objectives_and_lowers_the_share_meeting_them():
+    at = generation_mode()
+    before = metric_value(at, "meeting the targets")
+    at.sidebar.number_input(key="gsim_e2e").set_value(1.0).run()  # below every request
+    assert not at.exception and not at.error
+    answer = next(m.value for m in at.markdown if m.value.startswith("**Highest arrival rate"))
+    assert "TTFT ≤ 100 ms, TPOT ≤ 10 ms and E2E ≤ 1 ms" in answer
+    assert metric_value(at, "meeting the targets") == "0.0%" != before
 
 
 def test_chunked_prefill_under_a_small_step_budget_shortens_the_stalls():

@@ -4,6 +4,7 @@ exactly, the components have the sizes the costs say, the scheduler behaves as i
 line, and one failing step fails only its own sequences."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -240,6 +241,33 @@ def test_goodput_counts_requests_meeting_both_objectives():
     assert any("objective missed" in str(w) for w in tight.findings)
 
 
+def test_an_e2e_objective_counts_beside_ttft_and_tpot():
+    """Goodput with an E2E limit too (vLLM's ``--goodput e2el``): a request counts only if it
+    meets every limit set — the share is the run's own requests meeting all three, and a
+    limit between its fastest and slowest E2E splits them."""
+    loose = run(concurrency=3, requests=30, prompt_tokens="uniform:16:200",
+                output_tokens="uniform:4:24", slo_ttft_ms=10_000.0, slo_tpot_ms=10_000.0)
+    f = loose.requests_frame()
+    ok = f[(~f["warmup"]) & (f["status"] == "ok")]
+    e2e_limit = float(ok["e2e_ms"].median())
+    tight = dataclasses.replace(loose.config, slo_e2e_ms=e2e_limit)
+    assert str(tight.objectives) == f"TTFT ≤ 10000 ms, TPOT ≤ 10000 ms and E2E ≤ {e2e_limit:g} ms"
+    from latency.analysis.gen_summary import summarize_generation
+
+    t = loose.timings
+    s = summarize_generation(loose.rows, loose.tokens, loose.steps, loose.errors,
+                             t.measure_start_ns, t.measure_end_ns, tight.objectives)
+    expected = float((ok["e2e_ms"] <= e2e_limit + 1e-6).sum()) / loose.summary.requests
+    assert s.slo_met_share == pytest.approx(expected, abs=1e-9)
+    assert 0.3 < s.slo_met_share < 0.7, s.slo_met_share
+    assert s.slo["e2e_ms"] == e2e_limit and "E2E ≤" in s.slo["text"]
+    # a limit below every request: none counts, and the p99 is said to miss it
+    none = run(concurrency=2, requests=20, prompt_tokens="16", output_tokens="8",
+               slo_e2e_ms=0.001)
+    assert none.summary.slo_met_share == 0.0
+    assert any("objective missed: E2E p99" in str(w) for w in none.findings)
+
+
 def test_json_round_trip_keeps_every_stamp_and_the_summary(tmp_path):
     from latency.analysis.gen_result import GenResult
 
@@ -271,6 +299,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
     (["--prompt-tokens", "3000", "--max-step-tokens", "1024"], "--chunked-prefill"),
     (["--batch-size", "4"], "one-shot"),
     (["--slo", "nope"], "--slo must be one of"),
+    (["--slo-e2e-ms", "0"], "--slo-e2e-ms must be > 0"),
 ])
 def test_bad_generation_input_is_one_line_exit_2(flags, says, tmp_path):
     out = cli_here("run", "--model", "synthetic-lm", "--requests", "2", "--no-save", *flags)

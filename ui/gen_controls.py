@@ -123,8 +123,9 @@ def scheduler_inputs(sb: Any, prefix: str) -> dict[str, Any]:
             "max_step_tokens": int(step_tokens), "chunked_prefill": chunk, "kv_tokens": kv}
 
 
-def objective_inputs(sb: Any, prefix: str) -> tuple[float, float]:
-    """The TTFT and TPOT targets (ms); a preset (MLPerf's) fills both."""
+def objective_inputs(sb: Any, prefix: str) -> tuple[float, float, float | None]:
+    """The TTFT and TPOT targets (ms), which a preset (MLPerf's) fills, and an E2E target
+    (ms; empty: none)."""
 
     def take_preset() -> None:
         name = st.session_state.get(f"{prefix}preset")
@@ -140,4 +141,7 @@ def objective_inputs(sb: Any, prefix: str) -> tuple[float, float]:
     tpot = sb.number_input("TPOT target (ms)", 0.01, 3_600_000.0,
                            default(f"{prefix}tpot", TPOT_TARGET_MS, "min"), 1.0,
                            key=f"{prefix}tpot", help=field_help("slo_tpot_ms"), **KEEP)
-    return float(ttft), float(tpot)
+    e2e = sb.number_input("E2E target (ms, optional)", 0.1, 3_600_000.0, None, 100.0,
+                          key=f"{prefix}e2e",
+                          placeholder="none", help=field_help("slo_e2e_ms"), **KEEP)
+    return float(ttft), float(tpot), None if e2e is None else float(e2e)

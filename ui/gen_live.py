@@ -70,7 +70,7 @@ def run_controls() -> RunConfig:
     prompts, outputs = length_inputs(sb, PREFIX)
     load = load_inputs(sb, PREFIX, 4.0, ("poisson", "constant"))
     scheduler = scheduler_inputs(sb, PREFIX)
-    ttft, tpot = objective_inputs(sb, PREFIX)
+    ttft, tpot, e2e = objective_inputs(sb, PREFIX)
     duration = sb.slider("Run length (s)", 2, 120, default(f"{PREFIX}duration", 10),
                          key=f"{PREFIX}duration", help=field_help("duration_s"), **KEEP)
     return RunConfig(model=model, model_args=model_args, device=device,
@@ -79,7 +79,7 @@ def run_controls() -> RunConfig:
                                                  "--output-tokens"),
                      concurrency=load.clients, rate=load.rate,
                      arrival=load.arrival if load.rate else "poisson",
-                     duration_s=float(duration), slo_ttft_ms=ttft, slo_tpot_ms=tpot,
+                     duration_s=float(duration), slo_ttft_ms=ttft, slo_tpot_ms=tpot, slo_e2e_ms=e2e,
                      batching=scheduler["batching"], max_running=scheduler["max_running"],
                      max_step_tokens=scheduler["max_step_tokens"],
                      chunked_prefill=scheduler["chunked_prefill"] or None,

@@ -17,6 +17,7 @@ from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
 from latency.core.lengths import LengthSpec
+from latency.core.slo import Slo
 from latency.simulation.gen_capacity import (
     DEFAULT_ATTAINMENT,
     BestRate,
@@ -61,6 +62,7 @@ class GenSimPage:
     kv_tokens: int = 0
     ttft_target_ms: float = TTFT_TARGET_MS
     tpot_target_ms: float = TPOT_TARGET_MS
+    e2e_target_ms: float | None = None
     requests: int = 400
     decode_scale: float = 1.0
 
@@ -70,8 +72,7 @@ class GenSimPage:
 
     @property
     def objectives(self) -> str:
-        return (f"TTFT ≤ {fmt.tick(self.ttft_target_ms)} ms and TPOT ≤ "
-                f"{fmt.tick(self.tpot_target_ms)} ms")
+        return str(Slo(self.ttft_target_ms, self.tpot_target_ms, e2e_ms=self.e2e_target_ms))
 
     def run_settings(self) -> dict[str, Any]:
         """The scheduler and the objectives as RunConfig's fields (chunked prefill and the KV
@@ -80,7 +81,8 @@ class GenSimPage:
                     chunked_prefill=(self.chunked_prefill or None)
                     if self.batching != "static" else None,
                     kv_tokens=self.kv_tokens or None, batching=self.batching,
-                    slo_ttft_ms=self.ttft_target_ms, slo_tpot_ms=self.tpot_target_ms)
+                    slo_ttft_ms=self.ttft_target_ms, slo_tpot_ms=self.tpot_target_ms,
+                    slo_e2e_ms=self.e2e_target_ms)
 
     def curve_key(self) -> GenSimPage:
         """The setting less what a curve sweeps (its load): every rate shares one curve."""
@@ -257,7 +259,8 @@ def validation_config(p: GenSimPage, duration_s: float) -> RunConfig:
         return replace(rec, prompt_tokens=p.prompt_tokens or rec.prompt_tokens,
                        output_tokens=p.output_tokens or rec.output_tokens,
                        duration_s=duration_s, requests=None, slo_ttft_ms=p.ttft_target_ms,
-                       slo_tpot_ms=p.tpot_target_ms, slo=None, **load)
+                       slo_tpot_ms=p.tpot_target_ms, slo_e2e_ms=p.e2e_target_ms, slo=None,
+                       **load)
     return replace(rec, prompt_tokens=p.prompt_tokens or rec.prompt_tokens,
                    output_tokens=p.output_tokens or rec.output_tokens, replicas=p.replicas,
                    duration_s=duration_s, requests=None, target=None, **load, **scheduler)

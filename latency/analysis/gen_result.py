@@ -42,7 +42,6 @@ from latency.core.gen_reports import (
     trace_id_hex,
 )
 from latency.core.records import in_process
-from latency.core.slo import slo_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -102,7 +101,7 @@ class GenResult:
         t = self.timings
         return summarize_generation(
             self.rows, self.tokens, self.steps, self.errors, t.measure_start_ns,
-            t.measure_end_ns, slo_of(c.slo, c.slo_ttft_ms, c.slo_tpot_ms),
+            t.measure_end_ns, c.objectives,
             offered=t.offered_requests, offered_span_s=t.offered_span_s,
             dropped=t.dropped_overload or 0)
 

@@ -11,7 +11,6 @@ import numpy as np
 from latency.analysis.gen_summary import GenSummary, summarize_generation
 from latency.analysis.gen_view import GenView, gen_view, view_of
 from latency.core.config import RunConfig
-from latency.core.slo import slo_of
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ def build_gen_snapshot(run_id: str, version: int, status: str, phase: str, confi
                        measure_end_ns: int | None = None,
                        failure: str | None = None) -> GenSnapshot:
     """The snapshot of the logs so far: a summary once a measured request has ended."""
-    slo = slo_of(config.slo, config.slo_ttft_ms, config.slo_tpot_ms)
+    slo = config.objectives
     measured = int((~rows["warmup"]).sum()) if len(rows) else 0
     progress = dict(progress, measured=measured)
     if not measured:

@@ -10,8 +10,8 @@ The metrics, defined once (docs/generation.md maps them to the peers' names):
 - **ITL** — inter-token latency: every gap between two consecutive tokens of a request, one
   value per gap (not per request, not per chunk).
 - **E2E** — intended send to the last token.
-- **goodput** — requests per second that met both objectives (TTFT ≤ and TPOT ≤ their
-  limits; a one-token request is judged on TTFT alone), over the measured span.
+- **goodput** — requests per second that met every objective set (TTFT, TPOT, E2E ≤ their
+  limits; a one-token request has no TPOT to judge), over the measured span.
 - throughput: output tokens per second served (all requests' tokens over the span) and per
   request (its tokens ÷ its E2E); prompt tokens prefilled per second.
 
@@ -143,10 +143,12 @@ def summarize_generation(rows: np.ndarray, tokens: np.ndarray, steps: np.ndarray
         if slo.tpot_ms is not None:
             tp_all = np.where(multi, (e2e - ttft) / np.maximum(out_n - 1, 1), 0)
             met &= tp_all <= slo.tpot_ms * 1e6
+        if slo.e2e_ms is not None:
+            met &= e2e <= slo.e2e_ms * 1e6
         # the share of every measured request: one that failed or was refused met nothing
         goodput, met_share = float(met.sum()) / span, float(met.sum()) / n
-        slo_dict = {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "name": slo.name,
-                    "text": str(slo)}
+        slo_dict = {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2e_ms": slo.e2e_ms,
+                    "name": slo.name, "text": str(slo)}
     ms = lambda d: {k: float(np.mean(v)) / 1e6 if len(v) else 0.0  # noqa: E731
                     for k, v in d.items()}
     return GenSummary(

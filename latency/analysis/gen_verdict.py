@@ -157,8 +157,8 @@ def gen_findings(s: GenSummary, config: Any) -> list[Finding]:
                            "meaningful below a few hundred", "too_few"))
     slo = s.slo
     if slo:
-        for key, stats, name in (("ttft_ms", s.ttft_ms, "TTFT"), ("tpot_ms", s.tpot_ms,
-                                                                     "TPOT")):
+        for key, stats, name in (("ttft_ms", s.ttft_ms, "TTFT"), ("tpot_ms", s.tpot_ms, "TPOT"),
+                                 ("e2e_ms", s.e2e_ms, "E2E")):
             limit = slo.get(key)
             if limit is not None and stats.p99 is not None and stats.p99 > limit:
                 out.append(Finding(f"objective missed: {name} p99 {fmt.ms(stats.p99)} ms > "

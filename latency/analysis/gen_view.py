@@ -27,7 +27,6 @@ from latency.core.gen_records import (
     token_gaps,
     ttft_parts,
 )
-from latency.core.slo import slo_of
 
 #: the waterfall draws at most this many requests (the last ones sent): a row each is readable
 WATERFALL_REQUESTS = 40
@@ -212,6 +211,6 @@ def _tokens_per_s(tokens: np.ndarray, origin: int) -> dict[str, list[float]]:
 def view_of(result: Any, waterfall_requests: int = WATERFALL_REQUESTS) -> GenView:
     """The view of a ``GenResult`` (measured or simulated), its targets from its config."""
     c = result.config
-    slo = slo_of(c.slo, c.slo_ttft_ms, c.slo_tpot_ms)
+    slo = c.objectives
     return gen_view(result.rows, result.tokens, result.steps, slo.ttft_ms, slo.tpot_ms,
                     waterfall_requests)

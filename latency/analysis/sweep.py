@@ -125,7 +125,8 @@ class SweepAnswer:
 
     def sentence(self, objectives: str) -> str:
         if not self.judged:
-            return "no objective set (--slo, --slo-ttft-ms, --slo-tpot-ms): nothing to meet"
+            return ("no objective set (--slo, --slo-ttft-ms, --slo-tpot-ms, --slo-e2e-ms): "
+                    "nothing to meet")
         if self.best is None:
             first = self.miss
             shown = (f" (at {first.label}: {fmt.share(first.met_share)} met them)"

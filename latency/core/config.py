@@ -18,7 +18,7 @@ from latency.core.flags import flag, flags_of
 from latency.core.lengths import DEFAULT_OUTPUT_TOKENS, LengthSpec
 from latency.core.optimization import LEVERS
 from latency.core.slo import PRESETS as SLO_PRESETS
-from latency.core.slo import slo_of
+from latency.core.slo import Slo, slo_of
 from latency.core.wan import MAX_BANDWIDTH_MBPS, MAX_RTT_MS, WanProfile
 
 MAX_DURATION_S = 3600.0
@@ -336,7 +336,7 @@ class RunConfig:
         "(then it may generate fewer than --output-tokens).", group=GENERATION))
     slo: str | None = field(default=None, metadata=flag(
         "--slo", f"Generation: service-level objectives by name (MLPerf's, checked at p99; "
-        f"goodput counts requests meeting both): {', '.join(SLO_PRESETS)}.",
+        f"goodput counts requests meeting them all): {', '.join(SLO_PRESETS)}.",
         commands=(RUN,), group=GENERATION, metavar="PRESET"))
     slo_ttft_ms: float | None = field(default=None, metadata=flag(
         "--slo-ttft-ms", "Generation: time-to-first-token objective (ms) a request must meet "
@@ -344,6 +344,10 @@ class RunConfig:
     slo_tpot_ms: float | None = field(default=None, metadata=flag(
         "--slo-tpot-ms", "Generation: time-per-output-token objective (ms) a request must "
         "meet for goodput.", commands=(RUN,), group=GENERATION, type="float", metavar="MS"))
+    slo_e2e_ms: float | None = field(default=None, metadata=flag(
+        "--slo-e2e-ms", "Generation: whole-request (E2E) objective (ms) a request must meet "
+        "for goodput, beside TTFT and TPOT.", commands=(RUN,), group=GENERATION,
+        type="float", metavar="MS"))
     # ---- generation from a server of yours (--target URL with a generation flag)
     api: str | None = field(default=None, metadata=flag(
         "--api", "Generation from an OpenAI-compatible --target: chat (/v1/chat/completions) "
@@ -402,6 +406,12 @@ class RunConfig:
         if self.drain_grace_s is not None:
             return float(self.drain_grace_s)
         return min(30.0, max(2.0, 0.5 * (self.planned_s or 4.0)))
+
+    @property
+    def objectives(self) -> Slo:
+        """What a generated request must meet to count for goodput: the preset's limits,
+        each overridden by its own flag, and the E2E limit (``latency.core.slo``)."""
+        return slo_of(self.slo, self.slo_ttft_ms, self.slo_tpot_ms, self.slo_e2e_ms)
 
     @property
     def wan(self) -> WanProfile:
@@ -515,7 +525,7 @@ class RunConfig:
     #: the generation fields and their flags: set on a one-shot pipeline, they are refused
     GENERATION_FIELDS = ("prompt_tokens", "output_tokens", "prompts", "max_running",
                          "max_step_tokens", "chunked_prefill", "kv_tokens", "batching",
-                         "stop_on_eos", "slo", "slo_ttft_ms", "slo_tpot_ms", "api",
+                         "stop_on_eos", "slo", "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "api",
                          "served_model", "tokenizer", "api_key_env", "scrape_metrics",
                          "request_timeout_s")
     #: the generation fields only a --target takes (the server is someone else's)
@@ -556,7 +566,7 @@ class RunConfig:
                               "--chunked-prefill (or use --batching continuous)")
         if not isinstance(self.stop_on_eos, bool):
             raise ConfigError(f"stop_on_eos must be True or False (got {self.stop_on_eos!r})")
-        slo_of(self.slo, self.slo_ttft_ms, self.slo_tpot_ms)  # one line if it is wrong
+        self.objectives  # noqa: B018 - one line if they are wrong
         rt = self.request_timeout_s
         if not isinstance(rt, (int, float)) or isinstance(rt, bool) or \
                 not 1 <= rt <= MAX_DURATION_S:

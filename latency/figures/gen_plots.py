@@ -217,7 +217,7 @@ def gen_rate_figure(curve: GenCurve, ttft_target_ms: float | None = None,
 
 def goodput_figure(curve: GenCurve, best: BestRate | None = None,
                    title: str | None = None) -> go.Figure:
-    """Served requests/s and goodput (those meeting both objectives) against the arrival
+    """Served requests/s and goodput (those meeting every objective) against the arrival
     rate; the highest rate meeting them marked. Goodput peaks and falls where throughput
     keeps climbing: the server is busy serving requests too late to count."""
     if not curve.points:
@@ -232,7 +232,7 @@ def goodput_figure(curve: GenCurve, best: BestRate | None = None,
     ]
     if curve.points[0].goodput_rps is not None:
         traces.append(go.Scatter(
-            x=x, y=curve.column("goodput_rps"), name="goodput (meeting both targets)",
+            x=x, y=curve.column("goodput_rps"), name="goodput (meeting the targets)",
             mode="lines+markers", line={"color": SERIES_COLOURS[2], "width": 2.5},
             hovertemplate="%{x:.2f} req/s offered: goodput %{y:.2f}/s<extra></extra>"))
     if best is not None and best.point is not None:

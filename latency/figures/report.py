@@ -100,11 +100,10 @@ def stored_report_html(run: Any) -> bytes:
 def sweep_report(result: Any) -> Report:
     """A finished sweep (``SweepResult``): its curves, and its table, notes and answer as the
     command line prints them (its ``repr``)."""
-    from latency.core.slo import slo_of
     from latency.figures.sweep_plots import sweep_goodput_figure, sweep_rate_figure
 
     base = result.plan.base
-    slo = slo_of(base.slo, base.slo_ttft_ms, base.slo_tpot_ms)
+    slo = base.objectives
     what = base.target or base.model
     return Report(
         f"Latency Lab sweep {result.sweep_id}", f"{what}: {len(result.points)} point(s) in "
@@ -144,11 +143,10 @@ def _one_shot_sections(result: Any) -> list[Section]:
 
 def _generation_sections(result: Any) -> list[Section]:
     from latency.analysis.gen_view import view_of
-    from latency.core.slo import slo_of
     from latency.figures import gen_plots
 
     c = result.config
-    slo = slo_of(c.slo, c.slo_ttft_ms, c.slo_tpot_ms)
+    slo = c.objectives
     view = view_of(result)
     return [
         Section("Time to first token, by part", figure=gen_plots.ttft_bars_figure(view),

@@ -10,7 +10,6 @@ from typing import Any
 import plotly.graph_objects as go
 
 from latency.analysis.sweep import SweepPoint
-from latency.core.slo import slo_of
 from latency.figures import gen_plots
 from latency.simulation.gen_capacity import BestRate, GenCurve, GenPoint
 
@@ -28,7 +27,7 @@ def sweep_rate_figure(result: Any, title: str | None = None) -> go.Figure:
     """TTFT (top) and TPOT (bottom) p50 and p99 against the load, measured; the simulator's
     p99 at each point dashed grey; the objectives dashed."""
     base = result.plan.base
-    slo = slo_of(base.slo, base.slo_ttft_ms, base.slo_tpot_ms)
+    slo = base.objectives
     fig = gen_plots.gen_rate_figure(curve_of(result.points), slo.ttft_ms, slo.tpot_ms, title)
     predicted = _predicted(result)
     for axis, what, unit in (("y", "ttft_p99_ms", "TTFT"), ("y2", "tpot_p99_ms", "TPOT")):

@@ -46,6 +46,8 @@ class GenSimSettings:
         "slo_ttft_ms", type="float", metavar="MS"))
     slo_tpot_ms: float | None = field(default=None, metadata=_as_run(
         "slo_tpot_ms", type="float", metavar="MS"))
+    slo_e2e_ms: float | None = field(default=None, metadata=_as_run(
+        "slo_e2e_ms", type="float", metavar="MS"))
     decode_scale: float | None = field(default=None, metadata=flag(
         "--decode-scale", "What if: every decode call takes this many times the fitted time "
         "(0.6: a 40 %% faster decode step).".replace("%%", "%"), commands=SIMULATE,

@@ -101,9 +101,11 @@ def gen_replay(run: GenResult, *, rate: float | None = None, clients: int | None
                **scheduler: Any) -> GenSimSetup:
     """The simulation of ``run`` with the changes given (module docstring); ``scheduler``:
     any of ``SCHEDULER`` (``chunked_prefill=0`` turns chunking off), and ``slo``,
-    ``slo_ttft_ms``, ``slo_tpot_ms``. ``service``: costs fitted already (a page fits once).
+    ``slo_ttft_ms``, ``slo_tpot_ms``, ``slo_e2e_ms``. ``service``: costs fitted already (a
+    page fits once).
     ConfigError, one line, for a setting the simulation cannot run."""
-    unknown = sorted(set(scheduler) - {*SCHEDULER, "slo", "slo_ttft_ms", "slo_tpot_ms"})
+    unknown = sorted(set(scheduler) - {*SCHEDULER, "slo", "slo_ttft_ms", "slo_tpot_ms",
+                                       "slo_e2e_ms"})
     if unknown:
         raise ConfigError(f"unknown generation setting(s): {', '.join(unknown)}")
     if rate is not None and clients is not None:
