@@ -13,6 +13,7 @@ import json
 import threading
 import urllib.request
 
+import numpy as np
 import pytest
 
 from latency.core.config import RunConfig
@@ -90,6 +91,27 @@ def test_prompt_cache_hits_are_shown_and_not_advised_again(llama):
     assert view.cached_share >= 0.5 and view.cache_hits == 6
     assert any(line.startswith("prompt cache: ") for line in view.lines())
     assert "prefix caching" not in str(again.verdict)
+
+
+def test_a_shared_prefix_is_read_from_the_servers_cache_and_shortens_the_prefill(llama):
+    """One 256-token prefix before every 16-token prompt (--shared-prefix 1:256): after the
+    first request, llama.cpp reads the prefix from its prompt cache (cache_n), so its own
+    prefill is a fraction of the same run's without the prefix shared (272 fresh tokens)."""
+    common = {"output_tokens": "8", "concurrency": 1, "requests": 12, "warmup": 0,
+              "tokenizer": "server"}
+    shared = _run(llama, prompt_tokens="16", shared_prefix="1:256", seed=41, **common)
+    fresh = _run(llama, prompt_tokens="272", seed=42, **common)
+    rows, reps = shared.rows, shared.reports
+    assert (rows["prompt_tokens"] >= 270).all(), rows["prompt_tokens"]  # prefix + prompt
+    later = reps[1:]  # the first request fills the cache
+    assert (later["cached_tokens"] >= 250).all(), later["cached_tokens"]
+    fresh_reps = fresh.reports[1:]
+    # (a fresh window of the corpus can overlap an earlier one: most share little)
+    assert np.median(fresh_reps["cached_tokens"]) < 50, fresh_reps["cached_tokens"]
+    assert np.median(later["prefill_ns"]) < 0.5 * np.median(fresh_reps["prefill_ns"]), (
+        np.median(later["prefill_ns"]), np.median(fresh_reps["prefill_ns"]))
+    view = shared.target_view
+    assert view is not None and view.cached_share is not None and view.cached_share > 0.8
 
 
 def test_a_local_servers_cpu_is_the_targets_not_other_processes(llama):

@@ -19,6 +19,7 @@ from latency.core import fmt
 from latency.core.config import RunConfig
 from latency.core.describe import load_description, model_label
 from latency.core.gen_records import GEN_COMPONENTS
+from latency.core.lengths import shared_prefix_of
 from latency.core.records import in_process
 
 
@@ -28,7 +29,11 @@ def describe_generation(c: RunConfig) -> str:
     'my-model at http://host:8000/v1 (chat), closed 4 clients; …')."""
     prompts = f"prompts from {c.prompts}" if c.prompts else (
         f"prompts {c.prompt_tokens} tokens" if c.prompt_tokens else "sample prompts")
-    outputs = f"outputs {c.output_tokens} tokens"
+    if c.shared_prefix:
+        heads, tokens = shared_prefix_of(c.shared_prefix)
+        prompts += f" after {heads} shared prefix{'es' if heads > 1 else ''} of {tokens} tokens"
+    outputs = ("outputs as long as the conversations' replies" if c.reply_lengths
+               else f"outputs {c.output_tokens} tokens")
     if c.target is not None:
         counted = "tokens counted by its tokenizer" if c.tokenizer else "a chunk a token"
         return (f"{c.model} at {c.target} ({c.api or 'chat'}), {load_description(c)}; "

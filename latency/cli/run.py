@@ -52,11 +52,15 @@ def add_parser(sub: Any) -> None:
                         "results then carry a warning that their timings were disturbed)")
 
 
+#: the switches of a run (RunConfig's booleans), by flag
+SWITCHES = (("--require-quiet", "require_quiet"), ("--stop-on-eos", "stop_on_eos"),
+            ("--scrape-metrics", "scrape_metrics"), ("--reply-lengths", "reply_lengths"))
+
+
 def add_measuring_flags(p: argparse.ArgumentParser) -> None:
     """What is served and how a run measures it: ``run``'s and ``sweep``'s."""
     run_flags.add_server_flags(p, RUN)
-    for flag, name in (("--require-quiet", "require_quiet"), ("--stop-on-eos", "stop_on_eos"),
-                       ("--scrape-metrics", "scrape_metrics")):
+    for flag, name in SWITCHES:
         p.add_argument(flag, action="store_true", help=field_help(name).replace("%", "%%"))
 
 
@@ -64,9 +68,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
     """The RunConfig the flags describe (not yet validated)."""
     return RunConfig(**{**config_values(a, RUN), **run_flags.pipeline_kwargs(a),
                         **run_flags.config_kwargs(a),
-                        "require_quiet": bool(getattr(a, "require_quiet", False)),
-                        "stop_on_eos": bool(getattr(a, "stop_on_eos", False)),
-                        "scrape_metrics": bool(getattr(a, "scrape_metrics", False))})
+                        **{name: bool(getattr(a, name, False)) for _, name in SWITCHES}})
 
 
 def cmd_run(a: argparse.Namespace) -> int:

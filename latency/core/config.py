@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from latency.core.errors import ConfigError
 from latency.core.flags import flag, flags_of
-from latency.core.lengths import DEFAULT_OUTPUT_TOKENS, LengthSpec
+from latency.core.lengths import DEFAULT_OUTPUT_TOKENS, LengthSpec, shared_prefix_of
 from latency.core.optimization import LEVERS
 from latency.core.slo import PRESETS as SLO_PRESETS
 from latency.core.slo import Slo, slo_of
@@ -307,8 +307,20 @@ class RunConfig:
         metavar="SPEC", default_text=str(DEFAULT_OUTPUT_TOKENS)))
     prompts: str | None = field(default=None, metadata=flag(
         "--prompts", "Generation: your prompts, a .jsonl file (one JSON string, or an object "
-        "with \"prompt\", a line) or a text file (one prompt a line); their lengths are "
-        "measured by the tokenizer.", commands=(RUN,), group=GENERATION, metavar="FILE"))
+        "with \"prompt\", a line), a .json array, or a text file (one prompt a line); "
+        "conversations are taken too — ShareGPT's (\"conversations\": from human/gpt) or "
+        "OpenAI's (\"messages\": role user/assistant): the first user turn is the prompt. "
+        "Their lengths are measured by the tokenizer.", commands=(RUN,), group=GENERATION,
+        metavar="FILE"))
+    reply_lengths: bool = field(default=False, metadata=flag(
+        "--reply-lengths", "Generation, with conversations in --prompts: each request "
+        "generates as many tokens as its conversation's reply had (counted by the tokenizer; "
+        "as vLLM's ShareGPT benchmark does), instead of --output-tokens.", group=GENERATION))
+    shared_prefix: str | None = field(default=None, metadata=flag(
+        "--shared-prefix", "Generation: N:TOKENS — N prefixes of TOKENS tokens each, shared "
+        "by the prompts in turn (request i starts with prefix i mod N): what a server's "
+        "prefix cache saves shows in TTFT and in its cached tokens.", commands=(RUN,),
+        group=GENERATION, metavar="N:TOKENS"))
     max_running: int = field(default=8, metadata=flag(
         "--max-running", "Generation: sequences the scheduler runs at once (its slots); more "
         "waiting requests queue for a slot.", commands=(RUN, SERVE), group=GENERATION, type="int"))
@@ -525,6 +537,7 @@ class RunConfig:
     #: the generation fields and their flags: set on a one-shot pipeline, they are refused
     GENERATION_FIELDS = ("prompt_tokens", "output_tokens", "prompts", "max_running",
                          "max_step_tokens", "chunked_prefill", "kv_tokens", "batching",
+                         "reply_lengths", "shared_prefix",
                          "stop_on_eos", "slo", "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "api",
                          "served_model", "tokenizer", "api_key_env", "scrape_metrics",
                          "request_timeout_s")
@@ -549,6 +562,11 @@ class RunConfig:
         if self.prompts is not None and self.inputs is not None:
             raise ConfigError("a generation's inputs are its prompts: give --prompts, not "
                               "--inputs")
+        if self.reply_lengths and self.prompts is None:
+            raise ConfigError("--reply-lengths takes each conversation's reply length: give "
+                              "--prompts FILE of conversations (ShareGPT's or OpenAI's)")
+        if self.shared_prefix is not None:
+            shared_prefix_of(self.shared_prefix)
         positive_int("max-running", self.max_running, MAX_RUNNING)
         positive_int("max-step-tokens", self.max_step_tokens, MAX_STEP_TOKENS)
         if self.chunked_prefill is not None:

@@ -131,3 +131,24 @@ def _whole(text: str) -> int:
     if not math.isfinite(value) or value != int(value) or value < 1:
         raise _NotWhole("a token count must be a whole number >= 1")
     return int(value)
+
+
+#: the most distinct shared prefixes a run makes (a run makes at most 4,096 distinct prompts)
+MAX_PREFIXES = 4096
+
+
+def shared_prefix_of(text: str) -> tuple[int, int]:
+    """``--shared-prefix N:TOKENS`` as (N prefixes, TOKENS tokens each); ConfigError (one
+    line) for anything else."""
+    parts = str(text).strip().split(":")
+    usage = f"--shared-prefix must be N:TOKENS, e.g. 4:512 (got {text!r})"
+    if len(parts) != 2:
+        raise ConfigError(usage)
+    try:
+        count, tokens = _whole(parts[0]), _whole(parts[1])
+    except ValueError:
+        raise ConfigError(usage) from None
+    if count > MAX_PREFIXES or tokens > MAX_TOKENS:
+        raise ConfigError(f"--shared-prefix: N must be from 1 to {MAX_PREFIXES:,} and TOKENS "
+                          f"from 1 to {MAX_TOKENS:,} (got {text})")
+    return count, tokens

@@ -14,6 +14,7 @@ from typing import Any
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
 from latency.core.gen_scheduler import refuses, scheduler_config
+from latency.core.lengths import shared_prefix_of
 from latency.pipelines.generative import is_generative
 
 #: a generation run's length when none is given (a one-shot run's is 1,000 requests)
@@ -72,13 +73,16 @@ def generation_checked(c: RunConfig, cls: Any, length_given: bool,
                               f"{out.high:,} output tokens")
         return
     prompt = c.prompt_tokens
-    why = refuses(prompt.high, out.high, sched, context)
+    # a shared prefix comes before each prompt: its tokens count towards the prompt's
+    longest = prompt.high + (shared_prefix_of(c.shared_prefix)[1] if c.shared_prefix else 0)
+    given = f"--prompt-tokens {prompt}" + (f" after --shared-prefix {c.shared_prefix}"
+                                           if c.shared_prefix else "")
+    why = refuses(longest, out.high, sched, context)
     if why is not None:  # the scheduler's own rule: such a request could never be run
-        raise ConfigError(f"--prompt-tokens {prompt} with --output-tokens {out} on "
-                          f"{c.model}: {why}"
-                          + (_longer_context(cls, prompt.high + out.high,
+        raise ConfigError(f"{given} with --output-tokens {out} on {c.model}: {why}"
+                          + (_longer_context(cls, longest + out.high,
                                              "--prompt-tokens and --output-tokens")
-                             if prompt.high + out.high > context else ""))
+                             if longest + out.high > context else ""))
 
 
 def _longer_context(cls: Any, need: int, lengths: str) -> str:

@@ -4,6 +4,8 @@
   in file-name order — real JPEGs for an image model, for instance;
 - a **JSON-lines file** (``.jsonl``/``.ndjson``): one JSON value per line — a string stays a
   string, an object arrives as a dict;
+- a **JSON file** (``.json``) holding an array: one input per element (ShareGPT's
+  conversations ship so);
 - any other **text file**: one input per line (a string), blank lines skipped.
 
 The inputs are read once, before the run measures anything, so reading them costs the
@@ -29,7 +31,8 @@ JSONL_SUFFIXES = (".jsonl", ".ndjson")
 def _kind(path: Path) -> str:
     if path.is_dir():
         return "directory"
-    return "jsonl" if path.suffix.lower() in JSONL_SUFFIXES else "text"
+    suffix = path.suffix.lower()
+    return "jsonl" if suffix in JSONL_SUFFIXES else "json" if suffix == ".json" else "text"
 
 
 def _files(path: Path) -> list[Path]:
@@ -98,7 +101,18 @@ def _parsed(path: Path, where: str, flag: str = "--inputs") -> list[Any]:
         raise ConfigError(f"{flag} {where}: cannot read it ({exc.strerror or exc})") from None
     lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
     items: list[Any]
-    if _kind(path) == "jsonl":
+    if _kind(path) == "json":
+        try:
+            whole = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{flag} {where} is not JSON: {exc}") from None
+        except RecursionError:
+            raise ConfigError(f"{flag} {where} is JSON nested too deeply") from None
+        if not isinstance(whole, list):
+            raise ConfigError(f"{flag} {where}: a .json file must hold an array, one input "
+                              f"an element (got {type(whole).__name__}; one a line: .jsonl)")
+        items = whole
+    elif _kind(path) == "jsonl":
         items = []
         for i, line in lines:
             try:

@@ -45,7 +45,9 @@ class TargetText:
 
     def tokenize(self, text: str) -> list[int]:
         if self.counter is None:
-            raise ConfigError("--prompt-tokens needs the served model's --tokenizer DIR")
+            raise ConfigError("counting the served model's tokens (--prompt-tokens, "
+                              "--shared-prefix, --reply-lengths) needs its --tokenizer DIR "
+                              "or --tokenizer server")
         return self.counter.ids(text)
 
     def detokenize(self, ids: Sequence[int]) -> str:
