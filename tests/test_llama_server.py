@@ -114,6 +114,46 @@ def test_a_shared_prefix_is_read_from_the_servers_cache_and_shortens_the_prefill
     assert view is not None and view.cached_share is not None and view.cached_share > 0.8
 
 
+@pytest.fixture(scope="module")
+def sessions(llama):
+    """Two clients holding chat sessions of 4 turns (64-token messages, 16-token replies)."""
+    return _run(llama, prompt_tokens="64", output_tokens="16", turns=4, concurrency=2,
+                requests=40, warmup=0, tokenizer="server", seed=5)
+
+
+def test_chat_sessions_grow_their_prompt_and_the_server_reads_the_history_from_its_cache(
+        sessions):
+    """Turn k sends the conversation so far: its prompt grows by a message and a reply a
+    turn, and llama.cpp reads most of the history from its prompt cache (cache_n) — the
+    run says so by turn."""
+    from latency.analysis.gen_turns import turn_of
+
+    turn = turn_of(sessions.rows, 4)
+    prompt = [float(np.median(sessions.rows["prompt_tokens"][turn == k])) for k in (1, 2, 3, 4)]
+    cached = [float(np.median(sessions.reports["cached_tokens"][turn == k])) for k in (1, 2, 3, 4)]
+    assert all(b > a + 64 for a, b in zip(prompt, prompt[1:])), prompt
+    for k in (1, 2, 3):  # turn k+1 finds turn k's prompt in the cache, nearly all of it
+        assert cached[k] >= 0.6 * prompt[k - 1], (prompt, cached)
+    text = repr(sessions)
+    assert "TTFT by turn (chat sessions of 4 turns" in text, text
+    assert "prompt tokens read from the server's cache, by turn: 1: " in text, text
+    assert list(sessions.requests_frame()["turn"][:2]) == [1, 1]
+
+
+@pytest.mark.timing
+def test_with_the_history_cached_a_later_turns_prefill_grows_far_less_than_its_prompt(
+        sessions):
+    from latency.analysis.gen_turns import turn_of
+
+    turn = turn_of(sessions.rows, 4)
+    first, last = (turn == 1), (turn == 4)
+    grew = (np.median(sessions.rows["prompt_tokens"][last])
+            / np.median(sessions.rows["prompt_tokens"][first]))
+    prefill = (np.median(sessions.reports["prefill_ns"][last])
+               / np.median(sessions.reports["prefill_ns"][first]))
+    assert grew > 3 and prefill < 2, (grew, prefill)
+
+
 def test_a_local_servers_cpu_is_the_targets_not_other_processes(llama):
     r = _run(llama, output_tokens="32", concurrency=2, requests=8, seed=41)
     machine = r.environment["disturbance"]

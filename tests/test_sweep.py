@@ -109,6 +109,7 @@ def test_a_sweep_is_bounded_by_its_max_duration(tmp_path):
     (["--model", "synthetic-lm", "--rates", "4", "--concurrencies", "2"], "choose one kind"),
     (["--model", "synthetic-lm", "--max-duration", "1"], "--max-duration must be"),
     (["--model", "synthetic-lm", "--points", "0"], "--points must be"),
+    (["--model", "synthetic-lm", "--turns", "3"], "--turns needs closed loops"),
 ])
 def test_bad_sweep_settings_are_one_line_and_exit_2(tmp_path, args, says):
     r = cli_here("sweep", *args, "--db", str(tmp_path / "h.sqlite"))

@@ -118,3 +118,33 @@ def test_a_shared_prefix_counts_towards_the_context(tmp_path):
     r = cli_here("run", "--model", "synthetic-lm", "--prompt-tokens", "100",
                  "--shared-prefix", "1:4000", "--requests", "3", "--no-save")
     assert r.returncode == 2 and "after --shared-prefix 1:4000" in r.stderr, r.stderr
+
+
+def test_chat_sessions_carry_the_conversation_so_far_turn_by_turn(tmp_path):
+    """--turns 3: each client's turn k sends every earlier message and the reply it got, then
+    a new 40-token message — on synthetic-lm (a token a word) turn k's prompt is exactly
+    40 + (k − 1)·(16 + 40) tokens; its TTFT grows with it (no prefix cache here)."""
+    result = _run(tmp_path, "--prompt-tokens", "40", "--output-tokens", "16", "--turns", "3",
+                  "--requests", "36")
+    frame = result.requests_frame()
+    measured = frame[~frame["warmup"]]
+    by_turn = measured.groupby("turn")["prompt_tokens"].agg(["min", "max", "count"])
+    assert list(by_turn.index) == [1, 2, 3]
+    assert list(by_turn["min"]) == list(by_turn["max"]) == [40, 96, 152], by_turn
+    assert list(by_turn["count"]) == [12, 12, 12]
+    text = repr(result)
+    assert "chat sessions of 3 turns, each new message prompts 40 tokens" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("TTFT by turn"))
+    assert "1: p50" in line and "prompt 152 tokens (n=12)" in line, line
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--turns", "2", "--rate", "5"), "--turns needs a closed loop"),
+    (("--turns", "2", "--shared-prefix", "1:10"), "--turns and --shared-prefix: choose one"),
+    (("--turns", "0"), "--turns must be"),
+    (("--turns", "64", "--prompt-tokens", "100"), "over --turns 64"),
+])
+def test_bad_sessions_are_one_line(args, says):
+    r = cli_here("run", "--model", "synthetic-lm", "--requests", "3", "--no-save", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

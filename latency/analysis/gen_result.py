@@ -15,6 +15,7 @@ import numpy as np
 
 from latency.analysis.findings import Finding, Verdict
 from latency.analysis.gen_summary import GenSummary, summarize_generation
+from latency.analysis.gen_turns import turn_of
 from latency.analysis.gen_verdict import gen_findings, gen_verdict
 from latency.analysis.server_metrics import measured_window
 from latency.analysis.server_split import split_for
@@ -251,6 +252,8 @@ class GenResult:
             "ttft_ms": comps["ttft"] / 1e6, "tpot_ms": tpot, "e2e_ms": comps["e2e"] / 1e6,
             "ttft_sent_ms": (rows["t_first_deliv"] - rows["t_sent"]) / 1e6,
         }
+        if self.config.turns > 1:  # chat sessions: each request's turn in its session
+            cols["turn"] = turn_of(rows, self.config.turns)
         for c in GEN_COMPONENTS:
             cols[f"{c}_ms"] = comps[c] / 1e6
         for st in GEN_STAMPS:

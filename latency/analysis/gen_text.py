@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from latency.analysis.gen_summary import GenSummary
+from latency.analysis.gen_turns import turn_lines
 from latency.analysis.server_metrics import measured_window, server_metric_line
 from latency.analysis.stats import LatencyStats
 from latency.analysis.summary import COLUMN
@@ -34,6 +35,8 @@ def describe_generation(c: RunConfig) -> str:
         prompts += f" after {heads} shared prefix{'es' if heads > 1 else ''} of {tokens} tokens"
     outputs = ("outputs as long as the conversations' replies" if c.reply_lengths
                else f"outputs {c.output_tokens} tokens")
+    if c.turns > 1:
+        prompts = f"chat sessions of {c.turns} turns, each new message {prompts}"
     if c.target is not None:
         counted = "tokens counted by its tokenizer" if c.tokenizer else "a chunk a token"
         return (f"{c.model} at {c.target} ({c.api or 'chat'}), {load_description(c)}; "
@@ -128,6 +131,7 @@ def format_generation(result: Any) -> str:
     view = getattr(result, "target_view", None)
     lines.append(format_generation_block(result.summary, result.config,
                                          view.lines() if view is not None else None))
+    lines += turn_lines(result.rows, getattr(result, "reports", None), result.config.turns)
     metrics = (result.environment or {}).get("server_metrics")
     if metrics:
         t = result.timings

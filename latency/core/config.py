@@ -60,6 +60,8 @@ APIS = ("chat", "completions")
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
 #: generation limits: slots, a step's tokens, a KV budget
 MAX_RUNNING = 4096
+#: the most turns a chat session holds (its prompt grows by a turn's prompt and reply each)
+MAX_TURNS = 64
 MAX_STEP_TOKENS = 1_000_000
 MAX_KV_TOKENS = 100_000_000
 
@@ -316,6 +318,12 @@ class RunConfig:
         "--reply-lengths", "Generation, with conversations in --prompts: each request "
         "generates as many tokens as its conversation's reply had (counted by the tokenizer; "
         "as vLLM's ShareGPT benchmark does), instead of --output-tokens.", group=GENERATION))
+    turns: int = field(default=1, metadata=flag(
+        "--turns", "Generation, closed loop: each client holds chat sessions of N turns — "
+        "turn k sends the conversation so far (every earlier prompt and the reply the server "
+        "gave) and a new message (the workload's next prompt): a server's prefix cache shows "
+        "in the TTFT of later turns (the run prints TTFT by turn).", commands=(RUN,),
+        group=GENERATION, type="int", metavar="N"))
     shared_prefix: str | None = field(default=None, metadata=flag(
         "--shared-prefix", "Generation: N:TOKENS — N prefixes of TOKENS tokens each, shared "
         "by the prompts in turn (request i starts with prefix i mod N): what a server's "
@@ -537,7 +545,7 @@ class RunConfig:
     #: the generation fields and their flags: set on a one-shot pipeline, they are refused
     GENERATION_FIELDS = ("prompt_tokens", "output_tokens", "prompts", "max_running",
                          "max_step_tokens", "chunked_prefill", "kv_tokens", "batching",
-                         "reply_lengths", "shared_prefix",
+                         "reply_lengths", "shared_prefix", "turns",
                          "stop_on_eos", "slo", "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "api",
                          "served_model", "tokenizer", "api_key_env", "scrape_metrics",
                          "request_timeout_s")
@@ -567,6 +575,13 @@ class RunConfig:
                               "--prompts FILE of conversations (ShareGPT's or OpenAI's)")
         if self.shared_prefix is not None:
             shared_prefix_of(self.shared_prefix)
+        positive_int("turns", self.turns, MAX_TURNS)
+        if self.turns > 1 and self.rate is not None:
+            raise ConfigError("--turns needs a closed loop (--concurrency): a session's next "
+                              "turn is sent when its reply has come")
+        if self.turns > 1 and self.shared_prefix is not None:
+            raise ConfigError("--turns and --shared-prefix: choose one (a session's later "
+                              "turns share its history as their prefix already)")
         positive_int("max-running", self.max_running, MAX_RUNNING)
         positive_int("max-step-tokens", self.max_step_tokens, MAX_STEP_TOKENS)
         if self.chunked_prefill is not None:

@@ -180,7 +180,8 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             # this run needs it)
             env["max_context"] = int(pipeline.max_context)
             server = gen_backend(config, pipeline, given, steps.add)
-        driver = GenDriver(server.start(timings, env), work, rec.record, cancel)
+        driver = GenDriver(server.start(timings, env), work, rec.record, cancel,
+                           turns=config.turns)
         rng = np.random.default_rng(config.seed)
         if config.warmup:
             frame.warm_up(lambda: _drive(driver, config, rng, config.warmup, None, True,

@@ -70,6 +70,9 @@ class SweepPlan:
         """One line (ConfigError) for a plan that cannot run."""
         if self.rates and self.concurrencies:
             raise ConfigError("choose one kind of point: --rates or --concurrencies")
+        if self.base.turns > 1 and not self.concurrencies:
+            raise ConfigError("--turns needs closed loops (a session's next turn waits for its "
+                              "reply): sweep client counts, --concurrencies N,N,…")
         for r in self.rates:
             if not 0.001 <= r <= 10_000:
                 raise ConfigError(f"--rates: each rate from 0.001 to 10000 a second (got {r!r})")

@@ -10,6 +10,13 @@ measured (``delivery``), not hidden.
 
 Every request sent is accounted for: finished, failed, or — still streaming when the run ends
 — recorded as failed ("no reply"), or cancelled on a stop.
+
+Chat sessions (``turns`` > 1, closed loop): each client holds a session of that many turns;
+turn k sends the conversation so far — the previous turn's prompt, the reply the server gave
+it (its text as received) — then the workload's next prompt as the new message. A session
+that ends (its last turn sent) starts a new one; a failed turn's reply is empty, and the
+session goes on. So a client's k-th request of a phase is turn ``k mod turns + 1``
+(``latency.analysis.gen_turns``).
 """
 from __future__ import annotations
 
@@ -68,11 +75,15 @@ class GenDriver:
     event is parsed) calls only ``on_done``, once, with every stamp filled in."""
 
     def __init__(self, submit: Callable[[GenRequest], None], work: Sequence[Work],
-                 record: Callable[[GenRequest], None], cancel: threading.Event) -> None:
+                 record: Callable[[GenRequest], None], cancel: threading.Event,
+                 turns: int = 1) -> None:
         self.submit = submit
         self.work = work
         self.record = record
         self.cancel = cancel
+        self.turns = turns
+        #: each client's turns sent in its session (chat sessions only)
+        self._turn: dict[int, int] = {}
         self._index = itertools.count()
         self._events: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._inflight: dict[int, GenRequest] = {}
@@ -81,8 +92,13 @@ class GenDriver:
         self.last_due_ns = 0
 
     # ---- sending and receiving ---------------------------------------------------------------
-    def _send(self, client: int, warmup: bool, t_intended: int) -> None:
+    def _send(self, client: int, warmup: bool, t_intended: int,
+              previous: GenRequest | None = None) -> None:
+        """Send the next work item from ``client`` (``previous``: its request that just
+        ended, whose conversation a chat session's next turn carries on)."""
         prompt, max_tokens = self.work[next(self._index) % len(self.work)]
+        if self.turns > 1:
+            prompt = self._next_turn(client, prompt, previous)
         req = GenRequest(prompt, max_tokens, client, warmup, t_intended)
         put = self._events.put
         req.on_token = lambda r, last: put((r, last))
@@ -91,6 +107,17 @@ class GenDriver:
             self._inflight[id(req)] = req
         req.t_sent = now_ns()
         self.submit(req)
+
+    def _next_turn(self, client: int, message: object, previous: GenRequest | None) -> str:
+        """The prompt of ``client``'s next turn: a new session's first message, or the
+        conversation so far and ``message`` after it."""
+        turn = self._turn.get(client, 0)
+        if previous is None or turn >= self.turns:
+            turn, history = 0, ""
+        else:
+            history = f"{previous.prompt}{''.join(previous.text)}\n\n"
+        self._turn[client] = turn + 1
+        return f"{history}{message}"
 
     def _receive(self, on_finished: Callable[[GenRequest], None]) -> None:
         """The client: stamps each token as it reads it; a request that ends is recorded."""
@@ -161,7 +188,7 @@ class GenDriver:
             t = now_ns()
             if until_ns is not None and t >= until_ns:
                 return
-            self._send(req.client, warmup, t)
+            self._send(req.client, warmup, t, req)
 
         rx = threading.Thread(target=self._receive, args=(again,), name="gen-client",
                               daemon=True)

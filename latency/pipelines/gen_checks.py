@@ -77,6 +77,9 @@ def generation_checked(c: RunConfig, cls: Any, length_given: bool,
     longest = prompt.high + (shared_prefix_of(c.shared_prefix)[1] if c.shared_prefix else 0)
     given = f"--prompt-tokens {prompt}" + (f" after --shared-prefix {c.shared_prefix}"
                                            if c.shared_prefix else "")
+    if c.turns > 1:  # the last turn carries every earlier message and reply
+        longest = c.turns * prompt.high + (c.turns - 1) * out.high
+        given += f" over --turns {c.turns} (the last turn up to {longest:,} prompt tokens)"
     why = refuses(longest, out.high, sched, context)
     if why is not None:  # the scheduler's own rule: such a request could never be run
         raise ConfigError(f"{given} with --output-tokens {out} on {c.model}: {why}"
