@@ -17,7 +17,7 @@ from ui.reruns import page_done
 from ui.rights import instructor_box
 from ui.server import run_manager
 from ui.session import session_id
-from ui.startup import startup_pipelines
+from ui.startup import startup_pipelines, startup_targets
 
 # the favicon ships with the app (an icon font or emoji would be fetched from the internet,
 # which a workshop room may not have)
@@ -29,6 +29,7 @@ st.set_page_config(page_title="Latency Lab",
 st.html("<style>[data-testid='stStatusWidget'] button {display: none;}</style>")
 
 startup_pipelines()  # `streamlit run app.py -- --pipeline file.py:Name` (docs/your-pipeline.md)
+startup_targets()  # `streamlit run app.py -- --target NAME=URL` (docs/your-llm-server.md)
 run_manager()  # start the server-wide manager (and its thread) before lowering priority
 yield_cpu_to_runs()
 session_id()

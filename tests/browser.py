@@ -10,7 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tests.health_check import wait_healthy
@@ -29,13 +29,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(env: dict[str, str] | None = None) -> Iterator[str]:
-    """``streamlit run app.py`` on 127.0.0.1:<free port>; yields the base URL."""
+def streamlit_server(env: dict[str, str] | None = None,
+                     script_args: Sequence[str] = ()) -> Iterator[str]:
+    """``streamlit run app.py [-- SCRIPT_ARGS]`` on 127.0.0.1:<free port>; yields the base
+    URL."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+         *(["--", *script_args] if script_args else [])],
         cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

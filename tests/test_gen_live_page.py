@@ -124,3 +124,51 @@ def test_one_refresh_of_a_generation_in_flight_is_one_snapshot_of_it(monkeypatch
     finally:
         mgr.stop(ticket.run_id, requester=owner)
         handle.wait(timeout=60)
+
+
+def test_a_server_named_at_start_runs_live_with_its_split_labelled_and_its_metrics(
+        monkeypatch):
+    """A server of ours stands in for yours, named as the dashboard's starter names one
+    ($LATENCY_LAB_TARGETS, as `streamlit run app.py -- --target NAME=URL` sets it): the page
+    offers it by name (never a URL box), runs it live, and shows the server's account of
+    each request — every part labelled reported, derived or measured — and its /metrics
+    beside the client's requests in flight."""
+    from latency.core.config import RunConfig
+    from latency.serve.http_server import ServerProcess
+    from ui.server import run_manager
+
+    server = ServerProcess(RunConfig(model="synthetic-lm", max_running=4,
+                                     model_args={"step_ms": 2.0}).checked()).start()
+    try:
+        monkeypatch.setenv("LATENCY_LAB_TARGETS", f"mine={server.url}/v1,bad=ftp://x")
+        at = generation_mode()
+        assert any("bad's URL must be http:// or https://" in e.value.replace("\\", "")
+                   for e in at.sidebar.error)
+        assert "server: mine" in at.sidebar.selectbox(key="glive_model").options
+        assert not [t for t in at.text_input if "url" in t.label.lower()]
+        at.sidebar.selectbox(key="glive_model").set_value("server: mine").run()
+        at.sidebar.selectbox(key="glive_api").set_value("completions").run()
+        at.sidebar.text_input(key="glive_outputs").set_value("16").run()
+        at.sidebar.slider(key="glive_duration").set_value(3).run()
+        at.button(key="glivebtn_start").click().run()
+        assert not at.exception, at.exception
+        handle = run_manager().get(at.session_state["watch"])
+        assert handle is not None and handle.config.target == f"{server.url}/v1"
+        rerun_until(at, lambda a: handle.done() and any(
+            "Verdict" in i.value for i in a.info), timeout=120)
+        assert not at.exception
+    finally:
+        server.stop()
+    result = handle.result()
+    assert result.status == "completed", result.failure
+    assert any(f"your server at {server.url}/v1" in m.value for m in at.markdown)
+    ttft = chart_with(at, "prefill (reported)")
+    names = [t["name"] for t in ttft["data"]]
+    assert names == ["network (measured)", "queue (reported)", "prefill (reported)"], names
+    # the p99 bar is the server split's own p99 request mix, summing to its TTFT p99 bar
+    e2e = chart_with(at, "decode (reported)")
+    assert {t["name"] for t in e2e["data"]} >= {"decode (reported)", "other (derived)"}
+    metrics = chart_with(at, "client: requests in flight")
+    drawn = {t["name"] for t in metrics["data"]}
+    assert "server: running" in drawn and "server: waiting" in drawn, drawn
+    assert any("server split" in t.value or "split" in t.value for t in at.text)

@@ -117,3 +117,29 @@ def test_a_run_from_python_writes_the_same_report(tmp_path):
     html = page.read_text()
     assert _figures(html) == 4 and "Latency Lab run" in html
     assert "verdict: " in html  # its repr, as the CLI prints it
+
+
+def test_a_servers_report_has_its_split_labelled_and_its_metrics(tmp_path):
+    """A run against a server of yours (ours stands in): the four client-side charts, then
+    the server's account of TTFT and of the whole request — each part labelled where it came
+    from — and its /metrics beside the client's requests in flight; no scheduler charts
+    (its scheduling is its own)."""
+    from latency.core.config import RunConfig
+    from latency.serve.http_server import ServerProcess
+
+    server = ServerProcess(RunConfig(model="synthetic-lm", max_running=4).checked()).start()
+    try:
+        path = tmp_path / "server.html"
+        r = cli_here("run", "--target", f"{server.url}/v1", "--api", "completions",
+                     "--tokenizer", "server", "--scrape-metrics", "--output-tokens", "12",
+                     "--requests", "30", "--concurrency", "3", "--warmup", "2", "--quiet",
+                     "--no-save", "--html", str(path))
+    finally:
+        server.stop()
+    assert r.returncode == 0, r.stdout + r.stderr
+    html = path.read_text()
+    assert _figures(html) == 7
+    for label in ("network (measured)", "queue (reported)", "prefill (reported)",
+                  "decode (reported)", "client: requests in flight", "server: running"):
+        assert label in html, label
+    assert "The scheduler over the run" not in html

@@ -3,6 +3,8 @@ the Load Simulator: what TTFT and a gap are made of, their histograms, the water
 last requests and the scheduler over time (``latency.figures.gen_plots``, from a ``GenView``)."""
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -68,10 +70,11 @@ def _shared(run_id: str, version: int, ttft_target_ms: float | None,
 
 def generation_figures(view: GenView, ttft_target_ms: float | None,
                        tpot_target_ms: float | None, key: str,
-                       shared: tuple[str, int] | None = None) -> None:
+                       shared: tuple[str, int] | None = None, outside: bool = False) -> None:
     """Every figure of ``view``; ``key``: the charts' key prefix (one set per page);
     ``shared``: a live run's (id, snapshot version) — its figures are then built once for
-    every viewer of that version."""
+    every viewer of that version; ``outside``: a server of yours, measured from outside (no
+    scheduler steps of ours: no waterfall, no scheduler chart)."""
     figs = (_shared(*shared, ttft_target_ms, tpot_target_ms, view) if shared is not None
             else built_figures(view, ttft_target_ms, tpot_target_ms))
     left, right = st.columns(2)
@@ -84,8 +87,36 @@ def generation_figures(view: GenView, ttft_target_ms: float | None,
                    "the step).")
         st.plotly_chart(figs["gap_bars"], key=f"{key}gap_bars")
         st.plotly_chart(figs["itl_hist"], key=f"{key}itl_hist")
-    st.subheader("The last requests, step by step")
-    st.caption(WATERFALL_CAPTION)
-    st.plotly_chart(figs["waterfall"], key=f"{key}waterfall")
-    st.subheader("The scheduler over time")
-    st.plotly_chart(figs["scheduler"], key=f"{key}scheduler")
+    if not outside:  # a server of yours schedules itself: no steps of ours to draw
+        st.subheader("The last requests, step by step")
+        st.caption(WATERFALL_CAPTION)
+        st.plotly_chart(figs["waterfall"], key=f"{key}waterfall")
+        st.subheader("The scheduler over time")
+        st.plotly_chart(figs["scheduler"], key=f"{key}scheduler")
+
+
+def target_figures(result: Any) -> None:
+    """A finished run against a server of yours: its split by the server's own account,
+    each part labelled by where it came from, and its /metrics beside the client's own
+    requests in flight."""
+    from latency.figures.target_plots import server_metrics_figure, split_bars_figure
+
+    view = result.target_view
+    if view is None:
+        return
+    st.subheader("Your server's account of each request")
+    st.caption("Each part says where it came from: **reported** by the server (its own "
+               "timings), **derived** from what it reported and the client's times, "
+               "**measured** by the client (the network: the round-trip floor).")
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(split_bars_figure(view.split, "ttft"), key="glivefig_split_ttft")
+    with right:
+        st.plotly_chart(split_bars_figure(view.split, "e2e"), key="glivefig_split_e2e")
+    st.text("\n".join(view.lines()))
+    series = (result.environment or {}).get("server_metrics")
+    st.caption("Its /metrics over the run (each scrape), and the client's requests in flight "
+               "at the same moments.")
+    st.plotly_chart(server_metrics_figure(series, result.rows,
+                                          result.timings.measure_start_ns),
+                    key="glivefig_server_metrics")

@@ -10,7 +10,7 @@ from typing import Any
 import streamlit as st
 
 from latency.analysis.gen_snapshot import GenSnapshot
-from latency.core.config import RunConfig, field_help
+from latency.core.config import APIS, RunConfig, field_help
 from latency.core.lengths import DEFAULT_OUTPUT_TOKENS, LengthSpec
 from latency.execution.gen_handle import GenRunHandle
 from latency.host.devices import available_devices
@@ -24,9 +24,10 @@ from ui.gen_controls import (
     scheduler_inputs,
     synthetic_lm_args,
 )
-from ui.gen_figures import generation_figures, headline_metrics
+from ui.gen_figures import generation_figures, headline_metrics, target_figures
 from ui.machine import disturbed_badge
-from ui.text import plain
+from ui.startup import named_targets
+from ui.text import code_span, plain
 
 PREFIX = "glive_"  # the widgets' keys (ui/gen_controls.py); they travel to a room
 #: the generated text shown, per request, at most (plain text: never Markdown)
@@ -40,16 +41,28 @@ def generative_infos() -> dict[str, Any]:
     return {i.name: i for i in list_pipelines() if i.generative}
 
 
+#: a named server's entry among the pipelines (its name after it)
+SERVER = "server: "
+
+
 def run_controls() -> RunConfig:
     """The sidebar of a generation run; the RunConfig it describes."""
     infos = generative_infos()
+    targets = named_targets()
+    for line in targets.errors:
+        st.sidebar.error(plain(line))
     sb = st.sidebar
     sb.header("Generation run")
-    names = list(infos)
+    names = list(infos) + [f"{SERVER}{name}" for name in targets.urls]
     model = sb.selectbox("Pipeline", names,
                          index=default(f"{PREFIX}model", names.index("synthetic-lm")
                                        if "synthetic-lm" in names else 0, 0),
-                         key=f"{PREFIX}model", help=field_help("model"), **KEEP)
+                         key=f"{PREFIX}model",
+                         help=field_help("model") + " Your servers are those named when the "
+                         "dashboard started (streamlit run app.py -- --target NAME=URL).",
+                         **KEEP)
+    if model.startswith(SERVER):
+        return _target_controls(sb, model[len(SERVER):], targets.urls[model[len(SERVER):]])
     info = infos[model]
     sb.caption(plain(info.description)
                + ("" if info.origin == "sample" else f" · {plain(info.origin)}"))
@@ -86,14 +99,42 @@ def run_controls() -> RunConfig:
                      kv_tokens=scheduler["kv_tokens"] or None)
 
 
+def _target_controls(sb: Any, name: str, url: str) -> RunConfig:
+    """A server of yours, named when the dashboard started: what to send it and how to read
+    it; its scheduling is its own."""
+    sb.caption(f"Your server **{plain(name)}** at `{code_span(url)}`: its slots, batching and "
+               "KV cache are its own; the run measures it from outside and joins each "
+               "request with what the server reports of it.")
+    api = sb.selectbox("API", list(APIS), key=f"{PREFIX}api", help=field_help("api"), **KEEP)
+    counted = sb.toggle("Count tokens with its tokenizer", True, key=f"{PREFIX}tokenizer",
+                        help=field_help("tokenizer"), **KEEP)
+    scrape = sb.toggle("Read its /metrics over the run", True, key=f"{PREFIX}scrape",
+                       help=field_help("scrape_metrics"), **KEEP)
+    prompts, outputs = length_inputs(sb, PREFIX)
+    load = load_inputs(sb, PREFIX, 4.0, ("poisson", "constant"))
+    ttft, tpot, e2e = objective_inputs(sb, PREFIX)
+    duration = sb.slider("Run length (s)", 2, 120, default(f"{PREFIX}duration", 10),
+                         key=f"{PREFIX}duration", help=field_help("duration_s"), **KEEP)
+    return RunConfig(target=url, api=api, tokenizer="server" if counted else None,
+                     scrape_metrics=bool(scrape),
+                     prompt_tokens=LengthSpec.of(prompts, "--prompt-tokens") if prompts else None,
+                     output_tokens=LengthSpec.of(outputs or DEFAULT_OUTPUT_TOKENS,
+                                                 "--output-tokens"),
+                     concurrency=load.clients, rate=load.rate,
+                     arrival=load.arrival if load.rate else "poisson",
+                     duration_s=float(duration), slo_ttft_ms=ttft, slo_tpot_ms=tpot,
+                     slo_e2e_ms=e2e)
+
+
 def render(handle: GenRunHandle, snap: GenSnapshot | None = None) -> GenSnapshot:
     """The run's live view, from one snapshot (returned)."""
     snap = snap or handle.snapshot()
     c = snap.config
     progress = snap.progress
-    head = (f"`{snap.run_id}` · {snap.status} · {c.model} on {c.device}, "
-            + (f"{c.rate:g} requests/s" if c.rate else f"{c.concurrency or 1} client(s)")
-            + f", {c.max_running} slots")
+    what = (f"your server at {c.target}" if c.target
+            else f"{c.model} on {c.device}, {c.max_running} slots")
+    head = (f"`{snap.run_id}` · {snap.status} · {what}, "
+            + (f"{c.rate:g} requests/s" if c.rate else f"{c.concurrency or 1} client(s)"))
     st.markdown(head)
     if not snap.finished:
         done = float(progress.get("elapsed_s") or 0.0) / float(c.duration_s or 1.0)
@@ -113,8 +154,10 @@ def render(handle: GenRunHandle, snap: GenSnapshot | None = None) -> GenSnapshot
                         "this run measured.")
     headline_metrics(s)
     generation_figures(v, c.slo_ttft_ms, c.slo_tpot_ms, key="glivefig_",
-                       shared=(snap.run_id, snap.version))
+                       shared=(snap.run_id, snap.version), outside=c.target is not None)
     if result is not None:
+        if result.is_target:
+            target_figures(result)
         finished(result)
     return snap
 

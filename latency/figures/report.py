@@ -158,10 +158,31 @@ def _generation_sections(result: Any) -> list[Section]:
         Section("A gap between tokens, by part", figure=gen_plots.gap_bars_figure(view)),
         Section("Gaps between tokens", figure=gen_plots.itl_histogram_figure(
             view, slo.tpot_ms)),
-        Section("The last requests", figure=gen_plots.waterfall_figure(view.waterfall),
-                caption="A row a request: waiting, prefill, decoding; a tick per token, in "
-                        "red each stall."),
-        Section("The scheduler over the run", figure=gen_plots.scheduler_figure(view))]
+        *(_target_sections(result) if result.is_target else [
+            Section("The last requests", figure=gen_plots.waterfall_figure(view.waterfall),
+                    caption="A row a request: waiting, prefill, decoding; a tick per token, "
+                            "in red each stall."),
+            Section("The scheduler over the run",
+                    figure=gen_plots.scheduler_figure(view))])]
+
+
+def _target_sections(result: Any) -> list[Section]:
+    """A server of yours: its account of each request, and its /metrics over the run."""
+    from latency.figures.target_plots import server_metrics_figure, split_bars_figure
+
+    view = result.target_view
+    if view is None:
+        return []
+    how = ("Each part says where it came from: reported by the server, derived from what it "
+           "reported and the client's times, measured by the client.")
+    return [Section("Time to first token, by the server's account", caption=how,
+                    figure=split_bars_figure(view.split, "ttft")),
+            Section("The whole request, by the server's account",
+                    figure=split_bars_figure(view.split, "e2e")),
+            Section("Its /metrics over the run, beside the client's requests in flight",
+                    figure=server_metrics_figure(
+                        (result.environment or {}).get("server_metrics"), result.rows,
+                        result.timings.measure_start_ns))]
 
 
 def _settings(config: Any, heading: str = "The settings") -> Section:
