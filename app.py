@@ -48,6 +48,8 @@ pages = {
                        icon=":material/compare_arrows:", url_path="compare"),
     "workshop": st.Page("views/workshop.py", title="Workshop", icon=":material/school:",
                         url_path="workshop"),
+    "sweep": st.Page("views/sweep.py", title="Sweep", icon=":material/stacked_line_chart:",
+                     url_path="sweep"),
 }
 nav = st.navigation(list(pages.values()), position="top")
 here = nav.url_path

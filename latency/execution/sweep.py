@@ -190,16 +190,17 @@ Runner = Callable[[RunConfig, str, float], tuple[Any, str | None]]
 Predictor = Callable[[list[Any], list[SweepPoint]], tuple[str, list[SweepPoint | None]]]
 
 
-def saved_runner(store: Any, cancel: threading.Event, who: str = "CLI sweep") -> Runner:
-    """The runner of the command line and the API: each point in a run process of its own
-    (as ``run`` does), stopped by ``cancel`` or at the sweep's time bound, saved in ``store``
-    (a ``RunStore``) under its name."""
+def saved_runner(store: Any, cancel: threading.Event, who: str = "CLI sweep",
+                 source: str = "cli") -> Runner:
+    """The runner of the command line, the API and the dashboard: each point in a run
+    process of its own (as ``run`` does), stopped by ``cancel`` or at the sweep's time bound,
+    saved in ``store`` (a ``RunStore``) under its name, from ``source``."""
     from latency.execution.gen_handle import GenRunHandle
     from latency.execution.process import RunOptions, run_watched
 
     def runner(config: RunConfig, name: str, seconds: float) -> tuple[Any, str | None]:
         options = RunOptions(who=who, user_code_here=False, history=str(store.path),
-                             name=name, source="cli")
+                             name=name, source=source)
         expired = threading.Event()
         bound = threading.Timer(max(seconds, 0.0), expired.set)  # the sweep's time left
         bound.daemon = True
@@ -209,7 +210,7 @@ def saved_runner(store: Any, cancel: threading.Event, who: str = "CLI sweep") ->
                                  cancel=_Either(cancel, expired))  # type: ignore[arg-type]
         finally:
             bound.cancel()
-        return result, store.save(result, name=name, source="cli")
+        return result, store.save(result, name=name, source=source)
     return runner
 
 
