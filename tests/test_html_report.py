@@ -120,7 +120,10 @@ def test_a_run_from_python_writes_the_same_report(tmp_path):
 
 
 def test_a_servers_report_has_its_split_labelled_and_its_metrics(tmp_path):
-    """A run against a server of yours (ours stands in): the four client-side charts, then
+    """A run against a server of yours (ours stands in): the client's five charts (the
+    waterfall as the server's account places it), then the server's account of TTFT and of
+    the whole request — each part labelled where it came from — and its /metrics beside the
+    client's requests in flight; no scheduler chart (its scheduling is its own)."""A run against a server of yours (ours stands in): the five client-side charts (the waterfall too), then
     the server's account of TTFT and of the whole request — each part labelled where it came
     from — and its /metrics beside the client's requests in flight; no scheduler charts
     (its scheduling is its own)."""
@@ -138,7 +141,7 @@ def test_a_servers_report_has_its_split_labelled_and_its_metrics(tmp_path):
         server.stop()
     assert r.returncode == 0, r.stdout + r.stderr
     html = path.read_text()
-    assert _figures(html) == 7
+    assert _figures(html) == 8
     for label in ("network (measured)", "queue (reported)", "prefill (reported)",
                   "decode (reported)", "client: requests in flight", "server: running"):
         assert label in html, label

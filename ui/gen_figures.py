@@ -23,6 +23,13 @@ WATERFALL_CAPTION = (
     "(*Max tokens per step*, vLLM's max_num_batched_tokens) and it becomes many short ones.")
 
 
+OUTSIDE_WATERFALL_CAPTION = (
+    "A row a request, as your server's account places it on the client's clock: waiting, "
+    "prefill, then decoding, a tick per token delivered. Where the server gives no account "
+    "of each token (llama.cpp and vLLM report a request's totals), a row starts at its first "
+    "token, and its wait is in the TTFT bars above and the split below.")
+
+
 def headline_metrics(s: GenSummary, label: str = "") -> None:
     """TTFT p50 and p99, TPOT p99, the share meeting the targets, output tokens/s (``label``
     after the first: "(simulated)")."""
@@ -74,7 +81,7 @@ def generation_figures(view: GenView, ttft_target_ms: float | None,
     """Every figure of ``view``; ``key``: the charts' key prefix (one set per page);
     ``shared``: a live run's (id, snapshot version) — its figures are then built once for
     every viewer of that version; ``outside``: a server of yours, measured from outside (no
-    scheduler steps of ours: no waterfall, no scheduler chart)."""
+    scheduler steps of ours: no scheduler chart)."""
     figs = (_shared(*shared, ttft_target_ms, tpot_target_ms, view) if shared is not None
             else built_figures(view, ttft_target_ms, tpot_target_ms))
     left, right = st.columns(2)
@@ -87,10 +94,10 @@ def generation_figures(view: GenView, ttft_target_ms: float | None,
                    "the step).")
         st.plotly_chart(figs["gap_bars"], key=f"{key}gap_bars")
         st.plotly_chart(figs["itl_hist"], key=f"{key}itl_hist")
+    st.subheader("The last requests, step by step")
+    st.caption(OUTSIDE_WATERFALL_CAPTION if outside else WATERFALL_CAPTION)
+    st.plotly_chart(figs["waterfall"], key=f"{key}waterfall")
     if not outside:  # a server of yours schedules itself: no steps of ours to draw
-        st.subheader("The last requests, step by step")
-        st.caption(WATERFALL_CAPTION)
-        st.plotly_chart(figs["waterfall"], key=f"{key}waterfall")
         st.subheader("The scheduler over time")
         st.plotly_chart(figs["scheduler"], key=f"{key}scheduler")
 

@@ -158,10 +158,10 @@ def _generation_sections(result: Any) -> list[Section]:
         Section("A gap between tokens, by part", figure=gen_plots.gap_bars_figure(view)),
         Section("Gaps between tokens", figure=gen_plots.itl_histogram_figure(
             view, slo.tpot_ms)),
+        Section("The last requests", figure=gen_plots.waterfall_figure(view.waterfall),
+                caption="A row a request: waiting, prefill, decoding; a tick per token, in "
+                        "red each stall."),
         *(_target_sections(result) if result.is_target else [
-            Section("The last requests", figure=gen_plots.waterfall_figure(view.waterfall),
-                    caption="A row a request: waiting, prefill, decoding; a tick per token, "
-                            "in red each stall."),
             Section("The scheduler over the run",
                     figure=gen_plots.scheduler_figure(view))])]
 
