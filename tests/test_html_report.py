@@ -123,10 +123,7 @@ def test_a_servers_report_has_its_split_labelled_and_its_metrics(tmp_path):
     """A run against a server of yours (ours stands in): the client's five charts (the
     waterfall as the server's account places it), then the server's account of TTFT and of
     the whole request — each part labelled where it came from — and its /metrics beside the
-    client's requests in flight; no scheduler chart (its scheduling is its own)."""A run against a server of yours (ours stands in): the five client-side charts (the waterfall too), then
-    the server's account of TTFT and of the whole request — each part labelled where it came
-    from — and its /metrics beside the client's requests in flight; no scheduler charts
-    (its scheduling is its own)."""
+    client's requests in flight; no scheduler chart (its scheduling is its own)."""
     from latency.core.config import RunConfig
     from latency.serve.http_server import ServerProcess
 
