@@ -10,8 +10,10 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.health_check import wait_healthy
 
@@ -86,3 +88,19 @@ def wait_idle(page: object, timeout_ms: int = 60_000) -> None:
     """Wait until Streamlit has finished running the script (its own e2e tests' rule)."""
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']",  # type: ignore[attr-defined]
                            timeout=timeout_ms)
+
+
+def until(page: Any, check: Any, timeout_s: float = 30.0) -> bool:
+    """Poll ``check(page)`` until it is true (True) or ``timeout_s`` passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check(page):
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def body(page: Any) -> str:
+    """The app's text as a person reads it."""
+    return page.inner_text("[data-testid='stApp']")
+

@@ -346,3 +346,21 @@ def test_home_says_where_to_start_on_every_page():
     links = [link.label for link in at.get("page_link")]
     assert links == ["Live Profiler", "Load Simulator", "Optimisation Lab", "Compare Runs",
                      "Workshop"]
+
+
+def test_servers_named_at_startup_are_parsed_and_a_bad_one_is_said(monkeypatch):
+    """`streamlit run app.py -- --target NAME=URL`: added to $LATENCY_LAB_TARGETS (once),
+    read back by name; a malformed entry is one line and is not offered."""
+    from ui.startup import named_targets, startup_targets
+
+    monkeypatch.setenv("LATENCY_LAB_TARGETS", "prod=https://gpu-box:8000/v1/")
+    assert startup_targets(["--target", "mine=http://127.0.0.1:8080/v1",
+                            "--target=prod=https://gpu-box:8000/v1/"]) == [
+        "mine=http://127.0.0.1:8080/v1"]
+    got = named_targets()
+    assert got.urls == {"prod": "https://gpu-box:8000/v1", "mine": "http://127.0.0.1:8080/v1"}
+    assert not got.errors
+    bad = named_targets("x=ftp://h, =http://h, a b=http://h, ok=http://h, ok=http://i")
+    assert list(bad.urls) == ["ok"] and len(bad.errors) == 4, bad.errors
+    assert "x's URL must be http:// or https://" in bad.errors[0]
+    assert "ok is named twice" in bad.errors[3]

@@ -2,26 +2,16 @@
 Chromium contexts (two sessions) against one dashboard server. The student's page follows the
 instructor's to the same page and settings within seconds, says so, and is free again after
 Release. Screenshots go to ``artifacts/``."""
-import time
 
 import pytest
 
-from tests.browser import ROOT, chromium_browser, streamlit_server, wait_idle
+from tests.browser import ROOT, body, chromium_browser, streamlit_server, until, wait_idle
 
 # skips without Chromium or Playwright, fails instead where LATENCY_LAB_REQUIRE_EXTRAS=1
 # (tests/conftest.py)
 pytestmark = pytest.mark.browser
 KEY = "browser-room-key"
 BANNER = "Following the instructor"
-
-
-def until(page, check, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check(page):
-            return True
-        time.sleep(0.25)
-    return False
 
 
 def slider(page, label: str) -> str | None:
@@ -32,10 +22,6 @@ def slider(page, label: str) -> str | None:
         if parts and parts[0] == label:
             return parts[1]
     return None
-
-
-def body(page) -> str:
-    return page.inner_text("[data-testid='stApp']")
 
 
 def present(teacher) -> None:

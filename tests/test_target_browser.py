@@ -6,26 +6,11 @@ came from, and its /metrics beside the client's requests in flight. A screenshot
 goes to ``artifacts/``."""
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from tests.browser import ROOT, chromium_page, streamlit_server, wait_idle
+from tests.browser import ROOT, body, chromium_page, streamlit_server, until, wait_idle
 
 pytestmark = pytest.mark.browser
-
-
-def _until(page, check, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check(page):
-            return True
-        time.sleep(0.25)
-    return False
-
-
-def _body(page) -> str:
-    return page.inner_text("[data-testid='stApp']")
 
 
 def test_a_server_named_on_the_command_line_runs_live_in_the_browser():
@@ -40,17 +25,17 @@ def test_a_server_named_on_the_command_line_runs_live_in_the_browser():
             page.goto(f"{url}/live?live_kind=streamed+generation+%28LLM%29"
                       "&glive_model=server%3A+mine&glive_duration=3&glive_api=completions")
             wait_idle(page)
-            assert _until(page, lambda p: "Your server mine" in _body(p), 30), _body(page)
+            assert until(page, lambda p: "Your server mine" in body(p), 30), body(page)
             page.get_by_role("button", name="Start").click()
-            assert _until(page, lambda p: "Verdict:" in _body(p), 120), _body(page)[-2000:]
+            assert until(page, lambda p: "Verdict:" in body(p), 120), body(page)[-2000:]
             legend = "[data-testid='stPlotlyChart'] .legendtext"
-            found = _until(page, lambda p: "prefill (reported)" in
+            found = until(page, lambda p: "prefill (reported)" in
                            p.locator(legend).all_text_contents(), 30)
             page.screenshot(path="/tmp/dbg_target.png", full_page=True)
-            assert found, (page.locator(legend).all_text_contents(), _body(page)[-3000:])
+            assert found, (page.locator(legend).all_text_contents(), body(page)[-3000:])
             names = page.locator(legend).all_text_contents()
             assert "client: requests in flight" in names and "server: running" in names, names
-            assert f"your server at {server.url}/v1" in _body(page)
+            assert f"your server at {server.url}/v1" in body(page)
             (ROOT / "artifacts").mkdir(exist_ok=True)
             page.get_by_text("Your server's account of each request").scroll_into_view_if_needed()
             page.screenshot(path=str(ROOT / "artifacts" / "target_live.png"))

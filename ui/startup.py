@@ -19,17 +19,24 @@ def startup_pipelines(argv: list[str] | None = None) -> list[str]:
     specs to ``$LATENCY_LAB_PIPELINES`` (inherited by every run process), so the shared
     dashboard offers them by name. A browser never sends code or model files; only whoever
     starts the server names pipelines. Returns the specs added."""
-    import sys
-
     from latency.pipelines.registry import STARTUP_ENV
 
+    return _named_at_start("--pipeline", STARTUP_ENV, argv)
+
+
+def _named_at_start(flag: str, env: str, argv: list[str] | None) -> list[str]:
+    """Each ``flag VALUE`` (or ``flag=VALUE``) of the script's arguments (``argv``: instead
+    of ``sys.argv[1:]``), added to the comma-separated ``$env`` unless there already;
+    returns those added."""
+    import sys
+
     args = list(sys.argv[1:] if argv is None else argv)
-    specs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--pipeline"]
-    specs += [a.split("=", 1)[1] for a in args if a.startswith("--pipeline=")]
-    have = [s for s in os.environ.get(STARTUP_ENV, "").split(",") if s.strip()]
-    new = [s for s in specs if s not in have]
+    given = [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
+    given += [a.split("=", 1)[1] for a in args if a.startswith(f"{flag}=")]
+    have = [s for s in os.environ.get(env, "").split(",") if s.strip()]
+    new = [s for s in given if s not in have]
     if new:
-        os.environ[STARTUP_ENV] = ",".join(have + new)
+        os.environ[env] = ",".join(have + new)
     return new
 
 
@@ -45,16 +52,7 @@ class NamedTargets:
 def startup_targets(argv: list[str] | None = None) -> list[str]:
     """``streamlit run app.py -- --target NAME=URL [--target NAME=URL]``: add them to
     ``$LATENCY_LAB_TARGETS`` (which may name some already). Returns the entries added."""
-    import sys
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    given = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--target"]
-    given += [a.split("=", 1)[1] for a in args if a.startswith("--target=")]
-    have = [s for s in os.environ.get(TARGETS_ENV, "").split(",") if s.strip()]
-    new = [s for s in given if s not in have]
-    if new:
-        os.environ[TARGETS_ENV] = ",".join(have + new)
-    return new
+    return _named_at_start("--target", TARGETS_ENV, argv)
 
 
 def named_targets(text: str | None = None) -> NamedTargets:
