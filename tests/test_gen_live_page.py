@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from latency.core import fmt
 from tests.app_support import (
+    chart_specs,
     chart_with,
     each_refresh,
     metric_value,
@@ -149,11 +150,18 @@ def test_a_server_named_at_start_runs_live_with_its_split_labelled_and_its_metri
         at.sidebar.selectbox(key="glive_model").set_value("server: mine").run()
         at.sidebar.selectbox(key="glive_api").set_value("completions").run()
         at.sidebar.text_input(key="glive_outputs").set_value("16").run()
-        at.sidebar.slider(key="glive_duration").set_value(3).run()
+        at.sidebar.slider(key="glive_duration").set_value(8).run()
         at.button(key="glivebtn_start").click().run()
         assert not at.exception, at.exception
         handle = run_manager().get(at.session_state["watch"])
         assert handle is not None and handle.config.target == f"{server.url}/v1"
+
+        def split_drawn(a: AppTest) -> bool:
+            return any(t.get("name") == "prefill (reported)"
+                       for spec in chart_specs(a) for t in spec["data"])
+        # live: the server's split is drawn while the run is in flight
+        rerun_until(at, lambda a: split_drawn(a) or handle.done(), timeout=120)
+        assert split_drawn(at) and not handle.done(), "the split was not drawn live"
         rerun_until(at, lambda a: handle.done() and any(
             "Verdict" in i.value for i in a.info), timeout=120)
         assert not at.exception

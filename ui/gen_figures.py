@@ -102,13 +102,13 @@ def generation_figures(view: GenView, ttft_target_ms: float | None,
         st.plotly_chart(figs["scheduler"], key=f"{key}scheduler")
 
 
-def target_figures(result: Any) -> None:
-    """A finished run against a server of yours: its split by the server's own account,
-    each part labelled by where it came from, and its /metrics beside the client's own
-    requests in flight."""
+def target_figures(view: Any, series: dict[str, Any] | None, rows: Any,
+                   start_ns: int | None) -> None:
+    """A run against a server of yours, live or finished: its split by the server's own
+    account (``view``: a ``TargetView``), each part labelled by where it came from, and its
+    /metrics (``series``) beside the client's own requests in flight (from ``rows``)."""
     from latency.figures.target_plots import server_metrics_figure, split_bars_figure
 
-    view = result.target_view
     if view is None:
         return
     st.subheader("Your server's account of each request")
@@ -121,9 +121,7 @@ def target_figures(result: Any) -> None:
     with right:
         st.plotly_chart(split_bars_figure(view.split, "e2e"), key="glivefig_split_e2e")
     st.text("\n".join(view.lines()))
-    series = (result.environment or {}).get("server_metrics")
     st.caption("Its /metrics over the run (each scrape), and the client's requests in flight "
                "at the same moments.")
-    st.plotly_chart(server_metrics_figure(series, result.rows,
-                                          result.timings.measure_start_ns),
+    st.plotly_chart(server_metrics_figure(series, rows, start_ns),
                     key="glivefig_server_metrics")

@@ -155,9 +155,12 @@ def render(handle: GenRunHandle, snap: GenSnapshot | None = None) -> GenSnapshot
     headline_metrics(s)
     generation_figures(v, c.slo_ttft_ms, c.slo_tpot_ms, key="glivefig_",
                        shared=(snap.run_id, snap.version), outside=c.target is not None)
+    if c.target is not None:  # live from the snapshot; when finished, the result's own
+        rows = result.rows if result is not None else handle.rows_so_far()
+        start = (result.timings.measure_start_ns if result is not None
+                 else progress.get("measure_start_ns"))
+        target_figures(snap.target, snap.server_metrics, rows, start)
     if result is not None:
-        if result.is_target:
-            target_figures(result)
         finished(result)
     return snap
 

@@ -24,6 +24,10 @@ class GenSnapshot:
     summary: GenSummary | None = None
     view: GenView = field(default_factory=GenView)
     failure: str | None = None
+    #: a server of yours: its account of the requests so far (``TargetView``), and its
+    #: /metrics series so far
+    target: Any = None
+    server_metrics: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -35,8 +39,11 @@ def build_gen_snapshot(run_id: str, version: int, status: str, phase: str, confi
                        errors: dict[int, str], progress: dict[str, Any],
                        measure_start_ns: int | None = None,
                        measure_end_ns: int | None = None,
-                       failure: str | None = None) -> GenSnapshot:
-    """The snapshot of the logs so far: a summary once a measured request has ended."""
+                       failure: str | None = None,
+                       reports: np.ndarray | None = None) -> GenSnapshot:
+    """The snapshot of the logs so far: a summary once a measured request has ended; for a
+    server of yours (``reports``: what it said of each request so far; ``progress``: its
+    description and /metrics so far), its split so far too."""
     slo = config.objectives
     measured = int((~rows["warmup"]).sum()) if len(rows) else 0
     progress = dict(progress, measured=measured)
@@ -44,8 +51,15 @@ def build_gen_snapshot(run_id: str, version: int, status: str, phase: str, confi
         return GenSnapshot(run_id, version, status, phase, config, progress, failure=failure)
     summary = summarize_generation(rows, tokens, steps, errors, measure_start_ns,
                                    measure_end_ns, slo)
+    target, series = None, progress.get("server_metrics")
+    if config.target is not None and reports is not None and len(reports) == len(rows):
+        from latency.analysis.target_view import target_view
+
+        target = target_view(rows, tokens, reports, {"target": progress.get("target") or {}},
+                             bool(config.tokenizer), series)
     return GenSnapshot(run_id, version, status, phase, config, progress, summary,
-                       gen_view(rows, tokens, steps, slo.ttft_ms, slo.tpot_ms), failure)
+                       gen_view(rows, tokens, steps, slo.ttft_ms, slo.tpot_ms), failure,
+                       target, series)
 
 
 def finished_snapshot(run_id: str, version: int, result: Any,
@@ -58,4 +72,5 @@ def finished_snapshot(run_id: str, version: int, result: Any,
         return GenSnapshot(run_id, version, result.status, "done", result.config, progress,
                            failure=result.failure)
     return GenSnapshot(run_id, version, result.status, "done", result.config, progress,
-                       result.summary, view_of(result), result.failure)
+                       result.summary, view_of(result), result.failure, result.target_view,
+                       (result.environment or {}).get("server_metrics"))

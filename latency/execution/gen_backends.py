@@ -144,6 +144,10 @@ class HttpGen:
         return []
 
 
+#: the scrapes of a server's /metrics a live view is sent (the last ten minutes at one a second)
+LIVE_SCRAPES = 600
+
+
 class TargetGen:
     """A server of yours (``--target``, probed: ``openai_probe.TargetInfo``), reached by the
     streaming client with a trace id a request, its key and, when it takes them, forced
@@ -182,6 +186,19 @@ class TargetGen:
     def abandon(self) -> None:
         if self.transport is not None:
             self.transport.abandon()
+
+    def live(self) -> dict[str, Any]:
+        """What a live view of the run needs beside its rows: the server's description (the
+        round-trip floor its split takes) and its /metrics so far (the last ``LIVE_SCRAPES``
+        scrapes: a live chart, not the record — the whole series is the result's)."""
+        out: dict[str, Any] = {"target": dict(self.env.get("target") or {})}
+        if self.scraper is not None:
+            series = self.scraper.series()
+            keep = slice(-LIVE_SCRAPES, None)
+            out["server_metrics"] = {**series, "t_ns": series["t_ns"][keep],
+                                     "values": {k: v[keep]
+                                                for k, v in series["values"].items()}}
+        return out
 
     def _resolution(self) -> dict[str, Any]:
         """What the client can resolve of a server's report (``server_split``): a stamp

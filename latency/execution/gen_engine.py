@@ -46,9 +46,11 @@ TEXT_SAMPLES = 3
 DRAIN_S = 60.0
 
 ProgressCallback = Callable[[dict[str, Any]], None]
-#: what a run measured since the last call: request rows, their tokens, scheduler steps and
-#: the new requests' errors (the rows' and tokens' indices continue the earlier calls')
-LogsCallback = Callable[[np.ndarray, np.ndarray, np.ndarray, dict[int, str]], None]
+#: what a run measured since the last call: request rows, their tokens, scheduler steps, the
+#: new requests' errors and what a server of yours said of each new request (its report rows,
+#: aligned with the request rows; the indices continue the earlier calls')
+LogsCallback = Callable[[np.ndarray, np.ndarray, np.ndarray, dict[int, str], np.ndarray],
+                        None]
 
 
 class _Steps:
@@ -141,11 +143,12 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
         with sending, rec.lock:
             rows, tokens = rec.log.view()
             new_rows, new_tokens = rows[sent[0]:].copy(), tokens[sent[1]:].copy()
+            new_reports = rec.log.reports_view()[sent[0]:len(rows)].copy()
             errors = {i: m for i, m in rec.log.errors.items() if i >= sent[0]}
             sent[0], sent[1] = len(rows), len(tokens)
             new_steps = steps.array(sent[2])
             sent[2] += len(new_steps)
-        on_logs(new_rows, new_tokens, new_steps, errors)
+        on_logs(new_rows, new_tokens, new_steps, errors, new_reports)
 
     def progress_loop() -> None:
         while not stop_progress.wait(1.0):
@@ -153,7 +156,8 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             if on_progress is not None:
                 on_progress({"phase": frame.phase, "done": rec.log.size,
                              "elapsed_s": time.monotonic() - frame.phase_started,
-                             "measure_start_ns": timings.measure_start_ns})
+                             "measure_start_ns": timings.measure_start_ns,
+                             **(server.live() if isinstance(server, TargetGen) else {})})
 
     reporter = threading.Thread(target=progress_loop, daemon=True, name="progress")
     reporter.start()

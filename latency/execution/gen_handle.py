@@ -26,6 +26,7 @@ from latency.analysis.gen_snapshot import GenSnapshot, build_gen_snapshot, finis
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError, error_text
 from latency.core.gen_records import GEN_DTYPE, STEP_DTYPE, TOKEN_DTYPE
+from latency.core.gen_reports import REPORT_DTYPE, empty_reports
 from latency.execution.process import ChildWatch, ProcessHandle, RunOptions
 from latency.execution.validate import validated
 from latency.host.processes import exit_now
@@ -54,8 +55,10 @@ def _child_main(config: dict[str, Any], conn: Any, cancel: Any, force: bool, who
         except OSError:
             pass  # the caller is gone: the watch stops the run
 
-    def logs(rows: Any, tokens: Any, steps: Any, errors: dict[int, str]) -> None:
-        send("logs", rows.tobytes(), tokens.tobytes(), steps.tobytes(), errors)
+    def logs(rows: Any, tokens: Any, steps: Any, errors: dict[int, str],
+             reports: Any) -> None:
+        send("logs", rows.tobytes(), tokens.tobytes(), steps.tobytes(), errors,
+             reports.tobytes())
 
     try:
         target = counter = None
@@ -94,13 +97,17 @@ class GenLogs:
         self.rows = np.zeros(64, dtype=GEN_DTYPE)
         self.tokens = np.zeros(1024, dtype=TOKEN_DTYPE)
         self.steps = np.zeros(256, dtype=STEP_DTYPE)
-        self.n = [0, 0, 0]
+        #: what a server of yours said of each request (aligned with ``rows``)
+        self.reports = empty_reports(64)
+        self.n = [0, 0, 0, 0]
         self.errors: dict[int, str] = {}
 
-    def add(self, rows: bytes, tokens: bytes, steps: bytes, errors: dict[int, str]) -> None:
+    def add(self, rows: bytes, tokens: bytes, steps: bytes, errors: dict[int, str],
+            reports: bytes = b"") -> None:
         for k, (name, dtype, data) in enumerate((("rows", GEN_DTYPE, rows),
                                                   ("tokens", TOKEN_DTYPE, tokens),
-                                                  ("steps", STEP_DTYPE, steps))):
+                                                  ("steps", STEP_DTYPE, steps),
+                                                  ("reports", REPORT_DTYPE, reports))):
             new = np.frombuffer(data, dtype=dtype)
             have = getattr(self, name)
             need = self.n[k] + len(new)
@@ -116,6 +123,10 @@ class GenLogs:
         """The rows so far (views: what is below ``n`` is never written again)."""
         return self.rows[: self.n[0]], self.tokens[: self.n[1]], self.steps[: self.n[2]]
 
+    def reports_view(self) -> np.ndarray:
+        """What the server said of each request so far, aligned with ``views()``' rows."""
+        return self.reports[: self.n[3]]
+
     def result(self, config: RunConfig, status: str, failure: str | None = None,
                traceback: str | None = None,
                measure_start_ns: int | None = None) -> GenResult:
@@ -126,9 +137,12 @@ class GenLogs:
         timings = Timings(measure_start_ns=measure_start_ns)
         if measure_start_ns is not None and len(rows):
             timings.measure_end_ns = int(rows["t_done"].max())
+        reports = self.reports_view().copy() if self.n[3] == self.n[0] else \
+            empty_reports(len(rows))
         return GenResult(config=config, environment={}, status=status, rows=rows,
                          tokens=tokens, steps=steps, errors=dict(self.errors),
-                         timings=timings, failure=failure, traceback=traceback)
+                         timings=timings, failure=failure, traceback=traceback,
+                         reports=reports)
 
 
 class GenRunHandle(ProcessHandle):
@@ -203,6 +217,11 @@ class GenRunHandle(ProcessHandle):
             return self._logs.result(self.config, self._status,
                                      measure_start_ns=self._progress.get("measure_start_ns"))
 
+    def rows_so_far(self) -> np.ndarray:
+        """The request rows reported so far (a copy)."""
+        with self._lock:
+            return self._logs.views()[0].copy()
+
     def snapshot(self) -> GenSnapshot:
         """The latest snapshot, rebuilt only when something arrived since the last one (one
         builder at a time: viewers asking together share it)."""
@@ -213,6 +232,7 @@ class GenRunHandle(ProcessHandle):
                 version, status, final = self._version, self._status, self._final
                 progress = dict(self._progress)
                 rows, tokens, steps = self._logs.views()
+                reports = self._logs.reports_view()
                 errors = dict(self._logs.errors)
             if final is not None:  # the run's own result, whole
                 snap = finished_snapshot(self.run_id, version, final, progress)
@@ -220,6 +240,6 @@ class GenRunHandle(ProcessHandle):
                 snap = build_gen_snapshot(
                     self.run_id, version, status, str(progress.get("phase", status)),
                     self.config, rows, tokens, steps, errors, progress,
-                    measure_start_ns=progress.get("measure_start_ns"))
+                    measure_start_ns=progress.get("measure_start_ns"), reports=reports)
             self._snap = snap
             return snap
