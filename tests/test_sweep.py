@@ -85,7 +85,7 @@ def test_a_sweep_measures_floor_ceiling_and_rates_and_saves_each_point(tmp_path)
     # the report: both curves, the simulator's beside the measured, the answer first, the
     # table as printed
     report = page.read_text()
-    assert len(re.findall(r'<div id="figure-\d+" class="plotly-graph-div"', report)) == 2
+    assert len(re.findall(r'<div id="figure-\d+" class="plotly-graph-div"', report)) == 3
     assert "TTFT p99 simulated" in report and "goodput simulated" in report
     assert f"Latency Lab sweep {d['sweep_id']}" in report
     assert html.escape(d["answer"], quote=True) in report
@@ -162,6 +162,6 @@ def test_the_same_sweep_from_python(tmp_path):
     assert repr(result).startswith("point ") and "\nanswer: " in repr(result)
     page = latency.report(result, tmp_path / "sweep.html")
     assert len(re.findall(r'<div id="figure-\d+" class="plotly-graph-div"',
-                          page.read_text())) == 2
+                          page.read_text())) == 3
     with pytest.raises(latency.ConfigError, match="unknown setting"):
         latency.sweep("synthetic-lm", no_such_setting=1, db=tmp_path / "h.sqlite")

@@ -114,7 +114,11 @@ def buttons(plan: SweepPlan | None, why: str | None, record: SweepRecord | None)
 def shown(record: SweepRecord) -> None:
     """The sweep so far: its curves, its table, its answer."""
     from latency.figures.report import report_html, sweep_report
-    from latency.figures.sweep_plots import sweep_goodput_figure, sweep_rate_figure
+    from latency.figures.sweep_plots import (
+        sweep_goodput_figure,
+        sweep_itl_e2e_figure,
+        sweep_rate_figure,
+    )
 
     result, plan = record.result, record.plan
     what = plan.base.target or plan.base.model
@@ -133,6 +137,7 @@ def shown(record: SweepRecord) -> None:
         st.plotly_chart(sweep_rate_figure(result), key="sweepfig_rate")
     with right:
         st.plotly_chart(sweep_goodput_figure(result), key="sweepfig_goodput")
+    st.plotly_chart(sweep_itl_e2e_figure(result), key="sweepfig_itl_e2e")
     st.caption("The curves run through the rates (the floor's and the ceiling's closed loops "
                "are in the table: a closed loop's rate is the server's own). Grey dashes: "
                "the simulator's prediction at each point, fitted from the floor and ceiling.")

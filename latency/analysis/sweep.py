@@ -58,6 +58,7 @@ class SweepPoint:
     met_share: float | None
     #: output tokens a second served
     tokens_per_s: float | None = None
+    itl_p50_ms: float | None = None
 
     @property
     def rate(self) -> float:
@@ -106,7 +107,7 @@ def point_of(result: Any, label: str, run_id: str | None = None) -> SweepPoint:
         tpot_p99_ms=s.tpot_ms.p99, itl_p99_ms=s.itl_ms.p99, e2e_p50_ms=s.e2e_ms.p50,
         e2e_p99_ms=s.e2e_ms.p99, ttft_p99_ci=ci("ttft_ms"), tpot_p99_ci=ci("tpot_ms"),
         goodput_rps=s.goodput_rps, met_share=s.slo_met_share,
-        tokens_per_s=float(s.output_tokens_per_s))
+        tokens_per_s=float(s.output_tokens_per_s), itl_p50_ms=s.itl_ms.p50)
 
 
 @dataclass(frozen=True)

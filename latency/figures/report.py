@@ -100,7 +100,11 @@ def stored_report_html(run: Any) -> bytes:
 def sweep_report(result: Any) -> Report:
     """A finished sweep (``SweepResult``): its curves, and its table, notes and answer as the
     command line prints them (its ``repr``)."""
-    from latency.figures.sweep_plots import sweep_goodput_figure, sweep_rate_figure
+    from latency.figures.sweep_plots import (
+        sweep_goodput_figure,
+        sweep_itl_e2e_figure,
+        sweep_rate_figure,
+    )
 
     base = result.plan.base
     slo = base.objectives
@@ -113,6 +117,7 @@ def sweep_report(result: Any) -> Report:
                  caption="Measured points solid; the simulator's prediction beside each, "
                          "dashed grey; the objectives dashed red."),
          Section("Served and goodput against the load", figure=sweep_goodput_figure(result)),
+         Section("ITL and E2E against the load", figure=sweep_itl_e2e_figure(result)),
          Section("The sweep, as the command line printed it", text=repr(result)),
          _settings(base, "The settings every point shares")])
 

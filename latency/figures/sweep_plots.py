@@ -10,7 +10,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 from latency.analysis.sweep import SweepPoint
+from latency.core import fmt
 from latency.figures import gen_plots
+from latency.figures.plots import SERIES_COLOURS, SLO_COLOUR, _base_layout, _figure, empty_figure
 from latency.simulation.gen_capacity import BestRate, GenCurve, GenPoint
 
 #: the prediction's colour: beside the measurement, never mistaken for it
@@ -58,6 +60,37 @@ def sweep_goodput_figure(result: Any, title: str | None = None) -> go.Figure:
             marker={"symbol": "circle-open"},
             hovertemplate="%{x:.2f} req/s: goodput simulated %{y:.2f}/s<extra></extra>"))
     return fig
+
+
+def sweep_itl_e2e_figure(result: Any, title: str | None = None) -> go.Figure:
+    """ITL (each gap between tokens) and E2E (the whole request) p50 and p99 against the
+    load, measured; the E2E objective dashed where one is set."""
+    points = sorted(_loads(result.points), key=lambda p: p.rate)
+    if not points:
+        return empty_figure(title)
+    x = [p.rate for p in points]
+    traces: list[Any] = []
+    for axis, what, unit in (("y", "itl", "ITL"), ("y2", "e2e", "E2E")):
+        for i, q in enumerate(("p50", "p99")):
+            traces.append(go.Scatter(
+                x=x, y=[getattr(p, f"{what}_{q}_ms") for p in points], name=f"{unit} {q}",
+                mode="lines+markers", yaxis=axis,
+                line={"color": SERIES_COLOURS[i], "width": 2,
+                      "dash": "solid" if what == "itl" else "dot"},
+                hovertemplate=f"%{{x:.2f}} req/s: {unit} {q} %{{y:.2f}} ms<extra></extra>"))
+    e2e = result.plan.base.objectives.e2e_ms
+    if e2e:
+        traces.append(go.Scatter(x=[min(x), max(x)], y=[e2e, e2e], yaxis="y2", mode="lines",
+                                 name=f"E2E target {fmt.tick(e2e)} ms", hoverinfo="skip",
+                                 line={"color": SLO_COLOUR, "dash": "dash", "width": 1.5}))
+    layout = _base_layout(title, 480)
+    layout.update(xaxis={"title": {"text": "arrival rate (requests/s)"}, "anchor": "y2",
+                         "rangemode": "tozero", "showgrid": True},
+                  yaxis={"domain": [0.55, 1.0], "title": {"text": "ITL (ms)"},
+                         "rangemode": "tozero"},
+                  yaxis2={"domain": [0.0, 0.45], "title": {"text": "E2E (ms)"},
+                          "rangemode": "tozero"}, hovermode="closest")
+    return _figure(traces, layout)
 
 
 def _predicted(result: Any) -> GenCurve:
