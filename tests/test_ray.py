@@ -52,10 +52,16 @@ def cluster():
         env=env, capture_output=True, text=True, timeout=120)
     assert started.returncode == 0, started.stderr[-2000:]
     try:
-        serve = subprocess.run(
-            [str(BIN / "serve"), "start", f"--address=127.0.0.1:{gcs}",
-             "--http-host=127.0.0.1", f"--http-port={http}"],
-            env=env, capture_output=True, text=True, timeout=180)
+        # Serve's proxy actor must come up within Ray's own 60 s (HTTP_PROXY_TIMEOUT); on a
+        # machine whose cores are taken, its first worker process can miss that and is
+        # killed — a second try finds Ray's processes started and warm
+        for _ in range(3):
+            serve = subprocess.run(
+                [str(BIN / "serve"), "start", f"--address=127.0.0.1:{gcs}",
+                 "--http-host=127.0.0.1", f"--http-port={http}"],
+                env=env, capture_output=True, text=True, timeout=180)
+            if serve.returncode == 0:
+                break
         assert serve.returncode == 0, serve.stderr[-2000:]
         yield f"127.0.0.1:{gcs}"
     finally:
