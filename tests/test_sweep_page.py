@@ -36,13 +36,17 @@ def test_a_sweep_from_the_page_draws_its_points_and_answers():
     assert not at.exception and record.error is None, record.error
     result = record.result
     assert [p.label for p in result.points] == ["1 client", "8 clients", "rate 6.00/s"]
-    rate = chart_with(at, "TTFT p99 simulated")
-    assert [t["name"] for t in rate["data"]][:2] == ["TTFT p50", "TTFT p99"]
+    rate = chart_with(at, "TTFT p99")
+    names = [t["name"] for t in rate["data"]]
+    assert names[:2] == ["TTFT p50", "TTFT p99"], names
+    # the simulator beside the rate, where it could be fitted (the notes say why not)
+    assert ("TTFT p99 simulated" in names) == (result.predicted[2] is not None), (
+        names, result.fit)
     itl = chart_with(at, "ITL p99")
     assert itl["data"][1]["y"] == [result.points[2].itl_p99_ms]
     e2e = next(t for t in itl["data"] if t["name"] == "E2E p50")
     assert e2e["y"] == [result.points[2].e2e_p50_ms]
-    goodput = chart_with(at, "goodput simulated")
+    goodput = chart_with(at, "served (throughput)")
     assert goodput["data"][1]["x"] == [result.points[2].rate]
     answer = next(s.value for s in at.success if "Highest load" in s.value)
     assert "requests/s" in answer or answer.count("none")
