@@ -17,7 +17,7 @@ from latency.host.devices import check_device_dtype
 from latency.loadgen.bodies import load_bodies
 from latency.pipelines.contract import Pipeline
 from latency.pipelines.gen_checks import generation_checked, target_generation_checked
-from latency.pipelines.gen_workload import NO_REPLIES, conversations_of
+from latency.pipelines.gen_workload import prompts_check
 from latency.pipelines.inputs import check_inputs
 from latency.pipelines.levers import check
 from latency.pipelines.registry import PipelineSource, parse_model_args, source, split_model_args
@@ -56,10 +56,8 @@ def validated(config: RunConfig, pipeline: Pipeline | None = None,
     if c.inputs is not None:
         c.inputs = check_inputs(c.inputs)  # made absolute: a run process finds it too
     if c.prompts is not None:  # the same checks and bounds, before anything runs
-        c.prompts = check_inputs(c.prompts, "--prompts")
-        _, replies = conversations_of(c.prompts)  # each item a prompt or a conversation
-        if c.reply_lengths and not any(replies):
-            raise ConfigError(NO_REPLIES)
+        # (each item a prompt or a conversation, checked on the one parse)
+        c.prompts = check_inputs(c.prompts, "--prompts", prompts_check(c.reply_lengths, c.prompts))
     if generation and c.target is not None:
         target_generation_checked(c, length_given)  # someone else's server: nothing of ours
         return c

@@ -15,6 +15,7 @@ from ``--output-tokens`` (default 64). All draws come from the run's seed.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -69,11 +70,27 @@ def conversations_of(where: str, order: str = "in-order", seed: int = 0
                      ) -> tuple[list[str], list[str | None]]:
     """The prompts of a ``--prompts`` file and the reply after each (None where it has
     none); ConfigError (one line) for an item that is no prompt, or a file without one."""
-    turns = [t for t in (prompt_texts(v) for v in read_inputs(where, order, seed, "--prompts"))
-             if t is not None]
+    return _conversations(read_inputs(where, order, seed, "--prompts"), where)
+
+
+def _conversations(items: list[Any], where: str) -> tuple[list[str], list[str | None]]:
+    turns = [t for t in (prompt_texts(v) for v in items) if t is not None]
     if not turns:
         raise ConfigError(f"--prompts {where}: no conversation in it has a user turn")
     return [p for p, _ in turns], [r for _, r in turns]
+
+
+def prompts_check(reply_lengths: bool, where: str) -> Callable[[list[Any]], None]:
+    """What ``check_inputs`` checks of a ``--prompts`` file's items on the parse it makes:
+    each a prompt or a conversation, one at least with a user turn, and — for
+    ``--reply-lengths`` — one with a reply (named apart: a check is remembered by name)."""
+    def prompts(items: list[Any]) -> None:
+        _conversations(items, where)
+
+    def prompts_with_replies(items: list[Any]) -> None:
+        if not any(_conversations(items, where)[1]):
+            raise ConfigError(NO_REPLIES)
+    return prompts_with_replies if reply_lengths else prompts
 
 
 def build_work(pipeline: TextSource, config: RunConfig, count: int,

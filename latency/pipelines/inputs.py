@@ -16,6 +16,7 @@ or shuffled (seeded) with ``input_order="shuffle"``. Bounded: at most ``MAX_INPU
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +40,14 @@ def _files(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
-def check_inputs(where: str, flag: str = "--inputs") -> str:
+def check_inputs(where: str, flag: str = "--inputs",
+                 check: Callable[[list[Any]], object] | None = None) -> str:
     """The absolute path of an ``--inputs`` source that exists, is not empty, is within the
     bounds and reads as inputs; ConfigError (one line) otherwise — before anything runs, so bad
     content costs no run (and leaves no failed run in the history). A text or JSON-lines file
     is parsed here; each file of a directory is opened and its first byte read. ``flag``: the
-    option that named it (``--prompts`` takes the same checks and bounds)."""
+    option that named it (``--prompts`` takes the same checks and bounds); ``check``: what
+    the items must be besides (ConfigError otherwise), run on the same parse."""
     path = Path(where).expanduser()
     if not path.exists():
         raise ConfigError(f"{flag} {where}: no such file or directory")
@@ -68,6 +71,8 @@ def check_inputs(where: str, flag: str = "--inputs") -> str:
         raise ConfigError(f"{flag} {where}: {size / 2**20:,.0f} MiB, more than the "
                           f"{MAX_BYTES / 2**20:,.0f} MiB a run holds in memory")
     if path.is_dir():
+        if check is not None:
+            check(read_inputs(str(path), flag=flag))
         for f in files:
             try:
                 with open(f, "rb") as fh:
@@ -76,9 +81,11 @@ def check_inputs(where: str, flag: str = "--inputs") -> str:
                 raise ConfigError(f"{flag} {where}: cannot read {f.name} "
                                   f"({exc.strerror or exc})") from None
     else:
-        key = (str(path), size, path.stat().st_mtime_ns)
+        key = (str(path), size, path.stat().st_mtime_ns, getattr(check, "__name__", None))
         if key not in _PARSED_OK:  # a run validates twice (caller, engine): parse once
-            _parsed(path, where, flag)
+            items = _parsed(path, where, flag)
+            if check is not None:
+                check(items)
             if len(_PARSED_OK) >= 256:  # a long-lived server: forget, never grow
                 _PARSED_OK.clear()
             _PARSED_OK.add(key)
@@ -87,7 +94,7 @@ def check_inputs(where: str, flag: str = "--inputs") -> str:
 
 #: text/JSON-lines inputs this process already parsed without fault, by (path, size, mtime):
 #: the same unchanged file is not read again only to be checked (at most 256 entries)
-_PARSED_OK: set[tuple[str, int, int]] = set()
+_PARSED_OK: set[tuple[str, int, int, str | None]] = set()
 
 
 def _parsed(path: Path, where: str, flag: str = "--inputs") -> list[Any]:
