@@ -80,23 +80,29 @@ def run_controls() -> RunConfig:
             model_args["max_context"] = context
     device = sb.selectbox("Device", available_devices(), key=f"{PREFIX}device",
                           help=field_help("device"), **KEEP)
+    return RunConfig(model=model, model_args=model_args, device=device,
+                     **_measuring(sb, with_scheduler=True))
+
+
+def _measuring(sb: Any, with_scheduler: bool) -> dict[str, Any]:
+    """What a run sends and for how long — lengths, load, (our scheduler,) objectives, its
+    length — as RunConfig's fields: a pipeline's and a server of yours alike."""
     prompts, outputs = length_inputs(sb, PREFIX)
     load = load_inputs(sb, PREFIX, 4.0, ("poisson", "constant"))
-    scheduler = scheduler_inputs(sb, PREFIX)
+    scheduler: dict[str, Any] = {}
+    if with_scheduler:
+        chosen = scheduler_inputs(sb, PREFIX)
+        scheduler = {**chosen, "chunked_prefill": chosen["chunked_prefill"] or None,
+                     "kv_tokens": chosen["kv_tokens"] or None}
     ttft, tpot, e2e = objective_inputs(sb, PREFIX)
     duration = sb.slider("Run length (s)", 2, 120, default(f"{PREFIX}duration", 10),
                          key=f"{PREFIX}duration", help=field_help("duration_s"), **KEEP)
-    return RunConfig(model=model, model_args=model_args, device=device,
-                     prompt_tokens=LengthSpec.of(prompts, "--prompt-tokens") if prompts else None,
-                     output_tokens=LengthSpec.of(outputs or DEFAULT_OUTPUT_TOKENS,
-                                                 "--output-tokens"),
-                     concurrency=load.clients, rate=load.rate,
-                     arrival=load.arrival if load.rate else "poisson",
-                     duration_s=float(duration), slo_ttft_ms=ttft, slo_tpot_ms=tpot, slo_e2e_ms=e2e,
-                     batching=scheduler["batching"], max_running=scheduler["max_running"],
-                     max_step_tokens=scheduler["max_step_tokens"],
-                     chunked_prefill=scheduler["chunked_prefill"] or None,
-                     kv_tokens=scheduler["kv_tokens"] or None)
+    return dict(prompt_tokens=LengthSpec.of(prompts, "--prompt-tokens") if prompts else None,
+                output_tokens=LengthSpec.of(outputs or DEFAULT_OUTPUT_TOKENS,
+                                            "--output-tokens"),
+                concurrency=load.clients, rate=load.rate,
+                arrival=load.arrival if load.rate else "poisson", duration_s=float(duration),
+                slo_ttft_ms=ttft, slo_tpot_ms=tpot, slo_e2e_ms=e2e, **scheduler)
 
 
 def _target_controls(sb: Any, name: str, url: str) -> RunConfig:
@@ -110,20 +116,8 @@ def _target_controls(sb: Any, name: str, url: str) -> RunConfig:
                         help=field_help("tokenizer"), **KEEP)
     scrape = sb.toggle("Read its /metrics over the run", True, key=f"{PREFIX}scrape",
                        help=field_help("scrape_metrics"), **KEEP)
-    prompts, outputs = length_inputs(sb, PREFIX)
-    load = load_inputs(sb, PREFIX, 4.0, ("poisson", "constant"))
-    ttft, tpot, e2e = objective_inputs(sb, PREFIX)
-    duration = sb.slider("Run length (s)", 2, 120, default(f"{PREFIX}duration", 10),
-                         key=f"{PREFIX}duration", help=field_help("duration_s"), **KEEP)
     return RunConfig(target=url, api=api, tokenizer="server" if counted else None,
-                     scrape_metrics=bool(scrape),
-                     prompt_tokens=LengthSpec.of(prompts, "--prompt-tokens") if prompts else None,
-                     output_tokens=LengthSpec.of(outputs or DEFAULT_OUTPUT_TOKENS,
-                                                 "--output-tokens"),
-                     concurrency=load.clients, rate=load.rate,
-                     arrival=load.arrival if load.rate else "poisson",
-                     duration_s=float(duration), slo_ttft_ms=ttft, slo_tpot_ms=tpot,
-                     slo_e2e_ms=e2e)
+                     scrape_metrics=bool(scrape), **_measuring(sb, with_scheduler=False))
 
 
 def render(handle: GenRunHandle, snap: GenSnapshot | None = None) -> GenSnapshot:
