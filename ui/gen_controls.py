@@ -9,7 +9,7 @@ from typing import Any
 
 import streamlit as st
 
-from latency.core.config import RunConfig, field_help
+from latency.core.config import APIS, RunConfig, field_help
 from latency.core.slo import PRESETS
 from ui.controls import KEEP, default
 
@@ -145,3 +145,17 @@ def objective_inputs(sb: Any, prefix: str) -> tuple[float, float, float | None]:
                           key=f"{prefix}e2e",
                           placeholder="none", help=field_help("slo_e2e_ms"), **KEEP)
     return float(ttft), float(tpot), None if e2e is None else float(e2e)
+
+
+def target_inputs(sb: Any, prefix: str, scrape_label: str) -> dict[str, Any]:
+    """How a server of yours is asked and read — the API, counting tokens with its own
+    tokenizer, its /metrics — as RunConfig's fields."""
+    api = sb.selectbox("API", list(APIS), key=f"{prefix}api",
+                       help=field_help("api"), **KEEP)
+    counted = sb.toggle("Count tokens with its tokenizer", True, key=f"{prefix}tokenizer",
+                        help=field_help("tokenizer"), **KEEP)
+    scrape = sb.toggle(scrape_label, True, key=f"{prefix}scrape",
+                       help=field_help("scrape_metrics"), **KEEP)
+    return {"api": api, "tokenizer": "server" if counted else None,
+            "scrape_metrics": bool(scrape)}
+

@@ -10,7 +10,7 @@ from typing import Any
 import streamlit as st
 
 from latency.analysis.gen_snapshot import GenSnapshot
-from latency.core.config import APIS, RunConfig, field_help
+from latency.core.config import RunConfig, field_help
 from latency.core.lengths import DEFAULT_OUTPUT_TOKENS, LengthSpec
 from latency.execution.gen_handle import GenRunHandle
 from latency.host.devices import available_devices
@@ -23,6 +23,7 @@ from ui.gen_controls import (
     objective_inputs,
     scheduler_inputs,
     synthetic_lm_args,
+    target_inputs,
 )
 from ui.gen_figures import generation_figures, headline_metrics, target_figures
 from ui.machine import disturbed_badge
@@ -111,13 +112,8 @@ def _target_controls(sb: Any, name: str, url: str) -> RunConfig:
     sb.caption(f"Your server **{plain(name)}** at `{code_span(url)}`: its slots, batching and "
                "KV cache are its own; the run measures it from outside and joins each "
                "request with what the server reports of it.")
-    api = sb.selectbox("API", list(APIS), key=f"{PREFIX}api", help=field_help("api"), **KEEP)
-    counted = sb.toggle("Count tokens with its tokenizer", True, key=f"{PREFIX}tokenizer",
-                        help=field_help("tokenizer"), **KEEP)
-    scrape = sb.toggle("Read its /metrics over the run", True, key=f"{PREFIX}scrape",
-                       help=field_help("scrape_metrics"), **KEEP)
-    return RunConfig(target=url, api=api, tokenizer="server" if counted else None,
-                     scrape_metrics=bool(scrape), **_measuring(sb, with_scheduler=False))
+    return RunConfig(target=url, **target_inputs(sb, PREFIX, "Read its /metrics over the run"),
+                     **_measuring(sb, with_scheduler=False))
 
 
 def render(handle: GenRunHandle, snap: GenSnapshot | None = None) -> GenSnapshot:

@@ -8,12 +8,12 @@ from typing import Any
 
 import streamlit as st
 
-from latency.core.config import APIS, RunConfig, field_help
+from latency.core.config import RunConfig, field_help
 from latency.core.errors import ConfigError
 from latency.core.lengths import DEFAULT_OUTPUT_TOKENS, LengthSpec
 from latency.execution.sweep import SweepPlan, objectives_text
 from ui.controls import KEEP, default
-from ui.gen_controls import length_inputs, objective_inputs
+from ui.gen_controls import length_inputs, objective_inputs, target_inputs
 from ui.gen_live import SERVER, generative_infos
 from ui.priority import yield_cpu_to_runs
 from ui.rights import is_instructor
@@ -40,14 +40,7 @@ def controls() -> tuple[SweepPlan | None, str | None]:
     base: dict[str, Any] = {}
     if what.startswith(SERVER):
         base["target"] = targets.urls[what[len(SERVER):]]
-        base["api"] = sb.selectbox("API", list(APIS), key=f"{PREFIX}api",
-                                   help=field_help("api"), **KEEP)
-        if sb.toggle("Count tokens with its tokenizer", True, key=f"{PREFIX}tokenizer",
-                     help=field_help("tokenizer"), **KEEP):
-            base["tokenizer"] = "server"
-        base["scrape_metrics"] = sb.toggle("Read its /metrics at each point", True,
-                                           key=f"{PREFIX}scrape",
-                                           help=field_help("scrape_metrics"), **KEEP)
+        base.update(target_inputs(sb, PREFIX, "Read its /metrics at each point"))
     else:
         base["model"] = what
         base["max_running"] = int(sb.slider("Slots (max running)", 1, 64,
