@@ -53,10 +53,14 @@ def build_gen_snapshot(run_id: str, version: int, status: str, phase: str, confi
                                    measure_end_ns, slo)
     target, series = None, progress.get("server_metrics")
     if config.target is not None and reports is not None and len(reports) == len(rows):
+        from latency.analysis.server_metrics import measured_window
         from latency.analysis.target_view import target_view
 
+        # as the result's view reads them: the scrapes while it measured
         target = target_view(rows, tokens, reports, {"target": progress.get("target") or {}},
-                             bool(config.tokenizer), series)
+                             bool(config.tokenizer),
+                             measured_window(series, measure_start_ns, measure_end_ns)
+                             if series else None)
     return GenSnapshot(run_id, version, status, phase, config, progress, summary,
                        gen_view(rows, tokens, steps, slo.ttft_ms, slo.tpot_ms), failure,
                        target, series)
