@@ -160,9 +160,7 @@ def highest_meeting(points: list[SweepPoint], attainment: float = DEFAULT_ATTAIN
     # open-loop points are the loads the answer is about (arrivals a second, whatever the
     # server does); a closed loop's rate is its own (it slows with the server): those count
     # only where no rate was swept, in the order of their clients
-    rates = [p for p in points if p.load == "rate"]
-    ordered = (sorted(rates, key=lambda p: p.value) if rates
-               else sorted(points, key=lambda p: p.value))
+    ordered = answer_loads(points)
     if not ordered or all(p.met_share is None for p in ordered):
         return SweepAnswer(attainment, None, None, judged=False)
     best: SweepPoint | None = None
@@ -177,6 +175,13 @@ def highest_meeting(points: list[SweepPoint], attainment: float = DEFAULT_ATTAIN
     return SweepAnswer(attainment, best, None, passed_over=tuple(passed))
 
 
+def answer_loads(points: list[SweepPoint]) -> list[SweepPoint]:
+    """The loads an answer is about, lightest first: the open-loop points by rate where the
+    sweep has any (a closed loop's rate is the server's own), else the client counts."""
+    rates = [p for p in points if p.load == "rate"]
+    return sorted(rates or points, key=lambda p: p.value)
+
+
 def _ms_ci(value: float | None, ci: tuple[float, float] | None) -> str:
     if value is None:
         return fmt.DASH
@@ -185,4 +190,4 @@ def _ms_ci(value: float | None, ci: tuple[float, float] | None) -> str:
 
 
 __all__ = ["DEFAULT_ATTAINMENT", "SATURATED_SHARE", "SweepAnswer", "SweepPoint",
-           "highest_meeting", "point_of"]
+           "answer_loads", "highest_meeting", "point_of"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from latency.analysis.sweep import SweepPoint
+from latency.analysis.sweep import SweepPoint, answer_loads
 from latency.core import fmt
 from latency.figures import gen_plots
 from latency.figures.plots import SERIES_COLOURS, SLO_COLOUR, _base_layout, _figure, empty_figure
@@ -103,10 +103,8 @@ def _predicted(result: Any) -> GenCurve:
 
 
 def _loads(points: Sequence[SweepPoint | None]) -> list[SweepPoint]:
-    """The loads of the answer: the open-loop points where the sweep has any (a closed
-    loop's rate is the server's own), else the client counts."""
-    kept = [p for p in points if p is not None]
-    return [p for p in kept if p.load == "rate"] or kept
+    """The loads of the answer (``analysis.sweep.answer_loads``)."""
+    return answer_loads([p for p in points if p is not None])
 
 
 def _gen_point(p: SweepPoint) -> GenPoint:
