@@ -17,13 +17,12 @@ from latency.analysis.findings import Finding, Verdict
 from latency.analysis.gen_summary import GenSummary, summarize_generation
 from latency.analysis.gen_turns import turn_of
 from latency.analysis.gen_verdict import gen_findings, gen_verdict
+from latency.analysis.run_model import MeasuredRun
 from latency.analysis.server_metrics import measured_window
 from latency.analysis.server_split import split_for
 from latency.analysis.target_view import TargetView, target_view
-from latency.analysis.timings import Timings
 from latency.analysis.validity import Validity
 from latency.analysis.validity import validity as run_validity
-from latency.core.config import RunConfig
 from latency.core.gen_records import (
     GEN_COMPONENTS,
     GEN_DTYPE,
@@ -52,20 +51,12 @@ KIND = "generation"
 
 
 @dataclass(repr=False)
-class GenResult:
-    """A generation run (``analysis.run_model.MeasuredRun``, kind "generation")."""
+class GenResult(MeasuredRun):
+    """A generation run (a ``MeasuredRun``, kind "generation")."""
 
-    config: RunConfig
-    environment: dict[str, Any]
-    status: str
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=GEN_DTYPE))
     tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=TOKEN_DTYPE))
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=STEP_DTYPE))
-    errors: dict[int, str] = field(default_factory=dict)
-    timings: Timings = field(default_factory=Timings)
-    warnings: list[str] = field(default_factory=list)
-    failure: str | None = None
-    traceback: str | None = field(default=None, repr=False)
     #: a few requests' generated text (request row → text), to read what was served
     samples: dict[int, str] = field(default_factory=dict)
     #: a row a request (aligned with ``rows``): what a server of yours reported of it and
@@ -181,13 +172,10 @@ class GenResult:
 
     # ---- files ----------------------------------------------------------------------------
     def to_dict(self, requests: bool = False) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": KIND, "config": self.config.to_dict(),
-                             "environment": self.environment, "status": self.status,
-                             "failure": self.failure, "timings": self.timings.to_dict(),
-                             "summary": self.summary.to_dict(), "series": self.series,
-                             "warnings": [str(w) for w in self.findings],
-                             "verdict": str(self.verdict), "validity": self.validity.to_dict(),
-                             "samples": {str(k): v for k, v in self.samples.items()}}
+        d = {"kind": KIND, **self._shared_dict(),
+             "warnings": [str(w) for w in self.findings], "verdict": str(self.verdict),
+             "validity": self.validity.to_dict(),
+             "samples": {str(k): v for k, v in self.samples.items()}}
         if self.traceback:
             d["traceback"] = self.traceback
         view = self.target_view
@@ -208,14 +196,9 @@ class GenResult:
     def from_dict(cls, d: dict[str, Any]) -> GenResult:
         rows = _untable(d.get("requests"), GEN_DTYPE)
         errors = (d.get("requests") or {}).get("errors") or {}
-        result = cls(config=RunConfig.from_dict(d.get("config") or {}),
-                     environment=dict(d.get("environment") or {}),
-                     status=str(d.get("status", "completed")), rows=rows,
+        result = cls(**cls._shared_fields(d, errors), rows=rows,
                      tokens=_untable(d.get("tokens"), TOKEN_DTYPE),
                      steps=_untable(d.get("steps"), STEP_DTYPE),
-                     errors={int(k): str(v) for k, v in errors.items()},
-                     timings=Timings.from_dict(d.get("timings")), failure=d.get("failure"),
-                     traceback=d.get("traceback"),
                      samples={int(k): str(v) for k, v in (d.get("samples") or {}).items()},
                      reports=reports_of(d, len(rows)))
         if not len(rows) and isinstance(d.get("summary"), dict):
@@ -235,17 +218,12 @@ class GenResult:
 
         rows = self.rows
         comps = component_ns(rows)
-        t0 = self.timings.measure_start_ns
-        if t0 is None:
-            t0 = int(rows["t_intended"].min()) if len(rows) else 0
+        t0 = self._start_ns(rows)
         n = rows["output_tokens"].astype(np.int64)
         tpot = np.where(n > 1, (comps["e2e"] - comps["ttft"]) / np.maximum(n - 1, 1) / 1e6,
                         np.nan)
         cols: dict[str, Any] = {
-            "request": np.arange(len(rows)), "client": rows["client"],
-            "warmup": rows["warmup"],
-            "status": np.where(rows["status"] == STATUS_OK, "ok", "error"),
-            "error": [self.errors.get(i, "") for i in range(len(rows))],
+            **self._request_columns(rows),
             "prompt_tokens": rows["prompt_tokens"], "output_tokens": rows["output_tokens"],
             "prefill_chunks": rows["chunks"], "preemptions": rows["preemptions"],
             "replica": rows["replica"],
@@ -264,17 +242,13 @@ class GenResult:
             cols.update(_split_columns(rows, self.reports, target))
         return pd.DataFrame(cols)
 
-    def csv_bytes(self) -> bytes:
-        return self.requests_frame().to_csv(index=False, float_format="%.4f").encode()
-
     def tokens_frame(self) -> pd.DataFrame:
         """One row a token: its request, index, what produced it, and its stamps (integer
         ns from the start of measuring)."""
         import pandas as pd
 
         t = self.tokens
-        t0 = self.timings.measure_start_ns or (int(self.rows["t_intended"].min())
-                                               if len(self.rows) else 0)
+        t0 = self._start_ns(self.rows)
         out = {name: t[name] for name in ("request", "index", "kind", "batch")}
         for name in ("t_call_start", "t_produced", "t_detok", "t_delivered"):
             out[f"{name}_ns"] = t[name] - t0

@@ -16,17 +16,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from latency.analysis.run_model import MeasuredRun
 from latency.analysis.stats import per_second_series
 from latency.analysis.summary import Summary, summarize
 from latency.analysis.summary_text import format_summary
-from latency.analysis.timings import Timings
 from latency.analysis.validity import Validity, validity
-from latency.core.config import RunConfig
 from latency.core.records import (
     COMPONENTS,
     RECORD_DTYPE,
     STAMPS,
-    STATUS_OK,
     component_ns,
     measured_and_ok,
     rows_from_table,
@@ -39,20 +37,11 @@ if TYPE_CHECKING:
     from latency.analysis.compare import Comparison
 
 @dataclass(repr=False)
-class RunResult:
-    """A one-shot run (``analysis.run_model.MeasuredRun``, kind "one-shot")."""
+class RunResult(MeasuredRun):
+    """A one-shot run (a ``MeasuredRun``, kind "one-shot")."""
 
     kind: ClassVar[str] = "one-shot"
-    config: RunConfig
-    environment: dict[str, Any]
-    status: str
     log: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=RECORD_DTYPE))
-    errors: dict[int, str] = field(default_factory=dict)
-    timings: Timings = field(default_factory=Timings)
-    warnings: list[str] = field(default_factory=list)
-    failure: str | None = None
-    #: the failure's traceback (from the run process, when it failed there)
-    traceback: str | None = field(default=None, repr=False)
 
     @cached_property
     def summary(self) -> Summary:
@@ -95,11 +84,7 @@ class RunResult:
     def to_dict(self, requests: bool = False) -> dict[str, Any]:
         """The result as JSON-ready data; ``requests`` adds every request record (columnar,
         integer ns) so the file can be reloaded, e.g. by ``simulate --from-run``."""
-        d: dict[str, Any] = {"config": self.config.to_dict(), "environment": self.environment,
-                             "status": self.status, "failure": self.failure,
-                             "timings": self.timings.to_dict(),
-                             "summary": self.summary.to_dict(),
-                             "series": self.series, "validity": self.validity.to_dict()}
+        d = {**self._shared_dict(), "validity": self.validity.to_dict()}
         if self.traceback:
             d["traceback"] = self.traceback
         if requests:
@@ -116,12 +101,7 @@ class RunResult:
         log, errors = np.zeros(0, dtype=RECORD_DTYPE), dict[str, str]()
         if isinstance(table, dict) and "columns" in table:
             log, errors = rows_from_table(table), table.get("errors") or {}
-        result = cls(config=RunConfig.from_dict(d.get("config") or {}),
-                     environment=dict(d.get("environment") or {}),
-                     status=str(d.get("status", "completed")), log=log,
-                     errors={int(k): str(v) for k, v in errors.items()},
-                     timings=Timings.from_dict(d.get("timings")), failure=d.get("failure"),
-                     traceback=d.get("traceback"))
+        result = cls(**cls._shared_fields(d, errors), log=log)
         if isinstance(d.get("summary"), dict):
             result.__dict__["summary"] = Summary.from_dict(d["summary"])
         return result
@@ -148,15 +128,9 @@ class RunResult:
 
         rows = self.log
         comps = component_ns(rows)
-        default_t0 = int(rows["t_intended"].min()) if len(rows) else 0
-        t0 = self.timings.measure_start_ns
-        if t0 is None:
-            t0 = default_t0
-        status = np.where(rows["status"] == STATUS_OK, "ok", "error")
+        t0 = self._start_ns(rows)
         cols: dict[str, Any] = {
-            "request": np.arange(len(rows)), "client": rows["client"],
-            "warmup": rows["warmup"], "status": status,
-            "error": [self.errors.get(i, "") for i in range(len(rows))],
+            **self._request_columns(rows),
             "batch_id": rows["batch_id"], "batch_size": rows["batch_size"],
             "replica": rows["replica"],
         }
@@ -172,9 +146,3 @@ class RunResult:
             cols["emulated_wan_ms"] = rows["emulated_us"] / 1e3  # EMULATED delay, included
             cols["server_timing"] = rows["decomposed"]  # False: network = whole client time
         return pd.DataFrame(cols)
-
-    def csv_bytes(self) -> bytes:
-        return self.requests_frame().to_csv(index=False, float_format="%.4f").encode()
-
-    def to_csv(self, path: str | Path) -> None:
-        Path(path).write_bytes(self.csv_bytes())
