@@ -20,12 +20,11 @@ from latency.analysis.compare import CONFIG_KEYS, setting_of
 from latency.analysis.findings import Finding
 from latency.analysis.machine import pooled, pooled_finding, unequal_disturbance
 from latency.analysis.result import RunResult
-from latency.analysis.snapshot import MAKEUP_POINTS, QUANTILE_GRID
+from latency.analysis.snapshot import makeup_ms, quantile_curve
 from latency.analysis.stats import (
     LatencyStats,
     describe_ms,
     interval_note,
-    tail_makeup_ms,
 )
 from latency.core import fmt
 from latency.core.config import RunConfig
@@ -174,14 +173,9 @@ def arm_stats(arm: str, results: Sequence[RunResult]) -> ArmStats:
     if busy:
         warnings.append(Finding(busy, "machine"))
     total_ms = comps["total"] / 1e6
-    comps_ms = {c: comps[c] / 1e6 for c in COMPONENTS}
     order = np.argsort(total_ms, kind="stable")
-    makeup = {name: ({c: float(v.mean()) for c, v in comps_ms.items()} if q is None else
-                     tail_makeup_ms(comps_ms, total_ms, q, order=order))
-              for name, q in MAKEUP_POINTS.items()}
-    sorted_total = total_ms[order]
-    quantiles = np.interp(QUANTILE_GRID * (len(sorted_total) - 1), np.arange(len(sorted_total)),
-                          sorted_total)
+    makeup = makeup_ms({c: comps[c] / 1e6 for c in COMPONENTS}, total_ms, order)
+    quantiles = quantile_curve(total_ms, order)
     cfg = results[0].config
     return ArmStats(
         arm=arm, label=lever_summary(cfg.optimize or [], cfg.pre, cfg.post),

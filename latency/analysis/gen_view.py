@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from latency.analysis.snapshot import MAKEUP_POINTS
-from latency.analysis.stats import HIST_EDGES_MS, histogram_ms, tail_makeup_ms
+from latency.analysis.snapshot import makeup_ms
+from latency.analysis.stats import HIST_EDGES_MS, histogram_ms
 from latency.core.gen_records import (
     GAP_COMPONENTS,
     TTFT_COMPONENTS,
@@ -89,22 +89,13 @@ def gen_view(rows: np.ndarray, tokens: np.ndarray, steps: np.ndarray,
     gaps, gparts = token_gaps(own)
     gaps_ms = gaps / 1e6
     return GenView(
-        ttft_makeup_ms=_makeup({c: parts[c] / 1e6 for c in TTFT_COMPONENTS}, ttft),
-        gap_makeup_ms=_makeup({c: gparts[c] / 1e6 for c in GAP_COMPONENTS}, gaps_ms),
+        ttft_makeup_ms=makeup_ms({c: parts[c] / 1e6 for c in TTFT_COMPONENTS}, ttft),
+        gap_makeup_ms=makeup_ms({c: gparts[c] / 1e6 for c in GAP_COMPONENTS}, gaps_ms),
         ttft_counts=histogram_ms(ttft), itl_counts=histogram_ms(gaps_ms),
         ttft_percentiles_ms=_percentiles(ttft), itl_percentiles_ms=_percentiles(gaps_ms),
         ttft_within=_within(ttft, ttft_target_ms), itl_within=_within(gaps_ms, tpot_target_ms),
         waterfall=waterfall(rows, tokens, ok_index, waterfall_requests),
         scheduler=_scheduler(steps), tokens_per_s=_tokens_per_s(own, _origin(steps, own)))
-
-
-def _makeup(parts_ms: dict[str, np.ndarray], total_ms: np.ndarray) -> dict[str, dict[str, float]]:
-    if not len(total_ms):
-        return {}
-    order = np.argsort(total_ms, kind="stable")
-    return {name: ({c: float(v.mean()) for c, v in parts_ms.items()} if q is None
-                   else tail_makeup_ms(parts_ms, total_ms, q, order=order))
-            for name, q in MAKEUP_POINTS.items()}
 
 
 def _percentiles(values_ms: np.ndarray) -> dict[str, float]:

@@ -24,6 +24,26 @@ MAKEUP_POINTS: dict[str, float | None] = {"mean": None, "p50": 0.50, "p90": 0.90
 QUANTILE_GRID = np.linspace(0.0, 1.0, 1001)
 
 
+def makeup_ms(parts_ms: dict[str, np.ndarray], total_ms: np.ndarray,
+              order: np.ndarray | None = None) -> dict[str, dict[str, float]]:
+    """The bars of a stacked chart (``MAKEUP_POINTS``): the mean parts, and the parts of the
+    requests around each percentile of ``total_ms`` (``stats.tail_makeup_ms``); ``order``:
+    ``total_ms``'s stable sort, when already made. Empty without requests."""
+    if not len(total_ms):
+        return {}
+    if order is None:
+        order = np.argsort(total_ms, kind="stable")
+    return {name: ({c: float(v.mean()) for c, v in parts_ms.items()} if q is None
+                   else tail_makeup_ms(parts_ms, total_ms, q, order=order))
+            for name, q in MAKEUP_POINTS.items()}
+
+
+def quantile_curve(total_ms: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Total latency at each q of ``QUANTILE_GRID`` (``order``: ``total_ms``'s sort)."""
+    ranked = total_ms[order]
+    return np.interp(QUANTILE_GRID * (len(ranked) - 1), np.arange(len(ranked)), ranked)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     run_id: str
@@ -80,17 +100,7 @@ def build_snapshot(run_id: str, version: int, status: str, phase: str, config: R
                         failure=failure)
     comps = component_ns(ok)
     total_ms = comps["total"] / 1e6
-    comps_ms = {c: comps[c] / 1e6 for c in COMPONENTS}
     order = np.argsort(comps["total"], kind="stable")  # one sort serves quantiles and tails
-    makeup: dict[str, dict[str, float]] = {}
-    for name, q in MAKEUP_POINTS.items():
-        if q is None:
-            makeup[name] = {c: float(v.mean()) for c, v in comps_ms.items()}
-        else:
-            makeup[name] = tail_makeup_ms(comps_ms, total_ms, q, order=order)
-    sorted_total = total_ms[order]
-    grid = QUANTILE_GRID * (len(sorted_total) - 1)
-    quantiles = np.interp(grid, np.arange(len(sorted_total)), sorted_total)
     start = measure_start_ns if measure_start_ns is not None else int(ok["t_intended"].min())
     end_ns = measure_end_ns if measure_end_ns is not None else int(measured["t_done"].max())
     series = per_second_series((ok["t_done"] - start) / 1e9, total_ms, (end_ns - start) / 1e9)
@@ -100,5 +110,6 @@ def build_snapshot(run_id: str, version: int, status: str, phase: str, config: R
                                measure_end_ns=measure_end_ns, config=config,
                                warnings=warnings, comps=comps, dropped=dropped),
         hist_counts=histogram_ms(total_ms),
-        quantiles_ms=quantiles,
-        makeup_ms=makeup, series=series, failure=failure)
+        quantiles_ms=quantile_curve(total_ms, order),
+        makeup_ms=makeup_ms({c: comps[c] / 1e6 for c in COMPONENTS}, total_ms, order),
+        series=series, failure=failure)
