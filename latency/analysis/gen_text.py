@@ -12,6 +12,7 @@ import numpy as np
 
 from latency.analysis.gen_summary import GenSummary
 from latency.analysis.gen_turns import turn_lines
+from latency.analysis.gen_verdict import part_label
 from latency.analysis.server_metrics import measured_window, server_metric_line
 from latency.analysis.stats import LatencyStats
 from latency.analysis.summary import COLUMN
@@ -59,12 +60,8 @@ def _parts(parts: dict[str, float], no_network: bool) -> str:
     if total <= 0:
         return "—"
     shown = [(k, v) for k, v in parts.items() if v / total >= 0.005]
-    return ", ".join(f"{_name(k, no_network)} {fmt.ms(v)} ({fmt.share(v / total)})"
+    return ", ".join(f"{part_label(k, no_network)} {fmt.ms(v)} ({fmt.share(v / total)})"
                      for k, v in sorted(shown, key=lambda kv: -kv[1]))
-
-
-def _name(key: str, no_network: bool) -> str:
-    return "hand-off" if key == "network" and no_network else key.replace("_", " ")
 
 
 def format_generation_block(s: GenSummary, config: RunConfig,
@@ -87,7 +84,7 @@ def format_generation_block(s: GenSummary, config: RunConfig,
         lines.append(head)
         for c in GEN_COMPONENTS:
             if c in s.components_ms:
-                lines.append(_row(_name(c, no_net), s.components_ms[c]))
+                lines.append(_row(part_label(c, no_net), s.components_ms[c]))
         lines.append("")
         lines.append(f"TTFT mean {fmt.ms(s.ttft_ms.mean)} ms = "
                      f"{_parts(s.ttft_mean_parts_ms, no_net)}")

@@ -22,14 +22,14 @@ from typing import Any
 
 from latency.analysis.findings import Finding, Verdict
 from latency.analysis.gen_summary import GenSummary
+from latency.analysis.summary import OVERLOAD_SHARE
 from latency.core import fmt
+from latency.core.records import component_label
 
 #: a make-up's part must hold this share of the tail to be named as its cause
 LEADING_SHARE = 0.4
 #: sequences a decode step holds on average from which fewer of them shortens it
 SHARED_STEP = 1.5
-#: open loop: served below this share of the offered rate means the server is overloaded
-OVERLOAD_SHARE = 0.9
 
 
 def _top(parts: dict[str, float]) -> tuple[str | None, float]:
@@ -40,10 +40,10 @@ def _top(parts: dict[str, float]) -> tuple[str | None, float]:
     return name, parts[name] / total
 
 
-def _label(name: str, in_process: bool) -> str:
-    if name == "network" and in_process:
-        return "hand-off"
-    return name.replace("_", " ")
+def part_label(name: str, in_process: bool) -> str:
+    """A part of TTFT, a gap or E2E as shown to a person (``prefill stall``; ``network`` is
+    the hand-off in-process: ``records.component_label``)."""
+    return component_label(name, in_process).replace("_", " ")
 
 
 def ttft_cause(s: GenSummary, config: Any, in_process: bool) -> str | None:
@@ -51,7 +51,8 @@ def ttft_cause(s: GenSummary, config: Any, in_process: bool) -> str | None:
     name, share = _top(s.ttft_p99_parts_ms)
     if name is None or share < LEADING_SHARE:
         return None
-    head = f"TTFT p99 {fmt.ms(s.ttft_ms.p99)} ms is {fmt.share(share)} {_label(name, in_process)}"
+    head = (f"TTFT p99 {fmt.ms(s.ttft_ms.p99)} ms is {fmt.share(share)} "
+            f"{part_label(name, in_process)}")
     chunk = getattr(config, "chunked_prefill", None)
     lever = {
         "queue": queue_lever(s, config),
@@ -103,7 +104,7 @@ def itl_cause(s: GenSummary, config: Any, preempted: bool) -> str | None:
     name, share = _top(s.itl_p99_parts_ms)
     if name is None or share < LEADING_SHARE:
         return None
-    head = f"ITL p99 {fmt.ms(s.itl_ms.p99)} ms is {fmt.share(share)} {_label(name, False)}"
+    head = f"ITL p99 {fmt.ms(s.itl_ms.p99)} ms is {fmt.share(share)} {part_label(name, False)}"
     chunk = getattr(config, "chunked_prefill", None)
     if name == "stall":
         if preempted:
