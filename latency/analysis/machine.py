@@ -22,6 +22,7 @@ from latency.analysis.validity import (
     MAX_STEAL_CORES,
     MAX_THROTTLED_SHARE,
     MIN_SAMPLED_S,
+    as_number,
     disturbance_of,
     machine_reasons,
     max_other_cores,
@@ -34,16 +35,11 @@ _MEANS = ("other_cores_mean", "run_cores_mean", "steal_cores_mean", "memory_pres
 _SUMS = ("involuntary_switches", "throttled_periods", "throttled_s")
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
-
-
 def sampled(environment: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A result's machine samples when they can say anything (long enough a measurement),
     else None: no mark."""
     d = disturbance_of(dict(environment) if environment is not None else None)
-    if d is None or (_number(d.get("measured_s")) or 0.0) < MIN_SAMPLED_S:
+    if d is None or (as_number(d.get("measured_s")) or 0.0) < MIN_SAMPLED_S:
         return None
     return d
 
@@ -59,11 +55,6 @@ def is_disturbed(environment: Mapping[str, Any] | None) -> bool | None:
 #: says (nothing for a run without samples — unknown is not quiet)
 MACHINE_WORDS: Mapping[bool | None, str] = MappingProxyType(
     {True: DISTURBED, False: "quiet", None: ""})
-
-
-def machine_word(environment: Mapping[str, Any] | None) -> str:
-    """The history's column: 'DISTURBED', 'quiet', or '' when the run has no samples."""
-    return MACHINE_WORDS[is_disturbed(environment)]
 
 
 def disturbed_mark(environment: Mapping[str, Any] | None) -> str | None:
@@ -87,13 +78,13 @@ def badge_label(machine: Mapping[str, Any] | None) -> str | None:
     blocks = d.get("runs")
     if not (d.get("disturbed_runs") if blocks is not None else machine_reasons(d)):
         return None
-    span = _number(d.get("measured_s")) or 0.0
-    cores = int(_number(d.get("cores")) or 0)
+    span = as_number(d.get("measured_s")) or 0.0
+    cores = int(as_number(d.get("cores")) or 0)
     of = f" of {cores}" if cores else ""
     parts = [DISTURBED]
     if blocks is not None:
         parts.append(f"{d['disturbed_runs']} of {blocks} blocks")
-    other = _number(d.get("other_cores_mean"))
+    other = as_number(d.get("other_cores_mean"))
     if other is not None:
         limit = max_other_cores(cores)
         # over the limit by less than the shown digits: one more ('0.402', not '0.40 …
@@ -102,13 +93,13 @@ def badge_label(machine: Mapping[str, Any] | None) -> str | None:
             else f"{other:.3f}"
         parts.append(f"other processes {shown}{of} cores"
                      + (f" (quiet ≤ {limit:.2g})" if other > limit else ""))
-    steal = _number(d.get("steal_cores_mean"))
+    steal = as_number(d.get("steal_cores_mean"))
     if steal is not None and steal > MAX_STEAL_CORES:
         parts.append(f"steal {steal:.2f} cores")
-    throttled = _number(d.get("throttled_s"))
+    throttled = as_number(d.get("throttled_s"))
     if throttled is not None and span and throttled > MAX_THROTTLED_SHARE * span:
         parts.append(f"throttled {throttled / span:.0%} of the time")
-    memory = _number(d.get("memory_pressure_pct"))
+    memory = as_number(d.get("memory_pressure_pct"))
     if memory is not None and memory > MAX_MEMORY_PRESSURE_PCT:
         parts.append(f"memory pressure {memory:.0f}%")
     return " · ".join(parts)
@@ -124,17 +115,17 @@ def pooled(environments: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] |
     span = sum(float(d["measured_s"]) for d in ds)
     out: dict[str, Any] = {"measured_s": round(span, 3), "runs": len(ds),
                            "disturbed_runs": sum(1 for d in ds if machine_reasons(d))}
-    cores = [int(c) for c in (_number(d.get("cores")) for d in ds) if c]
+    cores = [int(c) for c in (as_number(d.get("cores")) for d in ds) if c]
     out["cores"] = min(cores) if cores else None
     for key in _MEANS:
         known = [(float(d["measured_s"]), v) for d in ds
-                 if (v := _number(d.get(key))) is not None]
+                 if (v := as_number(d.get(key))) is not None]
         weight = sum(w for w, _ in known)
         out[key] = round(sum(w * v for w, v in known) / weight, 3) if weight else None
     for key in _SUMS:
-        values = [v for d in ds if (v := _number(d.get(key))) is not None]
+        values = [v for d in ds if (v := as_number(d.get(key))) is not None]
         out[key] = sum(values) if values else None
-    peaks = [v for d in ds if (v := _number(d.get("other_cores_max"))) is not None]
+    peaks = [v for d in ds if (v := as_number(d.get("other_cores_max"))) is not None]
     out["other_cores_max"] = max(peaks) if peaks else None
     return out
 
@@ -189,8 +180,8 @@ def unequal_disturbance(arms: Mapping[str, Sequence[Mapping[str, Any] | None]],
         if other is None:
             continue
         da, db = bool(machine_reasons(base)), bool(machine_reasons(other))
-        oa = _number(base.get("other_cores_mean")) or 0.0
-        ob = _number(other.get("other_cores_mean")) or 0.0
+        oa = as_number(base.get("other_cores_mean")) or 0.0
+        ob = as_number(other.get("other_cores_mean")) or 0.0
         known = [int(c) for c in (base.get("cores"), other.get("cores")) if c]
         cores = min(known) if known else None
         if da == db and abs(oa - ob) <= max_other_cores(cores):
@@ -218,5 +209,5 @@ def unequal_disturbance(arms: Mapping[str, Sequence[Mapping[str, Any] | None]],
 
 
 __all__ = ["DISTURBED", "MACHINE_WORDS", "badge_label", "disturbed_mark", "is_disturbed",
-           "machine_word", "pooled", "pooled_finding", "pooled_mark", "sampled",
+           "pooled", "pooled_finding", "pooled_mark", "sampled",
            "unequal_disturbance"]

@@ -207,10 +207,11 @@ def disturbance_of(environment: dict[str, Any] | None) -> dict[str, Any] | None:
     """A result's machine samples (``environment["disturbance"]``), None when it has none (a
     run from before they were taken, or one that never measured)."""
     d = (environment or {}).get("disturbance")
-    return d if isinstance(d, dict) and _number(d.get("measured_s")) is not None else None
+    return d if isinstance(d, dict) and as_number(d.get("measured_s")) is not None else None
 
 
-def _number(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
+    """A sample's figure as a float; None for anything not a number (absent, a bool)."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
         else None
 
@@ -218,29 +219,29 @@ def _number(value: Any) -> float | None:
 def machine_reasons(d: dict[str, Any]) -> list[str]:
     """What disturbed the run, each as a phrase with its numbers; empty for a quiet machine
     (or too short a measurement to tell)."""
-    span = _number(d.get("measured_s")) or 0.0
+    span = as_number(d.get("measured_s")) or 0.0
     if span < MIN_SAMPLED_S:
         return []
-    cores = int(_number(d.get("cores")) or 0)
+    cores = int(as_number(d.get("cores")) or 0)
     of = f" of {cores}" if cores else ""
     out = []
-    other = _number(d.get("other_cores_mean"))
+    other = as_number(d.get("other_cores_mean"))
     if other is not None and other > max_other_cores(cores):
-        peak = _number(d.get("other_cores_max"))
+        peak = as_number(d.get("other_cores_max"))
         out.append(f"other processes used {_over(other, max_other_cores(cores))}{of} cores "
                    "on average during the measurement" + (f" (up to {peak:.1f} in one second)"
                                      if peak is not None and peak >= other + 0.1 else "")
                    + f" (quiet: ≤ {max_other_cores(cores):.2g})")
-    steal = _number(d.get("steal_cores_mean"))
+    steal = as_number(d.get("steal_cores_mean"))
     if steal is not None and steal > MAX_STEAL_CORES:
         out.append(f"the hypervisor took {steal:.2f}{of} cores (CPU steal) from this VM")
-    throttled = _number(d.get("throttled_s"))
+    throttled = as_number(d.get("throttled_s"))
     if throttled is not None and throttled > MAX_THROTTLED_SHARE * span:
-        periods = int(_number(d.get("throttled_periods")) or 0)
+        periods = int(as_number(d.get("throttled_periods")) or 0)
         out.append(f"the cgroup's CPU quota throttled this run in {periods:,} periods, "
                    f"{fmt.duration(throttled * 1e3)} in all ({throttled / span:.0%} of the "
                    "measurement)")
-    memory = _number(d.get("memory_pressure_pct"))
+    memory = as_number(d.get("memory_pressure_pct"))
     if memory is not None and memory > MAX_MEMORY_PRESSURE_PCT:
         out.append(f"tasks waited on memory {memory:.0f}% of the time (memory pressure)")
     return out
@@ -257,7 +258,7 @@ def _over(value: float, limit: float) -> str:
 
 
 def _preempted(d: dict[str, Any]) -> str:
-    n = _number(d.get("involuntary_switches"))
+    n = as_number(d.get("involuntary_switches"))
     if n is None:
         return ""
     return f"this run's threads were preempted {int(n):,} time{'' if int(n) == 1 else 's'}"
@@ -297,7 +298,7 @@ def quiet_machine(environment: dict[str, Any] | None, required: bool = False) ->
         return Check(QUIET_MACHINE, False, mark + "; ".join(reasons) + f"; {fix}"
                      + ("" if required else "; --require-quiet makes such a run INVALID"),
                      advisory=not required)
-    other = _number(d.get("other_cores_mean")) or 0.0
-    cores = int(_number(d.get("cores")) or 0)
+    other = as_number(d.get("other_cores_mean")) or 0.0
+    cores = int(as_number(d.get("cores")) or 0)
     return Check(QUIET_MACHINE, True, f"other processes {other:.2f} of {cores} cores "
                  f"(≤ {max_other_cores(cores):.2g})", advisory=not required)
