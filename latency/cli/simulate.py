@@ -18,7 +18,7 @@ from latency.cli.args import EXIT_OK, FORMATTER
 from latency.cli.config_flags import SIMULATED, add_config_flags
 from latency.core import fmt
 from latency.core.errors import ConfigError
-from latency.simulation.gen_config import GEN_SETTINGS
+from latency.simulation.config import GEN_SETTINGS
 
 #: a one-shot simulation's requests when none are given
 DEFAULT_REQUESTS = 100_000
