@@ -86,13 +86,14 @@ class GenService:
     #: by kind of step (``STEP_KINDS``): quantiles of measured / predicted step time around
     #: the machine's level at the time (its spike), lowest first (``RATIO_QUANTILES``)
     step_ratio: dict[str, tuple[float, ...]]
-    between_steps_ms: float
-    tokenize_fixed_ms: float
-    tokenize_per_token_ms: float
-    detokenize_ms: float
-    delivery_ms: float
-    network_ms: float
-    send_lag_ms: float
+    #: the work around the steps (0: none, as a server set by hand or seen from outside)
+    between_steps_ms: float = 0.0
+    tokenize_fixed_ms: float = 0.0
+    tokenize_per_token_ms: float = 0.0
+    detokenize_ms: float = 0.0
+    delivery_ms: float = 0.0
+    network_ms: float = 0.0
+    send_lag_ms: float = 0.0
     #: the largest context the server took (a prompt + output longer than this is refused)
     max_context: int | None = None
     #: the machine's level (log ratio): its mean, spread and per-step correlation; a spread

@@ -115,8 +115,7 @@ def fit_target_service(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray
     half = network_ns / 2e6
     service = GenService(
         calls=calls, step_own_ms=0.0, step_ratio=ratio, ratio_level=(mean, spread, rho_step),
-        between_steps_ms=0.0, tokenize_fixed_ms=0.0, tokenize_per_token_ms=0.0,
-        detokenize_ms=0.0, delivery_ms=half, network_ms=half,
+        delivery_ms=half, network_ms=half,
         send_lag_ms=float(np.median(np.maximum(ok["t_sent"] - ok["t_intended"], 0))) / 1e6,
         max_context=None, seen_prefill_tokens=seen_tokens, seen_decode_seqs=seen_seqs,
         step_r2=decode[2], step_median_error=decode[3], step_p90_error=decode[4])
