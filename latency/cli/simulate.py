@@ -125,14 +125,9 @@ def _cmd_simulate_generation(a: argparse.Namespace) -> int:
         check_output(a.json, "--json", force=a.force, history=a.db or default_path(),
                      inputs=(a.from_run,))
     run = load_generation(a.from_run, a.db)
-    settings = {name: getattr(a, name) for name in GEN_SETTINGS}
     setup = gen_replay(run, rate=a.rate, clients=a.clients, arrival=a.arrival,
                        replicas=a.replicas, requests=a.requests, seed=a.seed,
-                       prompt_tokens=settings.pop("prompt_tokens"),
-                       output_tokens=settings.pop("output_tokens"),
-                       decode_scale=_one_unless(settings.pop("decode_scale")),
-                       prefill_scale=_one_unless(settings.pop("prefill_scale")),
-                       source=a.from_run, **settings)
+                       source=a.from_run, **{name: getattr(a, name) for name in GEN_SETTINGS})
     result = setup.run()
     print(f"SIMULATED (no model ran): {setup.describe()}")
     what = "the server's costs" if run.is_target else "step cost"
@@ -168,11 +163,6 @@ def side_by_side(simulated: Any, recorded: Any) -> str:
             cells.append(f"{_ms(sv):>10}{_ms(rv):>10}{diff:>8}")
         lines.append(f"{label:<6}" + "".join(cells))
     return "\n".join(lines)
-
-
-def _one_unless(value: float | None) -> float:
-    """A what-if scale: 1 (as fitted) unless given."""
-    return 1.0 if value is None else value
 
 
 def _ms(value: float | None) -> str:
