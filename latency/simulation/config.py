@@ -105,10 +105,10 @@ class SimConfig:
             _whole("preprocess-workers", c.preprocess_workers, MAX_SIM_WORKERS)
         if c.clients is not None:
             _whole("clients", c.clients, MAX_SIM_CLIENTS)
-        if not _number(c.rate) or not MIN_RATE <= c.rate <= MAX_SIM_RATE:
+        if not finite_number(c.rate) or not MIN_RATE <= c.rate <= MAX_SIM_RATE:
             raise ConfigError(f"--rate must be from {MIN_RATE:g} to {MAX_SIM_RATE:.0f} "
                               f"requests/s (got {c.rate!r})")
-        if not _number(c.max_batch_delay_ms) or not 0 <= c.max_batch_delay_ms <= \
+        if not finite_number(c.max_batch_delay_ms) or not 0 <= c.max_batch_delay_ms <= \
                 MAX_SIM_DELAY_MS:
             raise ConfigError(f"--max-batch-delay-ms must be between 0 and "
                               f"{MAX_SIM_DELAY_MS:.0f} (got {c.max_batch_delay_ms!r})")
@@ -122,10 +122,10 @@ class SimConfig:
                 or not 0 <= c.seed <= MAX_SEED:
             raise ConfigError(f"--seed must be a whole number from 0 to {MAX_SEED} "
                               f"(got {c.seed!r})")
-        if not _number(c.warmup_fraction) or not 0 <= c.warmup_fraction < 1:
+        if not finite_number(c.warmup_fraction) or not 0 <= c.warmup_fraction < 1:
             raise ConfigError(f"warmup_fraction must be from 0 to below 1 "
                               f"(got {c.warmup_fraction!r})")
-        if not _number(c.burst_on_s) or not 0 < c.burst_on_s <= 3600:
+        if not finite_number(c.burst_on_s) or not 0 < c.burst_on_s <= 3600:
             raise ConfigError(f"burst_on_s must be > 0 and <= 3600 (got {c.burst_on_s!r})")
         return c
 
@@ -146,7 +146,8 @@ class SimConfig:
         return d
 
 
-def _number(value: Any) -> bool:
+def finite_number(value: Any) -> bool:
+    """A real number a setting can hold: finite, and not a bool (which Python counts as 0/1)."""
     return (isinstance(value, numbers.Real) and not isinstance(value, bool)
             and math.isfinite(value))
 

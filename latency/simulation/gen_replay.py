@@ -12,8 +12,6 @@ step".
 """
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,7 +23,7 @@ from latency.core.errors import ConfigError
 from latency.core.gen_records import STATUS_OK
 from latency.core.lengths import LengthSpec
 from latency.simulation.calibration import recorded_arrivals
-from latency.simulation.config import SimConfig
+from latency.simulation.config import SimConfig, finite_number
 from latency.simulation.gen_service import GenService, fit_gen_service
 from latency.simulation.gen_simulator import simulate_generation
 from latency.simulation.gen_step_cost import FitError
@@ -114,8 +112,7 @@ def gen_replay(run: GenResult, *, rate: float | None = None, clients: int | None
     decode_scale = 1.0 if decode_scale is None else decode_scale  # None: as fitted
     prefill_scale = 1.0 if prefill_scale is None else prefill_scale
     for name, value in (("decode-scale", decode_scale), ("prefill-scale", prefill_scale)):
-        if not (isinstance(value, numbers.Real) and not isinstance(value, bool)
-                and math.isfinite(value) and SCALE_RANGE[0] <= value <= SCALE_RANGE[1]):
+        if not (finite_number(value) and SCALE_RANGE[0] <= value <= SCALE_RANGE[1]):
             raise ConfigError(f"--{name} must be from {SCALE_RANGE[0]:g} to "
                               f"{SCALE_RANGE[1]:g} (got {value!r})")
     outside = target_fit(run) if run.is_target else None
