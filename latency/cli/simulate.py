@@ -20,8 +20,6 @@ from latency.core import fmt
 from latency.core.errors import ConfigError
 from latency.simulation.config import GEN_SETTINGS
 
-#: a one-shot simulation's requests when none are given
-DEFAULT_REQUESTS = 100_000
 #: one-shot simulation flags a generation simulation has no use for (flag, attribute)
 ONE_SHOT_ONLY = (("--batch-size", "batch_size"), ("--max-batch-delay-ms", "max_batch_delay_ms"),
                  ("--preprocess-workers", "preprocess_workers"), ("--service-ms", "service_ms"),
@@ -73,9 +71,8 @@ def _cmd_simulate_one_shot(a: argparse.Namespace) -> int:
                      inputs=(a.from_run,))
     setup = simulation_setup(
         rate=a.rate, clients=a.clients, replicas=a.replicas, batch_size=a.batch_size,
-        max_batch_delay_ms=a.max_batch_delay_ms, arrival=a.arrival or "poisson",
-        preprocess_workers=a.preprocess_workers,
-        requests=a.requests if a.requests is not None else DEFAULT_REQUESTS, seed=a.seed,
+        max_batch_delay_ms=a.max_batch_delay_ms, arrival=a.arrival,
+        preprocess_workers=a.preprocess_workers, requests=a.requests, seed=a.seed,
         service_ms=a.service_ms, service_dist=a.service_dist, service_cv=a.service_cv,
         from_run=a.from_run, load=lambda source: load_run(source, a.db))
     cfg, svc, source = setup.config, setup.service, setup.source
