@@ -277,7 +277,7 @@ def simulate(rate: float | None = None, *, service_ms: float | None = None,
 
 def _simulate_generation(run: Any, named: Any, *, one_shot: dict[str, Any],
                          generation: dict[str, Any], **load: Any) -> Any:
-    from latency.simulation.gen_config import GEN_SETTINGS
+    from latency.simulation.config import GEN_SETTINGS
     from latency.simulation.gen_replay import gen_replay
 
     wrong = sorted(k for k, v in one_shot.items() if v is not None)

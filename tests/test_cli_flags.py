@@ -130,8 +130,7 @@ def test_every_simulated_setting_that_is_a_flag_has_its_metadata(monkeypatch):
     says its help, and a generation setting named as a run flag means what that flag means."""
     from latency.core.config import field_help
     from latency.core.flags import flags_of
-    from latency.simulation.config import SimConfig, setting_help
-    from latency.simulation.gen_config import GenSimSettings
+    from latency.simulation.config import GenSimSettings, SimConfig, setting_help
     from latency.simulation.service import ServiceModel
 
     gen = flags_of(GenSimSettings)

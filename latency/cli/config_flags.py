@@ -15,8 +15,7 @@ from typing import Any
 from latency.cli.args import NO_DEFAULT, number
 from latency.core.config import GROUPS, RunConfig
 from latency.core.flags import Flag, default_of, flags_of
-from latency.simulation.config import SimConfig
-from latency.simulation.gen_config import GenSimSettings
+from latency.simulation.config import GenSimSettings, SimConfig
 from latency.simulation.service import ServiceModel
 
 #: the dataclasses whose fields are ``simulate``'s flags

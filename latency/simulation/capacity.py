@@ -16,6 +16,7 @@ import numpy as np
 from latency.analysis.stats import describe_ms
 from latency.simulation.closed_form import closed_form
 from latency.simulation.simulator import ServiceModel, SimConfig, simulate
+from latency.simulation.utilisation import utilisation
 
 #: utilisations of the hockey-stick curve (the knee sits between 0.7 and 0.9)
 CURVE_UTILISATION = np.array([0.05, 0.2, 0.35, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.93,
@@ -60,12 +61,7 @@ class Curve:
 def capacity_rps(config: SimConfig, service: ServiceModel) -> float:
     """Requests per second the server sustains (utilisation 1): the replicas at full batches,
     or the preprocess workers when they are counted and slower."""
-    per_request_ms = service.mean_service_ms(config.batch_size) / config.batch_size
-    cap = config.replicas * 1000.0 / per_request_ms
-    pre_ms = service.mean_preprocess_ms()
-    if config.preprocess_workers and pre_ms > 0:
-        cap = min(cap, config.preprocess_workers * 1000.0 / pre_ms)
-    return cap
+    return 1.0 / utilisation(replace(config, rate=1.0), service)
 
 
 def point(config: SimConfig, service: ServiceModel) -> tuple[float, float,
@@ -76,11 +72,6 @@ def point(config: SimConfig, service: ServiceModel) -> tuple[float, float,
     m = rows[~rows["warmup"]]
     d = describe_ms(m["t_done"] - m["t_intended"])
     return float(d.p50), float(d.p99), d.p99_ci95
-
-
-def _percentiles(config: SimConfig, service: ServiceModel) -> tuple[float, float]:
-    p50, p99, _ = point(config, service)
-    return p50, p99
 
 
 def hockey_stick(config: SimConfig, service: ServiceModel, requests: int = 4000,
@@ -118,11 +109,11 @@ def max_rate_for_slo(config: SimConfig, service: ServiceModel, slo_ms: float,
     even a trickle misses it (the service alone is slower than the SLO)."""
     cap = capacity_rps(config, service)
     lo, hi = 0.0, 0.999 * cap
-    if _percentiles(replace(config, rate=0.02 * cap, requests=requests), service)[1] > slo_ms:
+    if point(replace(config, rate=0.02 * cap, requests=requests), service)[1] > slo_ms:
         return None
     for _ in range(steps):
         mid = (lo + hi) / 2
-        ok = _percentiles(replace(config, rate=mid, requests=requests), service)[1] <= slo_ms
+        ok = point(replace(config, rate=mid, requests=requests), service)[1] <= slo_ms
         lo, hi = (mid, hi) if ok else (lo, mid)
     return lo
 
@@ -132,8 +123,8 @@ def min_replicas_for_slo(config: SimConfig, service: ServiceModel, slo_ms: float
     """Fewest replicas whose simulated p99 meets ``slo_ms`` at ``config.rate``."""
     for c in range(1, most + 1):
         trial = replace(config, replicas=c, requests=requests)
-        if config.rate >= capacity_rps(trial, service):
+        if utilisation(trial, service) >= 1:
             continue
-        if _percentiles(trial, service)[1] <= slo_ms:
+        if point(trial, service)[1] <= slo_ms:
             return c
     return None

@@ -36,11 +36,7 @@ def simulate_closed(clients: int, service: ServiceModel, *, requests: int, repli
         raise ValueError("a closed loop needs at least one client and one request")
     n = requests
     d = request_draws(service, n, seed)  # the arrival stream goes unused: arrivals are an outcome
-    fwd_rng = d.forward
-    if service.forward_by_batch:
-        fwd_u = fwd_rng.random(n).tolist()
-    else:
-        fwd_base = service.draw(fwd_rng, service.forward_ms, n).tolist()
+    fwd_draws = service.forward_draws(d.forward, n)
     pre_l, post_l, net_l, lag_l = d.pre.tolist(), d.post.tolist(), d.net.tolist(), d.lag.tolist()
     stamps = {k: [0.0] * n for k in ("intended", "sent", "received", "pre_start", "pre_end",
                                      "fwd_start", "fwd_end", "post_start", "post_end", "done")}
@@ -91,11 +87,7 @@ def simulate_closed(clients: int, service: ServiceModel, *, requests: int, repli
             members = [ready.popleft() for _ in range(min(B, len(ready)))]
             r = idle.pop(0)
             size = len(members)
-            if service.forward_by_batch:
-                pool = service._forward_pool(size)
-                fwd = float(pool[int(fwd_u[batches] * len(pool))])
-            else:
-                fwd = fwd_base[batches] + service.forward_per_item_ms * (size - 1)
+            fwd = service.batch_forward_ms(fwd_draws[batches], size)
             # every member's forward pass ends with the batch's; the replica then
             # post-processes them one by one, and a member's wait for its batch-mates'
             # postprocessing is queue (as the engine records it), not forward

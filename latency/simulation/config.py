@@ -1,8 +1,14 @@
-"""The simulated system's settings: one dataclass whose values check themselves.
+"""The simulated system's settings: one dataclass whose values check themselves, and the
+settings a generation simulation changes from its recorded run.
 
 Every surface that simulates — ``python -m latency simulate``, ``latency.simulate`` and the
 Load Simulator page — builds a ``SimConfig`` and calls ``checked()``, so a setting the CLI
 refuses is refused everywhere, with the same one line (``ConfigError``, naming the setting).
+
+``GenSimSettings`` are a generation simulation's: the scheduler's, the lengths, the objectives
+and the what-if scales — ``simulate``'s flags (their metadata), each meaning what the run's
+flag of the same name means (its help is that field's), and None meaning "as the recorded run
+had it".
 """
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from latency.core.config import (
+    BATCHING,
     LOAD,
     MAX_BATCH,
     MAX_REQUESTS,
@@ -35,7 +42,7 @@ MAX_SIM_WORKERS = 1024
 MAX_SIM_CLIENTS = 100_000
 MAX_SIM_DELAY_MS = 1e5
 
-__all__ = ["ARRIVALS", "SIMULATE", "SimConfig", "setting_help"]
+__all__ = ["ARRIVALS", "GEN_SETTINGS", "SIMULATE", "GenSimSettings", "SimConfig", "setting_help"]
 
 
 @dataclass
@@ -98,10 +105,10 @@ class SimConfig:
             _whole("preprocess-workers", c.preprocess_workers, MAX_SIM_WORKERS)
         if c.clients is not None:
             _whole("clients", c.clients, MAX_SIM_CLIENTS)
-        if not _number(c.rate) or not MIN_RATE <= c.rate <= MAX_SIM_RATE:
+        if not finite_number(c.rate) or not MIN_RATE <= c.rate <= MAX_SIM_RATE:
             raise ConfigError(f"--rate must be from {MIN_RATE:g} to {MAX_SIM_RATE:.0f} "
                               f"requests/s (got {c.rate!r})")
-        if not _number(c.max_batch_delay_ms) or not 0 <= c.max_batch_delay_ms <= \
+        if not finite_number(c.max_batch_delay_ms) or not 0 <= c.max_batch_delay_ms <= \
                 MAX_SIM_DELAY_MS:
             raise ConfigError(f"--max-batch-delay-ms must be between 0 and "
                               f"{MAX_SIM_DELAY_MS:.0f} (got {c.max_batch_delay_ms!r})")
@@ -115,10 +122,10 @@ class SimConfig:
                 or not 0 <= c.seed <= MAX_SEED:
             raise ConfigError(f"--seed must be a whole number from 0 to {MAX_SEED} "
                               f"(got {c.seed!r})")
-        if not _number(c.warmup_fraction) or not 0 <= c.warmup_fraction < 1:
+        if not finite_number(c.warmup_fraction) or not 0 <= c.warmup_fraction < 1:
             raise ConfigError(f"warmup_fraction must be from 0 to below 1 "
                               f"(got {c.warmup_fraction!r})")
-        if not _number(c.burst_on_s) or not 0 < c.burst_on_s <= 3600:
+        if not finite_number(c.burst_on_s) or not 0 < c.burst_on_s <= 3600:
             raise ConfigError(f"burst_on_s must be > 0 and <= 3600 (got {c.burst_on_s!r})")
         return c
 
@@ -139,7 +146,8 @@ class SimConfig:
         return d
 
 
-def _number(value: Any) -> bool:
+def finite_number(value: Any) -> bool:
+    """A real number a setting can hold: finite, and not a bool (which Python counts as 0/1)."""
     return (isinstance(value, numbers.Real) and not isinstance(value, bool)
             and math.isfinite(value))
 
@@ -156,7 +164,55 @@ def setting_help(name: str) -> str:
     generation ``GenSimSettings`` field —
     as ``simulate --help`` says it and the Load Simulator's tooltips show it. Where a
     setting means what a RunConfig field means, its help is that field's."""
-    from latency.simulation.gen_config import GenSimSettings
-
     return {**flags_of(ServiceModel), **flags_of(SimConfig),
             **flags_of(GenSimSettings)}[name].help
+
+
+#: the help section of these flags in ``simulate --help``
+GEN_SIM = "generation (with --from-run of a generation run)"
+AS_RECORDED = "the --from-run run's"
+
+
+def _as_run(name: str, **kw: Any) -> dict[str, Any]:
+    """A flag meaning what RunConfig's ``name`` means, unset meaning as recorded."""
+    kw.setdefault("default_text", AS_RECORDED)
+    return flag("--" + name.replace("_", "-"), field_help(name), commands=SIMULATE,
+                group=GEN_SIM, unset=True, **kw)
+
+
+@dataclass(frozen=True)
+class GenSimSettings:
+    """What a generation simulation changes from its recorded run (the module docstring)."""
+
+    prompt_tokens: str | None = field(default=None, metadata=_as_run(
+        "prompt_tokens", metavar="SPEC", default_text="the run's requests' own lengths"))
+    output_tokens: str | None = field(default=None, metadata=_as_run(
+        "output_tokens", metavar="SPEC", default_text="the run's requests' own lengths"))
+    max_running: int | None = field(default=None, metadata=_as_run("max_running", type="int"))
+    max_step_tokens: int | None = field(default=None, metadata=_as_run(
+        "max_step_tokens", type="int"))
+    chunked_prefill: int | None = field(default=None, metadata=_as_run(
+        "chunked_prefill", type="int", metavar="N",
+        default_text=AS_RECORDED + "; 0 turns it off"))
+    kv_tokens: int | None = field(default=None, metadata=_as_run(
+        "kv_tokens", type="int", metavar="N"))
+    batching: str | None = field(default=None, metadata=_as_run("batching", choices=BATCHING))
+    slo: str | None = field(default=None, metadata=_as_run("slo", metavar="PRESET"))
+    slo_ttft_ms: float | None = field(default=None, metadata=_as_run(
+        "slo_ttft_ms", type="float", metavar="MS"))
+    slo_tpot_ms: float | None = field(default=None, metadata=_as_run(
+        "slo_tpot_ms", type="float", metavar="MS"))
+    slo_e2e_ms: float | None = field(default=None, metadata=_as_run(
+        "slo_e2e_ms", type="float", metavar="MS"))
+    decode_scale: float | None = field(default=None, metadata=flag(
+        "--decode-scale", "What if: every decode call takes this many times the fitted time "
+        "(0.6: a 40 %% faster decode step).".replace("%%", "%"), commands=SIMULATE,
+        group=GEN_SIM, type="float", unset=True, default_text="1"))
+    prefill_scale: float | None = field(default=None, metadata=flag(
+        "--prefill-scale", "What if: every prefill call takes this many times the fitted "
+        "time.", commands=SIMULATE, group=GEN_SIM, type="float", unset=True,
+        default_text="1"))
+
+
+#: the generation settings, by name: what ``simulate`` refuses without a generation run
+GEN_SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(GenSimSettings))

@@ -59,9 +59,7 @@ class ParametricCosts:
                          decode_fixed_ms=self.step_ms, per_sequence_ms=self.step_ms_per_seq,
                          per_kv_token_ms=self.step_ms_per_context_token)
         return GenService(calls=calls, step_own_ms=0.0,
-                          step_ratio={"all": (1.0,) * RATIO_QUANTILES}, between_steps_ms=0.0,
-                          tokenize_fixed_ms=0.0, tokenize_per_token_ms=0.0, detokenize_ms=0.0,
-                          delivery_ms=0.0, network_ms=0.0, send_lag_ms=0.0,
+                          step_ratio={"all": (1.0,) * RATIO_QUANTILES},
                           max_context=int(self.max_context),
                           seen_prefill_tokens=10 ** 9, seen_decode_seqs=10 ** 6, step_r2=1.0)
 

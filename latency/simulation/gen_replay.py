@@ -12,8 +12,6 @@ step".
 """
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,11 +23,12 @@ from latency.core.errors import ConfigError
 from latency.core.gen_records import STATUS_OK
 from latency.core.lengths import LengthSpec
 from latency.simulation.calibration import recorded_arrivals
-from latency.simulation.config import SimConfig
+from latency.simulation.config import SimConfig, finite_number
 from latency.simulation.gen_service import GenService, fit_gen_service
 from latency.simulation.gen_simulator import simulate_generation
 from latency.simulation.gen_step_cost import FitError
 from latency.simulation.gen_target_service import TargetFit, fit_target_service
+from latency.simulation.setup import BOTH_LOADS
 
 #: the recorded scheduler's settings a replay keeps unless told otherwise
 SCHEDULER = ("max_running", "max_step_tokens", "chunked_prefill", "kv_tokens", "batching")
@@ -96,7 +95,7 @@ def gen_replay(run: GenResult, *, rate: float | None = None, clients: int | None
                arrival: str | None = None, replicas: int | None = None,
                requests: int | None = None, seed: int = 0,
                prompt_tokens: str | None = None, output_tokens: str | None = None,
-               decode_scale: float = 1.0, prefill_scale: float = 1.0,
+               decode_scale: float | None = None, prefill_scale: float | None = None,
                service: GenService | None = None, source: str = "the given run",
                **scheduler: Any) -> GenSimSetup:
     """The simulation of ``run`` with the changes given (module docstring); ``scheduler``:
@@ -109,11 +108,11 @@ def gen_replay(run: GenResult, *, rate: float | None = None, clients: int | None
     if unknown:
         raise ConfigError(f"unknown generation setting(s): {', '.join(unknown)}")
     if rate is not None and clients is not None:
-        raise ConfigError("--clients (a closed loop) and --rate (arrivals) exclude each "
-                          "other: choose one")
+        raise ConfigError(BOTH_LOADS)
+    decode_scale = 1.0 if decode_scale is None else decode_scale  # None: as fitted
+    prefill_scale = 1.0 if prefill_scale is None else prefill_scale
     for name, value in (("decode-scale", decode_scale), ("prefill-scale", prefill_scale)):
-        if not (isinstance(value, numbers.Real) and not isinstance(value, bool)
-                and math.isfinite(value) and SCALE_RANGE[0] <= value <= SCALE_RANGE[1]):
+        if not (finite_number(value) and SCALE_RANGE[0] <= value <= SCALE_RANGE[1]):
             raise ConfigError(f"--{name} must be from {SCALE_RANGE[0]:g} to "
                               f"{SCALE_RANGE[1]:g} (got {value!r})")
     outside = target_fit(run) if run.is_target else None

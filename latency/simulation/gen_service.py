@@ -46,7 +46,13 @@ from typing import Any
 import numpy as np
 
 from latency.core.gen_records import STATUS_OK
-from latency.simulation.gen_step_cost import FitError, StepCost, fit_step_cost
+from latency.simulation.gen_step_cost import (
+    FitError,
+    StepCost,
+    fit_errors,
+    fit_step_cost,
+    weighted_nnls,
+)
 
 #: how many quantiles of a kind's spikes are kept (every 0.05 %): fine enough that the top
 #: 1 % of draws are spread as the run's top 1 % were — with a percentile grid, the 1 % of
@@ -80,13 +86,14 @@ class GenService:
     #: by kind of step (``STEP_KINDS``): quantiles of measured / predicted step time around
     #: the machine's level at the time (its spike), lowest first (``RATIO_QUANTILES``)
     step_ratio: dict[str, tuple[float, ...]]
-    between_steps_ms: float
-    tokenize_fixed_ms: float
-    tokenize_per_token_ms: float
-    detokenize_ms: float
-    delivery_ms: float
-    network_ms: float
-    send_lag_ms: float
+    #: the work around the steps (0: none, as a server set by hand or seen from outside)
+    between_steps_ms: float = 0.0
+    tokenize_fixed_ms: float = 0.0
+    tokenize_per_token_ms: float = 0.0
+    detokenize_ms: float = 0.0
+    delivery_ms: float = 0.0
+    network_ms: float = 0.0
+    send_lag_ms: float = 0.0
     #: the largest context the server took (a prompt + output longer than this is refused)
     max_context: int | None = None
     #: the machine's level (log ratio): its mean, spread and per-step correlation; a spread
@@ -100,16 +107,6 @@ class GenService:
     step_r2: float = 0.0
     step_median_error: float = 0.0
     step_p90_error: float = 0.0
-
-    def step_ms(self, prefill_tokens: np.ndarray, decode_seqs: np.ndarray,
-                kv_tokens: np.ndarray, emitted: np.ndarray,
-                attention: np.ndarray | None = None,
-                prefill_chunks: np.ndarray | None = None) -> np.ndarray:
-        """Each step's predicted time (ms): its own work, its calls, its tokens."""
-        calls = self.calls.predict_ms(prefill_tokens, decode_seqs, kv_tokens, attention,
-                                      prefill_chunks)
-        return (self.step_own_ms + calls
-                + self.detokenize_ms * np.asarray(emitted, dtype=np.float64))
 
     def extrapolations(self, steps: np.ndarray) -> list[str]:
         """What a simulation's steps asked of the fit beyond what it was fitted on, in words
@@ -144,16 +141,7 @@ class GenService:
     def scaled(self, decode: float = 1.0, prefill: float = 1.0) -> GenService:
         """The same server with its decode (or prefill) calls this many times as long: a
         what-if ("a 40 % faster decode step" is ``decode=0.6``)."""
-        s = self.calls
-        calls = replace(s, prefill_fixed_ms=s.prefill_fixed_ms * prefill,
-                        per_prefill_chunk_ms=s.per_prefill_chunk_ms * prefill,
-                        per_prefill_token_ms=s.per_prefill_token_ms * prefill,
-                        per_attention_ms=s.per_attention_ms * prefill,
-                        decode_fixed_ms=s.decode_fixed_ms * decode,
-                        batched_decode_ms=s.batched_decode_ms * decode,
-                        per_sequence_ms=s.per_sequence_ms * decode,
-                        per_kv_token_ms=s.per_kv_token_ms * decode)
-        return replace(self, calls=calls)
+        return replace(self, calls=self.calls.scaled(decode, prefill))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -165,15 +153,8 @@ class GenService:
     def describe(self) -> str:
         """The fit in words, with its error (the simulator's outputs show it)."""
         c = self.calls
-        kv = f" + {c.per_kv_token_ms:.2e}/KV token" if c.per_kv_token_ms else ""
-        attn = f" + {c.per_attention_ms:.2e}/attention pair" if c.per_attention_ms else ""
-        chunk = f" + {c.per_prefill_chunk_ms:.3f}/chunk" if c.per_prefill_chunk_ms else ""
-        batched = f" + {c.batched_decode_ms:.3f} if batched" if c.batched_decode_ms else ""
-        return (f"step = {self.step_own_ms:.3f} own + prefill call ({c.prefill_fixed_ms:.3f}"
-                f"{chunk} + "
-                f"{c.per_prefill_token_ms:.4f}/token{attn}) + decode call "
-                f"({c.decode_fixed_ms:.3f}{batched} + "
-                f"{c.per_sequence_ms:.4f}/sequence{kv}) + {self.detokenize_ms:.3f}/token "
+        return (f"step = {self.step_own_ms:.3f} own + {c.calls_text(' call')} + "
+                f"{self.detokenize_ms:.3f}/token "
                 f"emitted ms; a step predicted within {self.step_median_error:.1%} (median), "
                 f"{self.step_p90_error:.1%} (p90), R² {self.step_r2:.3f}, over "
                 f"{c.steps:,} steps; the machine's level drifted ±{self.ratio_level[1]:.0%} "
@@ -242,9 +223,7 @@ def fit_gen_service(rows: np.ndarray, tokens: np.ndarray, steps: np.ndarray,
     own = float(np.median(np.maximum(measured - predicted_calls - detok * emitted, 0)))
     predicted = own + predicted_calls + detok * emitted
     ratio = measured / np.maximum(predicted, 1e-6)
-    resid = measured - predicted
-    total = float(((measured - measured.mean()) ** 2).sum())
-    rel = np.abs(resid) / np.maximum(measured, 1e-9)
+    r2, median, p90 = fit_errors(measured, predicted)
     spikes, level = _ratios_and_level(ratio, steps)
     tok_fixed, tok_per = _tokenize_line(ok)
     return GenService(
@@ -258,8 +237,7 @@ def fit_gen_service(rows: np.ndarray, tokens: np.ndarray, steps: np.ndarray,
         max_context=max_context,
         seen_prefill_tokens=int(steps["prefill_tokens"].max(initial=0)),
         seen_decode_seqs=int(steps["decode_seqs"].max(initial=0)),
-        step_r2=1.0 - float((resid ** 2).sum()) / total if total > 0 else 1.0,
-        step_median_error=float(np.median(rel)), step_p90_error=float(np.quantile(rel, 0.9)))
+        step_r2=r2, step_median_error=median, step_p90_error=p90)
 
 
 def _ratios_and_level(ratio: np.ndarray, steps: np.ndarray
@@ -278,10 +256,15 @@ def _ratios_and_level(ratio: np.ndarray, steps: np.ndarray
     pre, dec = steps["prefill_tokens"] > 0, steps["decode_seqs"] > 0
     masks = {"prefill": pre & ~dec, "decode": dec & ~pre, "mixed": pre & dec,
              "all": np.ones(len(steps), bool)}
-    grid = np.linspace(0, 1, RATIO_QUANTILES)
-    quantiles = {k: tuple(float(v) for v in np.quantile(spikes[m], grid))
+    quantiles = {k: ratio_quantiles(spikes[m])
                  for k, m in masks.items() if m.sum() >= (MIN_KIND_STEPS if k != "all" else 1)}
     return quantiles, level_fit or (0.0, 0.0, 0.0)
+
+
+def ratio_quantiles(spikes: np.ndarray) -> tuple[float, ...]:
+    """The ``RATIO_QUANTILES`` quantiles of a kind's spikes, lowest first (what
+    ``GenService.step_ratio`` keeps of them)."""
+    return tuple(float(v) for v in np.quantile(spikes, np.linspace(0, 1, RATIO_QUANTILES)))
 
 
 def _median_ms(ns: np.ndarray) -> float:
@@ -303,15 +286,12 @@ def _between_steps_ms(steps: np.ndarray) -> float:
 def _tokenize_line(ok: np.ndarray) -> tuple[float, float]:
     """Tokenizing time as fixed + per prompt token (non-negative least squares; a run whose
     prompts are all one length gives its median as the fixed part)."""
-    from scipy.optimize import nnls
-
     took = (ok["t_tok_end"] - ok["t_tok_start"]).astype(np.float64) / 1e6
     n = ok["prompt_tokens"].astype(np.float64)
     if np.ptp(n) == 0:
         return float(np.median(took)), 0.0
-    x = np.column_stack([np.ones_like(n), n / n.max()])
-    coef, _ = nnls(x, took)
-    return float(coef[0]), float(coef[1] / n.max())
+    coef = weighted_nnls(np.column_stack([np.ones_like(n), n]), took)
+    return float(coef[0]), float(coef[1])
 
 
 def _detokenize_ms(tokens: np.ndarray) -> float:

@@ -225,16 +225,12 @@ class _Sim:
         req.t_received = req.t_sent + int(s.network_ms * 1e6)
         req.t_tok_start = max(req.t_received, self.tok_free)
         req.t_tok_end = self.tok_free = req.t_tok_start + int(s.tokenize_ms(prompt) * 1e6)
-        why = self.refused(prompt, out)
+        why = refuses(prompt, out, self.sched, self.max_context)  # the tokenizer thread's rule
         if why is not None:
             req.error = why
             self.done(req, req.t_tok_end)
             return
         self.push(req.t_tok_end, _TOKENIZED, req)
-
-    def refused(self, prompt: int, out: int) -> str | None:
-        """What the server's tokenizer thread refuses (``gen_scheduler.refuses``)."""
-        return refuses(prompt, out, self.sched, self.max_context)
 
     def tokenized(self, t: int, req: GenRequest) -> None:
         rep = min(self.replicas, key=lambda r: r.load)

@@ -42,7 +42,7 @@ prefill-first run every step holds one call, and the three fixed terms are one s
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -51,6 +51,11 @@ import numpy as np
 TERMS: tuple[str, ...] = ("fixed_ms", "prefill_fixed_ms", "per_prefill_token_ms",
                           "decode_fixed_ms", "per_sequence_ms", "per_kv_token_ms",
                           "per_attention_ms", "per_prefill_chunk_ms", "batched_decode_ms")
+#: the terms of the prefill call and of the decode call (a what-if scales each call's own)
+PREFILL_TERMS: tuple[str, ...] = ("prefill_fixed_ms", "per_prefill_chunk_ms",
+                                  "per_prefill_token_ms", "per_attention_ms")
+DECODE_TERMS: tuple[str, ...] = ("decode_fixed_ms", "batched_decode_ms", "per_sequence_ms",
+                                 "per_kv_token_ms")
 #: the fewest steps a fit is made from
 MIN_STEPS = 20
 #: a decode call of at least this many sequences pays ``batched_decode_ms``
@@ -111,20 +116,31 @@ class StepCost:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def describe(self) -> str:
-        """'step = 0.02 + prefill (1.00 + 0.0200/token) + decode (2.00 + 0.500/seq + …) ms;
-        fitted on 812 steps, R² 0.998, median error 1.2 %, p90 3.4 %'."""
+    def scaled(self, decode: float = 1.0, prefill: float = 1.0) -> StepCost:
+        """The same calls with the decode call's terms (or the prefill call's) this many
+        times as large."""
+        return replace(self, **{t: getattr(self, t) * prefill for t in PREFILL_TERMS},
+                       **{t: getattr(self, t) * decode for t in DECODE_TERMS})
+
+    def calls_text(self, call: str = "") -> str:
+        """The two calls' terms in words, 'prefill (1.000 + 0.0200/token) + decode (2.000 +
+        0.5000/sequence)' (``call``: a word after each call's name)."""
         kv = f" + {self.per_kv_token_ms:.2e}/KV token" if self.per_kv_token_ms else ""
         attn = f" + {self.per_attention_ms:.2e}/attention pair" if self.per_attention_ms else ""
         chunk = f" + {self.per_prefill_chunk_ms:.3f}/chunk" if self.per_prefill_chunk_ms else ""
         batched = (f" + {self.batched_decode_ms:.3f} if batched" if self.batched_decode_ms
                    else "")
-        return (f"step = {self.fixed_ms:.3f} + prefill ({self.prefill_fixed_ms:.3f}{chunk} + "
-                f"{self.per_prefill_token_ms:.4f}/token{attn}) + decode "
+        return (f"prefill{call} ({self.prefill_fixed_ms:.3f}{chunk} + "
+                f"{self.per_prefill_token_ms:.4f}/token{attn}) + decode{call} "
                 f"({self.decode_fixed_ms:.3f}{batched} "
-                f"+ {self.per_sequence_ms:.4f}/sequence{kv}) ms; fitted on {self.steps:,} "
-                f"steps, R² {self.r2:.3f}, median error {self.median_error:.1%}, p90 "
-                f"{self.p90_error:.1%}")
+                f"+ {self.per_sequence_ms:.4f}/sequence{kv})")
+
+    def describe(self) -> str:
+        """'step = 0.02 + prefill (1.00 + 0.0200/token) + decode (2.00 + 0.500/seq + …) ms;
+        fitted on 812 steps, R² 0.998, median error 1.2 %, p90 3.4 %'."""
+        return (f"step = {self.fixed_ms:.3f} + {self.calls_text()} ms; fitted on "
+                f"{self.steps:,} steps, R² {self.r2:.3f}, median error "
+                f"{self.median_error:.1%}, p90 {self.p90_error:.1%}")
 
 
 def _design(prefill_tokens: np.ndarray, decode_seqs: np.ndarray, kv_tokens: np.ndarray,
@@ -145,8 +161,6 @@ def fit_step_cost(steps: np.ndarray, of: str = "step") -> StepCost:
     whole step (``"step"``: what a simulator must reproduce, the scheduler's own work and
     detokenizing included) or of the pipeline's calls alone (``"calls"``: the model's cost).
     FitError (one line) when there are fewer than ``MIN_STEPS`` or nothing to fit."""
-    from scipy.optimize import nnls
-
     if of not in ("step", "calls"):
         raise ValueError(f"of must be 'step' or 'calls', not {of!r}")
     steps = steps[steps["t_end"] > steps["t_start"]]
@@ -165,18 +179,33 @@ def fit_step_cost(steps: np.ndarray, of: str = "step") -> StepCost:
     exercised[0] = of == "step" and both
     used = np.flatnonzero(exercised)
     coef = np.zeros(len(TERMS))
-    scale = np.maximum(np.abs(x[:, used]).max(axis=0), 1e-12)  # conditioning
     # relative errors, not absolute ones: each step weighs 1/its time, so a run's few long
     # prefills do not buy their fit with its many short decode steps' (the gaps between
     # tokens are made of those)
-    weight = 1.0 / np.maximum(measured, 1e-6)
-    solved, _ = nnls(x[:, used] / scale * weight[:, None], measured * weight)
-    coef[used] = solved / scale
-    predicted = x @ coef
+    coef[used] = weighted_nnls(x[:, used], measured, 1.0 / np.maximum(measured, 1e-6))
+    r2, median, p90 = fit_errors(measured, x @ coef)
+    terms = {t: float(c) for t, c in zip(TERMS, coef, strict=True)}
+    return StepCost(**terms, steps=len(steps), r2=r2, median_error=median, p90_error=p90)
+
+
+def weighted_nnls(x: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None
+                  ) -> np.ndarray:
+    """The non-negative least-squares coefficients of ``x @ coef ≈ y`` (``scipy.optimize.nnls``:
+    a negative cost is not physical), each row weighted by ``weight`` (none: alike), solved
+    with each column scaled to its largest value (conditioning: seconds beside tokens²)."""
+    from scipy.optimize import nnls
+
+    w = np.ones(len(y)) if weight is None else weight
+    scale = np.maximum(np.abs(x).max(axis=0), 1e-12)
+    solved, _ = nnls(x / scale * w[:, None], y * w)
+    return solved / scale
+
+
+def fit_errors(measured: np.ndarray, predicted: np.ndarray) -> tuple[float, float, float]:
+    """How well ``predicted`` fits ``measured``: R², and the median and p90 of
+    |predicted − measured| / measured."""
     resid = measured - predicted
     total = float(((measured - measured.mean()) ** 2).sum())
     r2 = 1.0 - float((resid ** 2).sum()) / total if total > 0 else 1.0
     rel = np.abs(resid) / np.maximum(measured, 1e-9)
-    terms = {t: float(c) for t, c in zip(TERMS, coef, strict=True)}
-    return StepCost(**terms, steps=len(steps), r2=r2, median_error=float(np.median(rel)),
-                    p90_error=float(np.quantile(rel, 0.9)))
+    return r2, float(np.median(rel)), float(np.quantile(rel, 0.9))

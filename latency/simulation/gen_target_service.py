@@ -45,11 +45,11 @@ from latency.core.gen_records import STATUS_OK
 from latency.core.gen_reports import SOURCE_NONE
 from latency.simulation.gen_service import (
     MIN_KIND_STEPS,
-    RATIO_QUANTILES,
     GenService,
     machine_level,
+    ratio_quantiles,
 )
-from latency.simulation.gen_step_cost import FitError, StepCost
+from latency.simulation.gen_step_cost import FitError, StepCost, fit_errors, weighted_nnls
 
 #: the fewest requests a prefill cost is fitted from, and the fewest decode gaps
 MIN_PREFILLS = 8
@@ -109,16 +109,13 @@ def fit_target_service(rows: np.ndarray, tokens: np.ndarray, reports: np.ndarray
     level, (mean, spread, rho) = machine_level(np.log(np.maximum(gap_ratio[gap_order], 1e-9)))
     spikes = gap_ratio[gap_order] / np.exp(level)
     rho_step = float(rho ** max(seen_seqs / 2.0, 1.0)) if spread > 0 else 0.0
-    grid = np.linspace(0, 1, RATIO_QUANTILES)
-    ratio = {"decode": tuple(float(v) for v in np.quantile(spikes, grid)),
-             "all": tuple(float(v) for v in np.quantile(np.r_[spikes, pre_ratio], grid))}
+    ratio = {"decode": ratio_quantiles(spikes), "all": ratio_quantiles(np.r_[spikes, pre_ratio])}
     if len(pre_ratio) >= MIN_KIND_STEPS:
-        ratio["prefill"] = tuple(float(v) for v in np.quantile(pre_ratio, grid))
+        ratio["prefill"] = ratio_quantiles(pre_ratio)
     half = network_ns / 2e6
     service = GenService(
         calls=calls, step_own_ms=0.0, step_ratio=ratio, ratio_level=(mean, spread, rho_step),
-        between_steps_ms=0.0, tokenize_fixed_ms=0.0, tokenize_per_token_ms=0.0,
-        detokenize_ms=0.0, delivery_ms=half, network_ms=half,
+        delivery_ms=half, network_ms=half,
         send_lag_ms=float(np.median(np.maximum(ok["t_sent"] - ok["t_intended"], 0))) / 1e6,
         max_context=None, seen_prefill_tokens=seen_tokens, seen_decode_seqs=seen_seqs,
         step_r2=decode[2], step_median_error=decode[3], step_p90_error=decode[4])
@@ -148,8 +145,6 @@ def _decode_fit(rows: np.ndarray, tokens: np.ndarray, idx: np.ndarray
     """The decode step (fixed, per sequence, R², median and p90 relative error), the gaps
     it was fitted on, their measured / predicted ratios and their time order, and the most
     streams seen decoding at once."""
-    from scipy.optimize import nnls
-
     first = np.sort(rows["t_first_deliv"][idx])
     done = np.sort(rows["t_done"][idx])
     t = tokens[np.isin(tokens["request"], idx)]
@@ -195,19 +190,12 @@ def _decode_fit(rows: np.ndarray, tokens: np.ndarray, idx: np.ndarray
     if len(sizes) == 1:
         coef = np.array([medians[0], 0.0])
     else:
-        w = np.sqrt(counts) / np.maximum(medians, 1e-6)
-        scale = np.maximum(xs.max(axis=0), 1e-12)
-        coef, _ = nnls(xs / scale * w[:, None], medians * w)
-        coef = coef / scale
+        coef = weighted_nnls(xs, medians, np.sqrt(counts) / np.maximum(medians, 1e-6))
     x = np.column_stack([np.ones_like(n), n])
     pred = np.maximum(x @ coef, 1e-9)
-    rel = np.abs(y - pred) / y
-    total = float(((y - y.mean()) ** 2).sum())
-    r2 = 1.0 - float(((y - pred) ** 2).sum()) / total if total > 0 else 1.0
-    ratio = y / pred
     order = np.argsort(mid[clean], kind="stable")
-    return ((float(coef[0]), float(coef[1]), r2, float(np.median(rel)),
-             float(np.quantile(rel, 0.9))), int(clean.sum()), ratio, order, int(n.max()))
+    return ((float(coef[0]), float(coef[1]), *fit_errors(y, pred)), int(clean.sum()), y / pred,
+            order, int(n.max()))
 
 
 def _prefill_fit(ok: np.ndarray, sp: ServerSplit | None, rtt_ns: int
@@ -216,8 +204,6 @@ def _prefill_fit(ok: np.ndarray, sp: ServerSplit | None, rtt_ns: int
     other requests in flight beside one of them) of the
     successful measured requests ``ok`` (split by the server as ``sp``), its requests'
     measured / predicted ratios, and the longest prompt it saw."""
-    from scipy.optimize import nnls
-
     ttft = (ok["t_first_deliv"] - ok["t_sent"]).astype(np.int64)
     prefill = np.full(len(ok), -1, dtype=np.int64)
     if sp is not None:
@@ -248,10 +234,7 @@ def _prefill_fit(ok: np.ndarray, sp: ServerSplit | None, rtt_ns: int
     x = np.column_stack([np.ones_like(p), p, p * (p + 1) / 2])
     if np.ptp(p) == 0:
         x = x[:, :1]
-    w = 1.0 / np.maximum(y, 1e-6)
-    scale = np.maximum(x.max(axis=0), 1e-12)
-    coef, _ = nnls(x / scale * w[:, None], y * w)
-    coef = np.r_[coef / scale, np.zeros(3 - x.shape[1])]
+    coef = np.r_[weighted_nnls(x, y, 1.0 / np.maximum(y, 1e-6)), np.zeros(3 - x.shape[1])]
     pred = np.maximum(np.column_stack([np.ones_like(p), p, p * (p + 1) / 2]) @ coef, 1e-9)
     return ((float(coef[0]), float(coef[1]), float(coef[2]), int(use.sum()), company),
             y / pred, int(p.max()))

@@ -198,6 +198,24 @@ class ServiceModel:
             return float(np.mean(self.samples["preprocess"]))
         return self.preprocess_ms
 
+    def forward_draws(self, rng: np.random.Generator, n: int) -> list[float]:
+        """The draws of ``n`` batches' forward passes, in the order they run (plain floats:
+        the simulators' loops are scalar work): a measured trace's times (cycled), uniform
+        draws into the recorded pools, or the parametric base time."""
+        if self.forward_trace_ms is not None:
+            return np.resize(np.asarray(self.forward_trace_ms, dtype=float), n).tolist()
+        if self.forward_by_batch:
+            return rng.random(n).tolist()
+        return self.draw(rng, self.forward_ms, n).tolist()
+
+    def batch_forward_ms(self, draw: float, size: int) -> float:
+        """The forward time of a batch of ``size`` from its draw (``forward_draws``): that
+        quantile of the recorded pool of its size, or the draw plus the per-item cost."""
+        if self.forward_by_batch and self.forward_trace_ms is None:
+            pool = self._forward_pool(size)
+            return float(pool[int(draw * len(pool))])
+        return draw + self.forward_per_item_ms * (size - 1)
+
     def _forward_pool(self, batch: int) -> np.ndarray:
         if batch in self.forward_by_batch:
             return self.forward_by_batch[batch]

@@ -33,8 +33,8 @@ class SimSetup:
 
 def simulation_setup(*, rate: float | None = None, clients: int | None = None,
                      replicas: int | None = None, batch_size: int | None = None,
-                     max_batch_delay_ms: float | None = None, arrival: str = "poisson",
-                     preprocess_workers: int | None = None, requests: int = 100_000,
+                     max_batch_delay_ms: float | None = None, arrival: str | None = None,
+                     preprocess_workers: int | None = None, requests: int | None = None,
                      seed: int = 0, service_ms: float | None = None,
                      service_dist: str | None = None, service_cv: float | None = None,
                      from_run: Any = None,
@@ -42,8 +42,8 @@ def simulation_setup(*, rate: float | None = None, clients: int | None = None,
     """The SimConfig and ServiceModel the settings ask for. ``from_run``: a run with ``log``
     and ``config`` (a RunResult, a ``Recording``), or a name ``load`` reads into (rows,
     config) — the storage stage's ``load_run``, passed in because simulation sits below it.
-    None means "as recorded" for a replay, the default otherwise. ConfigError, one line, for
-    any mistake, worded the same for every caller."""
+    None means "as recorded" for a replay, ``SimConfig``'s default otherwise. ConfigError,
+    one line, for any mistake, worded the same for every caller."""
     if rate is not None and clients is not None:
         raise ConfigError(BOTH_LOADS)
     settings: dict[str, Any] = dict(

@@ -90,12 +90,7 @@ def simulate(config: SimConfig, service: ServiceModel) -> np.ndarray:
     ready_list = ready[order].tolist()  # plain floats: the loop below is scalar work
     post_sorted = post[order]
     post_total = np.concatenate(([0.0], np.cumsum(post_sorted))).tolist()
-    if service.forward_trace_ms is not None:
-        fwd_draws = np.resize(np.asarray(service.forward_trace_ms, dtype=float), n).tolist()
-    elif service.forward_by_batch:
-        fwd_draws = fwd_rng.random(n).tolist()
-    else:
-        fwd_draws = service.draw(fwd_rng, service.forward_ms, n).tolist()
+    fwd_draws = service.forward_draws(fwd_rng, n)
     if config.replicas == 1 and config.batch_size == 1:
         starts, t_start, t_fwd, reps = _one_server(ready[order], post_sorted, fwd_draws, service)
     else:
@@ -209,12 +204,7 @@ def _batches(config: SimConfig, service: ServiceModel, ready_list: list[float],
             start = t_free if t_free > due else due
             j = min(bisect.bisect_right(ready_list, start, i), i + B)
             j = j if j > i else i + 1
-        size = j - i
-        if service.forward_by_batch and service.forward_trace_ms is None:
-            pool = service._forward_pool(size)
-            fwd = float(pool[int(fwd_draws[len(starts)] * len(pool))])
-        else:
-            fwd = fwd_draws[len(starts)] + service.forward_per_item_ms * (size - 1)
+        fwd = service.batch_forward_ms(fwd_draws[len(starts)], j - i)
         starts.append(i)
         t_start.append(start)
         t_fwd.append(fwd)

@@ -17,7 +17,7 @@ import numpy as np
 
 from latency.analysis.sweep import SweepPoint, point_of
 from latency.core.errors import ConfigError
-from latency.simulation.gen_replay import fitted_service, gen_replay, target_fit
+from latency.simulation.gen_replay import fitted_service, gen_replay
 from latency.simulation.gen_step_cost import FitError
 
 #: the calibrations tried, in order: (which runs of the sweep's first two, named)
@@ -56,8 +56,7 @@ def predict_points(runs: list[Any], points: list[SweepPoint]
             continue
         calibration = pooled([runs[i] for i in which])
         try:
-            service = (target_fit(calibration).service if calibration.is_target
-                       else fitted_service(calibration))  # fitted once, for every point
+            service = fitted_service(calibration)  # fitted once, for every point
             about = gen_replay(calibration, service=service, source=named).about
         except (ConfigError, FitError, ValueError) as exc:
             why = str(exc)

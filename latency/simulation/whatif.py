@@ -137,8 +137,8 @@ def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float | N
     a closed loop of that many clients (the load of a closed-loop run: a faster server is
     asked more often); else ``rate`` None: the run's own recorded send times, replayed
     (cycled to ``requests``); a rate: Poisson arrivals at it."""
-    from latency.simulation.calibration import recorded_arrivals
-    from latency.simulation.simulator import ServiceModel, SimConfig, simulate, utilisation
+    from latency.simulation.replay import Recording, replay_config
+    from latency.simulation.simulator import ServiceModel, simulate, utilisation
 
     _check(component, faster, SERVICE_COMPONENTS)
     if rate is not None and not rate > 0:
@@ -152,24 +152,19 @@ def load_whatif(rows: np.ndarray, component: str, faster: float, rate: float | N
     _, ok = measured_and_ok(rows)
     comps = component_ns(ok)
     share = float(comps[component].mean() / comps["total"].mean()) if len(ok) else 0.0
-    arrival: dict[str, Any]
-    if clients is not None:  # the rate is an outcome of the loop: reported as served
-        sim_rate, arrival = 1.0, {"clients": clients}
-    elif rate is None:
-        times, sim_rate = recorded_arrivals(rows)
-        arrival = {"arrival": "recorded", "arrival_times_ms": times}
-    else:
-        sim_rate, arrival = rate, {"arrival": "poisson"}
-    cfg = SimConfig(rate=sim_rate, replicas=replicas, batch_size=batch_size,
-                    max_batch_delay_ms=max_batch_delay_ms, requests=requests, seed=seed,
-                    preprocess_workers=preprocess_workers, **arrival)
+    # a closed loop's rate is an outcome of the loop: reported as served
+    cfg = replay_config(Recording(rows), rate=rate, clients=clients,
+                        arrival="recorded" if rate is None and clients is None else "poisson",
+                        replicas=replicas, batch_size=batch_size,
+                        max_batch_delay_ms=max_batch_delay_ms,
+                        preprocess_workers=preprocess_workers, requests=requests, seed=seed)
     out, rates, rho = [], [], []
     for svc in (before, after):
         kept = simulate(cfg, svc)
         kept = kept[~kept["warmup"]]
         out.append(_stats(component_ns(kept)["total"] / 1e6))
         span_s = (kept["t_done"].max() - kept["t_intended"].min()) / 1e9
-        served = len(kept) / span_s if clients is not None and span_s > 0 else sim_rate
+        served = len(kept) / span_s if clients is not None and span_s > 0 else cfg.rate
         rates.append(served)
         rho.append(utilisation(replace(cfg, rate=served), svc))
     return WhatIf(component, faster, out[0], out[1], share, simulated=True, rate=rates[0],
