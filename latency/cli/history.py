@@ -62,14 +62,11 @@ def add_parsers(sub: Any, fmt: Any) -> None:
     show.add_argument("id")
     show.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                       help="print the result as JSON")
-    add_db_flag(show, inherited=True)
     ren = acts.add_parser("rename", help="name a saved run", formatter_class=fmt)
     ren.add_argument("id")
     ren.add_argument("name")
-    add_db_flag(ren, inherited=True)
     rm = acts.add_parser("delete", help="delete a saved run", formatter_class=fmt)
     rm.add_argument("id")
-    add_db_flag(rm, inherited=True)
     ex = acts.add_parser("export", help="write a saved run to a file", formatter_class=fmt)
     ex.add_argument("id")
     ex.add_argument("--format", required=True,
@@ -83,7 +80,8 @@ def add_parsers(sub: Any, fmt: Any) -> None:
                     "run history)")
     ex.add_argument("--max-requests", type=int,
                     help="trace: keep only the first N requests" + NO_DEFAULT)
-    add_db_flag(ex, inherited=True)
+    for action in (show, ren, rm, ex):
+        add_db_flag(action, inherited=True)
 
     c = sub.add_parser("compare", help="diff saved runs component by component; CI gate",
                        formatter_class=fmt,
