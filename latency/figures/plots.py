@@ -402,12 +402,10 @@ def timeseries_figure(series: Mapping[str, Sequence[float | None]] | None,
                       line={"color": "#CC79A7", "width": 2, "dash": "dash"},
                       hovertemplate="offered %{y:.0f} req/s<extra></extra>")]
           if offered_rps else []),
-        go.Scatter(x=t, y=p50, name="p50", mode="lines+markers", xaxis="x2", yaxis="y2",
-                   line={"color": SERIES_COLOURS[0], "width": 2}, marker={"size": 5},
-                   connectgaps=False, hovertemplate=hover_ms),
-        go.Scatter(x=t, y=p99, name="p99", mode="lines+markers", xaxis="x2", yaxis="y2",
-                   line={"color": SERIES_COLOURS[1], "width": 2}, marker={"size": 5},
-                   connectgaps=False, hovertemplate=hover_ms),
+        *(go.Scatter(x=t, y=y, name=name, mode="lines+markers", xaxis="x2", yaxis="y2",
+                     line={"color": SERIES_COLOURS[i], "width": 2}, marker={"size": 5},
+                     connectgaps=False, hovertemplate=hover_ms)
+          for i, (name, y) in enumerate((("p50", p50), ("p99", p99)))),
     ]
     # Two panels by hand rather than make_subplots: same result, a fraction of the time.
     layout = _base_layout(title, 520)
@@ -530,19 +528,16 @@ def hockey_stick_figure(utilisation: Sequence[float], p50_ms: Sequence[float],
         error_y = {"type": "data", "symmetric": False, "array": list(hi - p99),
                    "arrayminus": list(p99 - lo), "color": SERIES_COLOURS[1], "thickness": 1,
                    "width": 4}
-    traces = [
-        go.Scatter(x=u, y=list(p50_ms), name="p50 (simulated)", mode="lines+markers",
-                   line={"color": SERIES_COLOURS[0], "width": 2},
-                   hovertemplate="ρ=%{x:.2f}: p50 %{y:.1f} ms<extra></extra>"),
-        go.Scatter(x=u, y=list(p99_ms), name="p99 (simulated)", mode="lines+markers",
-                   line={"color": SERIES_COLOURS[1], "width": 2}, error_y=error_y,
-                   hovertemplate="ρ=%{x:.2f}: p99 %{y:.1f} ms<extra></extra>"),
-    ]
+    traces = [go.Scatter(x=u, y=list(y), name=f"{q} (simulated)", mode="lines+markers",
+                         line={"color": SERIES_COLOURS[i], "width": 2}, error_y=errors,
+                         hovertemplate=f"ρ=%{{x:.2f}}: {q} %{{y:.1f}} ms<extra></extra>")
+              for i, (q, y, errors) in enumerate((("p50", p50_ms, None),
+                                                  ("p99", p99_ms, error_y)))]
     if theory_p50_ms is not None and theory_p99_ms is not None:
-        for name, y, colour in (("p50 (M/M/c theory)", theory_p50_ms, SERIES_COLOURS[0]),
-                                ("p99 (M/M/c theory)", theory_p99_ms, SERIES_COLOURS[1])):
-            traces.append(go.Scatter(x=u, y=list(y), name=name, mode="lines",
-                                     line={"color": colour, "width": 1.5, "dash": "dot"},
+        for i, (q, y) in enumerate((("p50", theory_p50_ms), ("p99", theory_p99_ms))):
+            traces.append(go.Scatter(x=u, y=list(y), name=f"{q} (M/M/c theory)", mode="lines",
+                                     line={"color": SERIES_COLOURS[i], "width": 1.5,
+                                           "dash": "dot"},
                                      hovertemplate="ρ=%{x:.2f}: %{y:.1f} ms<extra></extra>"))
     if current is not None:
         cu, c50, c99 = current
