@@ -23,7 +23,7 @@ from typing import Any
 
 from latency.analysis.machine import DISTURBED, MACHINE_WORDS
 from latency.cli.args import NO_DEFAULT
-from latency.cli.compare_text import compare_letters, setup_and_machine_lines
+from latency.cli.compare_text import setup_and_machine_lines
 from latency.core import fmt
 from latency.core.errors import ConfigError
 
@@ -225,6 +225,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     from latency.analysis.compare import diff_rows, format_diff, p99_gate, setup_differences
     from latency.analysis.gen_compare import format_gen_diff, gen_diff_rows, gen_gate
     from latency.analysis.machine import is_disturbed, unequal_disturbance
+    from latency.figures.compare_plots import letters as compare_letters
 
     if len(a.ids) < 2:
         raise ConfigError("compare needs at least two run ids (the first is the baseline)")

@@ -36,7 +36,8 @@ TTFT_POINTS: dict[str, str] = {"mean": "mean", "p99": "around p99"}
 
 
 def letters(n: int) -> list[str]:
-    """A, B, C, … (A is the baseline)."""
+    """A, B, … Z, then R26, R27, … (A is the baseline): the runs' names on the Compare page
+    and in ``python -m latency compare`` alike."""
     return [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(n)]
 
 
