@@ -31,6 +31,14 @@ if TYPE_CHECKING:
 _CONFIG_FIELDS = {f.name for f in fields(RunConfig)}
 
 
+def _check_settings(settings: dict[str, Any]) -> None:
+    """ConfigError (one line, naming every field) unless each setting is a RunConfig field."""
+    unknown = sorted(set(settings) - _CONFIG_FIELDS)
+    if unknown:
+        raise ConfigError(f"unknown setting(s): {', '.join(unknown)}; RunConfig has: "
+                          f"{', '.join(sorted(_CONFIG_FIELDS))}")
+
+
 def _spec_of(target: Any) -> str | None:
     """'module:qualname' of a class or function a fresh process can import, else None."""
     module = getattr(target, "__module__", None)
@@ -61,10 +69,7 @@ def profile(pipeline: Any = "synthetic", inputs: Sequence[Any] | str | Path | No
     (``output_tokens``, ``prompt_tokens``, ``max_running``, ``chunked_prefill``, …) and the run
     is a generation, measured in this process.
     """
-    unknown = sorted(set(settings) - _CONFIG_FIELDS)
-    if unknown:
-        raise ConfigError(f"unknown setting(s): {', '.join(unknown)}; RunConfig has: "
-                          f"{', '.join(sorted(_CONFIG_FIELDS))}")
+    _check_settings(settings)
     from latency.pipelines.contract import Pipeline  # torch: only now
 
     obj = None
@@ -87,11 +92,7 @@ def profile(pipeline: Any = "synthetic", inputs: Sequence[Any] | str | Path | No
                 raise ConfigError(f"{getattr(pipeline, '__qualname__', pipeline)} is defined "
                                   "in __main__, which a fresh process cannot import: move it "
                                   "to a module or file, or profile it in_process=True")
-            from latency.pipelines.registry import PipelineSource
-
-            src = PipelineSource(getattr(pipeline, "name", None) or pipeline.__name__,
-                                 pipeline, f"__main__:{pipeline.__qualname__}", "object")
-            obj = _build_here(src, config_kw)
+            obj = _build_here(pipeline, "__main__", config_kw)
             in_process = True
         else:
             config_kw["pipeline"] = spec
@@ -147,21 +148,21 @@ def _profile_generation(pipeline: Any, obj: Any, config_kw: dict[str, Any],
         if not texts:
             raise ConfigError("prompts=[] holds no prompts")
     if obj is None and isinstance(pipeline, type):
-        from latency.pipelines.registry import PipelineSource
-
-        src = PipelineSource(getattr(pipeline, "name", None) or pipeline.__name__, pipeline,
-                             f"{pipeline.__module__}:{pipeline.__qualname__}", "object")
-        obj = _build_here(src, config_kw)
+        obj = _build_here(pipeline, pipeline.__module__, config_kw)
     return execute_generation(RunConfig(**config_kw), pipeline=obj, prompts=texts,
                               who="latency.profile")
 
 
-def _build_here(src: Any, config_kw: dict[str, Any]) -> Any:
-    """Build a pipeline the caller's process alone can import, with the config's settings."""
+def _build_here(pipeline: Any, module: str, config_kw: dict[str, Any]) -> Any:
+    """Build a pipeline class or factory (of ``module``) in the caller's process, which alone
+    may import it, with the config's settings."""
     import torch
 
     from latency.host.devices import DTYPES, resolve_device
-    from latency.pipelines.registry import parse_model_args
+    from latency.pipelines.registry import PipelineSource, parse_model_args
+
+    src = PipelineSource(getattr(pipeline, "name", None) or pipeline.__name__, pipeline,
+                         f"{module}:{pipeline.__qualname__}", "object")
 
     args = parse_model_args(src, config_kw.pop("model_args", None) or {})
     device = resolve_device(config_kw.get("device", "cpu"))
@@ -193,9 +194,7 @@ def sweep(model: str | None = None, *, target: str | None = None,
     from latency.simulation.sweep_prediction import predict_points
     from latency.storage.store import RunStore
 
-    unknown = sorted(set(settings) - _CONFIG_FIELDS)
-    if unknown:
-        raise ConfigError(f"unknown setting(s): {', '.join(unknown)} (see latency.RunConfig)")
+    _check_settings(settings)
     named: dict[str, Any] = {"model": model} if model is not None else {}
     raw = RunConfig(**named, target=target, **{"duration_s": point_s, **settings})
     base = validated(raw, generation=True, user_code=raw.pipeline is None)

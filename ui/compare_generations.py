@@ -23,8 +23,11 @@ from latency.analysis.machine import MACHINE_WORDS, unequal_disturbance
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
 from latency.core.gen_records import token_gaps
-from latency.figures.compare_plots import letters, runs_spectrum_figure
-from latency.figures.gen_compare_plots import runs_ttft_parts_figure
+from latency.figures.compare_plots import (
+    letters,
+    runs_spectrum_figure,
+    runs_ttft_parts_figure,
+)
 from latency.storage.export import FORMATS
 from latency.storage.store import RunInfo, RunStore, StoreError, latency_spectrum
 from ui.compare_runs import EXPORTS, export_file, rename_and_delete, store

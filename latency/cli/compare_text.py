@@ -4,11 +4,6 @@ from __future__ import annotations
 from typing import Any
 
 
-def compare_letters(n: int) -> list[str]:
-    """What ``compare`` calls its runs: A, B, … Z, then R26, R27, …"""
-    return [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(n)]
-
-
 def setup_and_machine_lines(diffs: dict[str, list[str]], letters: list[str],
                             environments: list[dict[str, Any]], machine: str | None
                             ) -> list[str]:

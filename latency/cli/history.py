@@ -23,7 +23,7 @@ from typing import Any
 
 from latency.analysis.machine import DISTURBED, MACHINE_WORDS
 from latency.cli.args import NO_DEFAULT
-from latency.cli.compare_text import compare_letters, setup_and_machine_lines
+from latency.cli.compare_text import setup_and_machine_lines
 from latency.core import fmt
 from latency.core.errors import ConfigError
 
@@ -62,14 +62,11 @@ def add_parsers(sub: Any, fmt: Any) -> None:
     show.add_argument("id")
     show.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                       help="print the result as JSON")
-    add_db_flag(show, inherited=True)
     ren = acts.add_parser("rename", help="name a saved run", formatter_class=fmt)
     ren.add_argument("id")
     ren.add_argument("name")
-    add_db_flag(ren, inherited=True)
     rm = acts.add_parser("delete", help="delete a saved run", formatter_class=fmt)
     rm.add_argument("id")
-    add_db_flag(rm, inherited=True)
     ex = acts.add_parser("export", help="write a saved run to a file", formatter_class=fmt)
     ex.add_argument("id")
     ex.add_argument("--format", required=True,
@@ -83,7 +80,8 @@ def add_parsers(sub: Any, fmt: Any) -> None:
                     "run history)")
     ex.add_argument("--max-requests", type=int,
                     help="trace: keep only the first N requests" + NO_DEFAULT)
-    add_db_flag(ex, inherited=True)
+    for action in (show, ren, rm, ex):
+        add_db_flag(action, inherited=True)
 
     c = sub.add_parser("compare", help="diff saved runs component by component; CI gate",
                        formatter_class=fmt,
@@ -227,6 +225,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     from latency.analysis.compare import diff_rows, format_diff, p99_gate, setup_differences
     from latency.analysis.gen_compare import format_gen_diff, gen_diff_rows, gen_gate
     from latency.analysis.machine import is_disturbed, unequal_disturbance
+    from latency.figures.compare_plots import letters as compare_letters
 
     if len(a.ids) < 2:
         raise ConfigError("compare needs at least two run ids (the first is the baseline)")

@@ -32,12 +32,15 @@ def cmd_serve(a: argparse.Namespace) -> int:
     """Serve until Ctrl-C; exit 0 after a clean stop."""
     from latency.execution.validate import validated
     from latency.host.processes import exit_now
-    from latency.serve.http_server import serve
+    from latency.serve.http_server import serve, serves_generation
 
     if not 0 <= a.port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535 (got {a.port})")
     config = RunConfig(**{**config_values(a, SERVE), **pipeline_kwargs(a)}, requests=1)
-    generative = _names_generative(config)
+    try:
+        generative = serves_generation(config)
+    except Exception:  # noqa: BLE001 - a bad name: validated() says what is wrong, in one line
+        generative = False
     config = validated(config, machine_lock=False, generation=generative)  # measures nothing
     host = a.host
 
@@ -63,14 +66,3 @@ def cmd_serve(a: argparse.Namespace) -> int:
     exit_now(0)  # no interpreter shutdown: torch's threads made it print "terminate called"
     return 0
 
-
-def _names_generative(config: RunConfig) -> bool:
-    """Whether ``config`` names a generative pipeline (a bad name: False, and validation
-    says what is wrong in one line)."""
-    from latency.pipelines.generative import is_generative
-    from latency.pipelines.registry import pipeline_class
-
-    try:
-        return is_generative(pipeline_class(config.model, config.pipeline))
-    except Exception:  # noqa: BLE001 - validated() reports it
-        return False

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from latency.cli import history as history_cli
@@ -68,20 +69,18 @@ def add_parser(sub: Any) -> None:
     history_cli.add_db_flag(s)
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"a comma-separated list of numbers (got {text!r})") from None
+def _numbers(kind: Callable[[str], Any], what: str) -> Callable[[str], tuple[Any, ...]]:
+    """An argparse type: a comma-separated list of ``kind`` (``what`` names them)."""
+    def parse(text: str) -> tuple[Any, ...]:
+        try:
+            return tuple(kind(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"a comma-separated list of {what} "
+                                             f"(got {text!r})") from None
+    return parse
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a comma-separated list of whole numbers "
-                                         f"(got {text!r})") from None
+_floats, _ints = _numbers(float, "numbers"), _numbers(int, "whole numbers")
 
 
 def plan_from_args(a: argparse.Namespace) -> Any:

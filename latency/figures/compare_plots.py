@@ -15,12 +15,15 @@ import plotly.graph_objects as go
 from latency.analysis.compare import diff_rows
 from latency.analysis.summary import Summary
 from latency.core import fmt
+from latency.core.gen_records import TTFT_COMPONENTS
 from latency.core.records import COMPONENTS
+from latency.figures.gen_plots import GEN_COLOURS, part_label
 from latency.figures.plots import (
     COMPONENT_COLOURS,
     SERIES_COLOURS,
     _base_layout,
     _figure,
+    component_bars,
     empty_figure,
     spectrum_x,
 )
@@ -28,16 +31,23 @@ from latency.figures.text import as_text, legend_text
 
 #: the statistics whose make-up is drawn side by side, with their axis labels.
 BAR_POINTS: dict[str, str] = {"mean": "mean", "p50": "p50", "p99": "p99 (tail)"}
+#: a generation's: the mean request's time to first token, and the requests' around its p99
+TTFT_POINTS: dict[str, str] = {"mean": "mean", "p99": "around p99"}
 
 
 def letters(n: int) -> list[str]:
-    """A, B, C, … (A is the baseline)."""
+    """A, B, … Z, then R26, R27, … (A is the baseline): the runs' names on the Compare page
+    and in ``python -m latency compare`` alike."""
     return [chr(ord("A") + i) if i < 26 else f"R{i}" for i in range(n)]
 
 
 def runs_bars_figure(makeups: Mapping[str, Mapping[str, Mapping[str, float]] | None],
                      title: str | None = None,
-                     labels: Mapping[str, str] | None = None) -> go.Figure:
+                     labels: Mapping[str, str] | None = None,
+                     components: Sequence[str] = COMPONENTS,
+                     colours: Mapping[str, str] = COMPONENT_COLOURS,
+                     points: Mapping[str, str] = BAR_POINTS,
+                     y_title: str = "latency (ms)") -> go.Figure:
     """Stacked component bars of several runs side by side, grouped by statistic (mean, p50,
     p99): within each group one bar per run, in the order given, labelled by its key.
 
@@ -45,33 +55,25 @@ def runs_bars_figure(makeups: Mapping[str, Mapping[str, Mapping[str, float]] | N
     each component, and the components of the requests around each percentile, scaled to
     it). All six components are always traces so colours and legend never move.
     ``labels``: a component's name as shown where it is not its key (an in-process run's
-    network is its hand-off: ``records.component_labels``).
+    network is its hand-off: ``records.component_labels``). ``components``, ``colours``,
+    ``points`` (a statistic's key → its group's label) and ``y_title``: what is stacked
+    where it is not a one-shot run's components (``runs_ttft_parts_figure``).
     """
-    named = dict(labels or {})
     runs = [(k, m) for k, m in makeups.items() if m]
-    points = [p for p in BAR_POINTS if any(m.get(p) for _, m in runs)]
-    if not runs or not points:
+    shown = [p for p in points if any(m.get(p) for _, m in runs)]
+    if not runs or not shown:
         return empty_figure(title)
     x: list[list[str]] = [[], []]
-    values: dict[str, list[float]] = {c: [] for c in COMPONENTS}
-    for p in points:
+    values: dict[str, list[float]] = {c: [] for c in components}
+    for p in shown:
         for label, makeup in runs:
-            x[0].append(BAR_POINTS[p])
+            x[0].append(points[p])
             x[1].append(as_text(label))
-            for c in COMPONENTS:
+            for c in components:
                 values[c].append(float((makeup.get(p) or {}).get(c, 0.0) or 0.0))
-    totals = [sum(values[c][i] for c in COMPONENTS) for i in range(len(x[0]))]
-    traces: list[Any] = []
-    for c in COMPONENTS:
-        shares = [v / t if t > 0 else 0.0 for v, t in zip(values[c], totals)]
-        traces.append(go.Bar(
-            name=named.get(c, c), x=x, y=values[c],
-            marker={"color": COMPONENT_COLOURS[c], "line": {"width": 0}},
-            customdata=shares, text=[f"{s:.0%}" if s >= 0.1 else "" for s in shares],
-            textposition="inside", insidetextanchor="middle",
-            textfont={"size": 12, "color": "#ffffff" if c in ("queue", "forward") else "#111111"},
-            hovertemplate=f"<b>{named.get(c, c)}</b> · run %{{x}}<br>%{{y:.3f}} ms "
-                          "(%{customdata:.1%} of the bar)<extra></extra>"))
+    traces: list[Any]
+    traces, totals = component_bars(x, values, labels, colours, min_share=0.1,
+                                    hover_x="run %{x}")
     traces.append(go.Scatter(  # each bar's total, written above it
         x=x, y=totals, mode="text", text=[fmt.ms(t) for t in totals], textposition="top center",
         textfont={"size": 13, "color": "#222222"}, showlegend=False, hoverinfo="skip",
@@ -81,10 +83,22 @@ def runs_bars_figure(makeups: Mapping[str, Mapping[str, Mapping[str, float]] | N
     layout.update(
         barmode="stack", bargap=0.2, uniformtext={"minsize": 11, "mode": "hide"},
         xaxis={"type": "multicategory", "tickfont": {"size": 13}},
-        yaxis={"title": {"text": "latency (ms)"}, "rangemode": "tozero",
+        yaxis={"title": {"text": y_title}, "rangemode": "tozero",
                "range": [0, top * 1.15] if top > 0 else None},
         legend={**layout["legend"], "traceorder": "normal"})
     return _figure(traces, layout)
+
+
+def runs_ttft_parts_figure(parts: Mapping[str, Mapping[str, Mapping[str, float]]],
+                           title: str | None = None) -> go.Figure:
+    """Generation runs side by side (Compare Runs): each run's time to first token as its
+    parts — the mean request's and the requests' around TTFT's p99 — stacked, one bar a run,
+    grouped by statistic, in the generation charts' colours. ``parts``: a run's letter →
+    {"mean": {part: ms}, "p99": {part: ms}} (``GenSummary.ttft_mean_parts_ms`` and
+    ``ttft_p99_parts_ms``)."""
+    return runs_bars_figure(parts, title, {c: part_label(c) for c in TTFT_COMPONENTS},
+                            TTFT_COMPONENTS, GEN_COLOURS, TTFT_POINTS,
+                            "time to first token (ms)")
 
 
 #: percentile ticks of the spectrum, as far as the longest run reaches.

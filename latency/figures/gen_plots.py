@@ -10,7 +10,7 @@ removes the freeze.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -160,11 +160,47 @@ def scheduler_figure(view: GenView, title: str | None = None) -> go.Figure:
     return _figure(traces, layout)
 
 
-def _target_line(x: Sequence[float], y: float, name: str, axis: str) -> go.Scatter:
-    # a trace, not a shape: shapes on a log axis take log10 coordinates
-    return go.Scatter(x=[min(x), max(x)], y=[y, y], name=name, mode="lines", yaxis=axis,
-                      line={"color": SLO_COLOUR, "dash": "dash", "width": 1.5},
-                      hoverinfo="skip")
+def quantile_panels(x: Sequence[float], column: Callable[[str], Sequence[float | None]],
+                    panels: Sequence[tuple[str, str, float | None]], title: str | None,
+                    height: int, log: bool = False) -> tuple[list[Any], dict[str, Any]]:
+    """Two panels sharing the arrival-rate axis, each a figure's p50 and p99 (``column`` of
+    ``"<what>_p50_ms"``, solid in the top panel, dotted in the bottom one) with its target
+    dashed where one is set: the traces, and the layout (log axes when ``log``).
+    ``panels``: (what, its name, its target in ms or None), top first."""
+    traces: list[Any] = []
+    targets: list[Any] = []  # drawn after every panel's lines, so the legend lists them last
+    axes: dict[str, Any] = {}
+    for axis, domain, (what, unit, target) in zip(("y", "y2"), ([0.55, 1.0], [0.0, 0.45]),
+                                                  panels):
+        values: list[float] = []
+        for i, q in enumerate(("p50", "p99")):
+            y = column(f"{what}_{q}_ms")
+            values += [v for v in y if v]
+            traces.append(go.Scatter(
+                x=x, y=y, name=f"{unit} {q}", mode="lines+markers", yaxis=axis,
+                line={"color": SERIES_COLOURS[i], "width": 2,
+                      "dash": "solid" if axis == "y" else "dot"},
+                hovertemplate=f"%{{x:.2f}} req/s: {unit} {q} %{{y:.2f}} ms<extra></extra>"))
+        if target:
+            values.append(target)
+            # a trace, not a shape: shapes on a log axis take log10 coordinates
+            targets.append(go.Scatter(
+                x=[min(x), max(x)], y=[target, target], name=f"{unit} target "
+                f"{fmt.tick(target)} ms", mode="lines", yaxis=axis, hoverinfo="skip",
+                line={"color": SLO_COLOUR, "dash": "dash", "width": 1.5}))
+        name = "yaxis" if axis == "y" else "yaxis2"
+        if log:
+            vals = [v for v in values if v and v > 0]
+            axes[name] = {"domain": domain, "type": "log", "title": {"text": f"{unit} (ms, log)"},
+                          **_log_ticks(min(vals, default=1.0), max(vals, default=10.0))}
+        else:
+            axes[name] = {"domain": domain, "title": {"text": f"{unit} (ms)"},
+                          "rangemode": "tozero"}
+    layout = _base_layout(title, height)
+    layout.update(xaxis={"title": {"text": "arrival rate (requests/s)"}, "anchor": "y2",
+                         "rangemode": "tozero", "showgrid": True},
+                  hovermode="closest", **axes)
+    return traces + targets, layout
 
 
 def gen_rate_figure(curve: GenCurve, ttft_target_ms: float | None = None,
@@ -173,45 +209,19 @@ def gen_rate_figure(curve: GenCurve, ttft_target_ms: float | None = None,
     of a generation server — with the targets dashed and the headline's point marked."""
     if not curve.points:
         return empty_figure(title)
-    x = [p.rate for p in curve.points]
-    traces: list[Any] = []
-    ys: dict[str, list[float]] = {"y": [], "y2": []}
-    for axis, what, unit in (("y", "ttft", "TTFT"), ("y2", "tpot", "TPOT")):
-        for i, q in enumerate(("p50", "p99")):
-            y = curve.column(f"{what}_{q}_ms")
-            ys[axis] += [v for v in y if v]
-            traces.append(go.Scatter(
-                x=x, y=y, name=f"{unit} {q}", mode="lines+markers", yaxis=axis,
-                line={"color": SERIES_COLOURS[i], "width": 2,
-                      "dash": "solid" if what == "ttft" else "dot"},
-                hovertemplate=f"%{{x:.2f}} req/s: {unit} {q} %{{y:.2f}} ms<extra></extra>"))
-    for axis, target, unit in (("y", ttft_target_ms, "TTFT"), ("y2", tpot_target_ms, "TPOT")):
-        if target:
-            ys[axis].append(target)
-            traces.append(_target_line(x, target, f"{unit} target {fmt.tick(target)} ms", axis))
+    traces, layout = quantile_panels(
+        [p.rate for p in curve.points], curve.column,
+        (("ttft", "TTFT", ttft_target_ms), ("tpot", "TPOT", tpot_target_ms)), title, 560,
+        log=True)
     if curve.marked is not None:
         p = curve.points[curve.marked]
-        traces.append(go.Scatter(
-            x=[p.rate] * 2, y=[p.ttft_p50_ms, p.ttft_p99_ms], name="your setting",
-            mode="markers", marker={"size": 12, "color": "#000000", "symbol": "diamond"},
-            hovertemplate="your setting: %{y:.2f} ms<extra></extra>", yaxis="y"))
-        traces.append(go.Scatter(
-            x=[p.rate] * 2, y=[p.tpot_p50_ms, p.tpot_p99_ms], showlegend=False,
-            mode="markers", marker={"size": 12, "color": "#000000", "symbol": "diamond"},
-            hovertemplate="your setting: %{y:.2f} ms<extra></extra>", yaxis="y2"))
-    layout = _base_layout(title, 560)
-
-    def log_axis(values: list[float], domain: list[float], text: str) -> dict[str, Any]:
-        vals = [v for v in values if v and v > 0]
-        return {"domain": domain, "type": "log", "title": {"text": text},
-                **_log_ticks(min(vals, default=1.0), max(vals, default=10.0))}
-
-    layout.update(
-        xaxis={"title": {"text": "arrival rate (requests/s)"}, "anchor": "y2",
-               "rangemode": "tozero", "showgrid": True},
-        yaxis=log_axis(ys["y"], [0.55, 1.0], "TTFT (ms, log)"),
-        yaxis2=log_axis(ys["y2"], [0.0, 0.45], "TPOT (ms, log)"),
-        hovermode="closest")
+        for axis, ys, legend in (
+                ("y", [p.ttft_p50_ms, p.ttft_p99_ms], {"name": "your setting"}),
+                ("y2", [p.tpot_p50_ms, p.tpot_p99_ms], {"showlegend": False})):
+            traces.append(go.Scatter(
+                x=[p.rate] * 2, y=ys, **legend, mode="markers",
+                marker={"size": 12, "color": "#000000", "symbol": "diamond"},
+                hovertemplate="your setting: %{y:.2f} ms<extra></extra>", yaxis=axis))
     return _figure(traces, layout)
 
 

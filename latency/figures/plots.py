@@ -173,6 +173,32 @@ def _percentile_label(key: str) -> str:
 # --------------------------------------------------------------------------- stacked make-up
 
 
+def component_bars(x: Sequence[Any], values: Mapping[str, Sequence[float]],
+                   labels: Mapping[str, str] | None = None,
+                   colours: Mapping[str, str] = COMPONENT_COLOURS, min_share: float = 0.08,
+                   hover_x: str = "%{x}") -> tuple[list[go.Bar], list[float]]:
+    """One stacked bar trace a component (``values``: its ms at each ``x``, in stacking
+    order), each segment's share of its bar written inside it, and the bars' totals.
+
+    The share is shown when it is ``min_share`` or more; uniformtext hides the ones that
+    would not fit at a readable size. ``labels``: a component's name as shown, where it is not
+    its key; ``hover_x``: what the hover calls the bar."""
+    named = dict(labels or {})
+    totals = [sum(column) for column in zip(*values.values())]
+    traces = []
+    for c, ys in values.items():
+        shares = [y / t if t > 0 else 0.0 for y, t in zip(ys, totals)]
+        traces.append(go.Bar(
+            name=named.get(c, c), x=x, y=list(ys),
+            marker={"color": colours[c], "line": {"width": 0}}, customdata=shares,
+            text=[f"{s:.0%}" if s >= min_share else "" for s in shares],
+            textposition="inside", insidetextanchor="middle",
+            textfont={"size": 12, "color": "#ffffff" if c in DARK_COMPONENTS else "#111111"},
+            hovertemplate=f"<b>{named.get(c, c)}</b> · {hover_x}<br>%{{y:.3f}} ms "
+                          "(%{customdata:.1%} of the bar)<extra></extra>"))
+    return traces, totals
+
+
 def stacked_components_figure(makeup_ms: Mapping[str, Mapping[str, float]],
                               title: str | None = None,
                               labels: Mapping[str, str] | None = None,
@@ -189,27 +215,12 @@ def stacked_components_figure(makeup_ms: Mapping[str, Mapping[str, float]],
     network is its hand-off). ``components``: the parts stacked, in order (a generation's TTFT
     or gap parts) with their ``colours``.
     """
-    named = dict(labels or {})
     points = [k for k in MAKEUP_LABELS if k in makeup_ms and makeup_ms[k]]
     if not points:
         return empty_figure(title)
     cats = [MAKEUP_LABELS[k] for k in points]
     values = {c: [float(makeup_ms[k].get(c, 0.0) or 0.0) for k in points] for c in components}
-    totals = [sum(values[c][i] for c in components) for i in range(len(points))]
-    traces = []
-    for c in components:
-        ys = values[c]
-        shares = [y / t if t > 0 else 0.0 for y, t in zip(ys, totals)]
-        traces.append(go.Bar(
-            name=named.get(c, c), x=cats, y=ys,
-            marker={"color": colours[c], "line": {"width": 0}}, customdata=shares,
-            # the share inside the segment when it is big enough to matter; uniformtext
-            # hides the ones that would not fit at a readable size.
-            text=[f"{s:.0%}" if s >= 0.08 else "" for s in shares],
-            textposition="inside", insidetextanchor="middle",
-            textfont={"size": 12, "color": "#ffffff" if c in DARK_COMPONENTS else "#111111"},
-            hovertemplate=f"<b>{named.get(c, c)}</b> · %{{x}}<br>%{{y:.3f}} ms "
-                          "(%{customdata:.1%} of the bar)<extra></extra>"))
+    traces, totals = component_bars(cats, values, labels, colours)
     top = max(totals) if totals else 0.0
     layout = _base_layout(title, 440)
     layout.update(
@@ -391,12 +402,10 @@ def timeseries_figure(series: Mapping[str, Sequence[float | None]] | None,
                       line={"color": "#CC79A7", "width": 2, "dash": "dash"},
                       hovertemplate="offered %{y:.0f} req/s<extra></extra>")]
           if offered_rps else []),
-        go.Scatter(x=t, y=p50, name="p50", mode="lines+markers", xaxis="x2", yaxis="y2",
-                   line={"color": SERIES_COLOURS[0], "width": 2}, marker={"size": 5},
-                   connectgaps=False, hovertemplate=hover_ms),
-        go.Scatter(x=t, y=p99, name="p99", mode="lines+markers", xaxis="x2", yaxis="y2",
-                   line={"color": SERIES_COLOURS[1], "width": 2}, marker={"size": 5},
-                   connectgaps=False, hovertemplate=hover_ms),
+        *(go.Scatter(x=t, y=y, name=name, mode="lines+markers", xaxis="x2", yaxis="y2",
+                     line={"color": SERIES_COLOURS[i], "width": 2}, marker={"size": 5},
+                     connectgaps=False, hovertemplate=hover_ms)
+          for i, (name, y) in enumerate((("p50", p50), ("p99", p99)))),
     ]
     # Two panels by hand rather than make_subplots: same result, a fraction of the time.
     layout = _base_layout(title, 520)
@@ -519,19 +528,16 @@ def hockey_stick_figure(utilisation: Sequence[float], p50_ms: Sequence[float],
         error_y = {"type": "data", "symmetric": False, "array": list(hi - p99),
                    "arrayminus": list(p99 - lo), "color": SERIES_COLOURS[1], "thickness": 1,
                    "width": 4}
-    traces = [
-        go.Scatter(x=u, y=list(p50_ms), name="p50 (simulated)", mode="lines+markers",
-                   line={"color": SERIES_COLOURS[0], "width": 2},
-                   hovertemplate="ρ=%{x:.2f}: p50 %{y:.1f} ms<extra></extra>"),
-        go.Scatter(x=u, y=list(p99_ms), name="p99 (simulated)", mode="lines+markers",
-                   line={"color": SERIES_COLOURS[1], "width": 2}, error_y=error_y,
-                   hovertemplate="ρ=%{x:.2f}: p99 %{y:.1f} ms<extra></extra>"),
-    ]
+    traces = [go.Scatter(x=u, y=list(y), name=f"{q} (simulated)", mode="lines+markers",
+                         line={"color": SERIES_COLOURS[i], "width": 2}, error_y=errors,
+                         hovertemplate=f"ρ=%{{x:.2f}}: {q} %{{y:.1f}} ms<extra></extra>")
+              for i, (q, y, errors) in enumerate((("p50", p50_ms, None),
+                                                  ("p99", p99_ms, error_y)))]
     if theory_p50_ms is not None and theory_p99_ms is not None:
-        for name, y, colour in (("p50 (M/M/c theory)", theory_p50_ms, SERIES_COLOURS[0]),
-                                ("p99 (M/M/c theory)", theory_p99_ms, SERIES_COLOURS[1])):
-            traces.append(go.Scatter(x=u, y=list(y), name=name, mode="lines",
-                                     line={"color": colour, "width": 1.5, "dash": "dot"},
+        for i, (q, y) in enumerate((("p50", theory_p50_ms), ("p99", theory_p99_ms))):
+            traces.append(go.Scatter(x=u, y=list(y), name=f"{q} (M/M/c theory)", mode="lines",
+                                     line={"color": SERIES_COLOURS[i], "width": 1.5,
+                                           "dash": "dot"},
                                      hovertemplate="ρ=%{x:.2f}: %{y:.1f} ms<extra></extra>"))
     if current is not None:
         cu, c50, c99 = current

@@ -10,9 +10,8 @@ from typing import Any
 import plotly.graph_objects as go
 
 from latency.analysis.sweep import SweepPoint, answer_loads
-from latency.core import fmt
 from latency.figures import gen_plots
-from latency.figures.plots import SERIES_COLOURS, SLO_COLOUR, _base_layout, _figure, empty_figure
+from latency.figures.plots import _figure, empty_figure
 from latency.simulation.gen_capacity import BestRate, GenCurve, GenPoint
 
 #: the prediction's colour: beside the measurement, never mistaken for it
@@ -34,13 +33,8 @@ def sweep_rate_figure(result: Any, title: str | None = None) -> go.Figure:
     predicted = _predicted(result)
     for axis, what, unit in (("y", "ttft_p99_ms", "TTFT"), ("y2", "tpot_p99_ms", "TPOT")):
         if predicted.points:
-            fig.add_trace(go.Scatter(
-                x=predicted.column("rate"), y=predicted.column(what), yaxis=axis,
-                name=f"{unit} p99 simulated", mode="lines+markers",
-                line={"color": PREDICTED_COLOUR, "dash": "dash", "width": 1.5},
-                marker={"symbol": "circle-open"},
-                hovertemplate=f"%{{x:.2f}} req/s: {unit} p99 simulated %{{y:.2f}} ms"
-                              "<extra></extra>"))
+            fig.add_trace(_predicted_line(predicted, what, f"{unit} p99 simulated",
+                                          "%{y:.2f} ms", axis))
     return fig
 
 
@@ -53,13 +47,19 @@ def sweep_goodput_figure(result: Any, title: str | None = None) -> go.Figure:
     fig = gen_plots.goodput_figure(curve_of(result.points), best, title)
     predicted = _predicted(result)
     if predicted.points and predicted.points[0].goodput_rps is not None:
-        fig.add_trace(go.Scatter(
-            x=predicted.column("rate"), y=predicted.column("goodput_rps"),
-            name="goodput simulated", mode="lines+markers",
-            line={"color": PREDICTED_COLOUR, "dash": "dash", "width": 1.5},
-            marker={"symbol": "circle-open"},
-            hovertemplate="%{x:.2f} req/s: goodput simulated %{y:.2f}/s<extra></extra>"))
+        fig.add_trace(_predicted_line(predicted, "goodput_rps", "goodput simulated",
+                                      "%{y:.2f}/s"))
     return fig
+
+
+def _predicted_line(predicted: GenCurve, column: str, name: str, value: str,
+                    axis: str = "y") -> go.Scatter:
+    """The simulator's ``column`` at each measured point, dashed grey beside the measured."""
+    return go.Scatter(x=predicted.column("rate"), y=predicted.column(column), yaxis=axis,
+                      name=name, mode="lines+markers",
+                      line={"color": PREDICTED_COLOUR, "dash": "dash", "width": 1.5},
+                      marker={"symbol": "circle-open"},
+                      hovertemplate=f"%{{x:.2f}} req/s: {name} {value}<extra></extra>")
 
 
 def sweep_itl_e2e_figure(result: Any, title: str | None = None) -> go.Figure:
@@ -68,28 +68,9 @@ def sweep_itl_e2e_figure(result: Any, title: str | None = None) -> go.Figure:
     points = sorted(_loads(result.points), key=lambda p: p.rate)
     if not points:
         return empty_figure(title)
-    x = [p.rate for p in points]
-    traces: list[Any] = []
-    for axis, what, unit in (("y", "itl", "ITL"), ("y2", "e2e", "E2E")):
-        for i, q in enumerate(("p50", "p99")):
-            traces.append(go.Scatter(
-                x=x, y=[getattr(p, f"{what}_{q}_ms") for p in points], name=f"{unit} {q}",
-                mode="lines+markers", yaxis=axis,
-                line={"color": SERIES_COLOURS[i], "width": 2,
-                      "dash": "solid" if what == "itl" else "dot"},
-                hovertemplate=f"%{{x:.2f}} req/s: {unit} {q} %{{y:.2f}} ms<extra></extra>"))
-    e2e = result.plan.base.objectives.e2e_ms
-    if e2e:
-        traces.append(go.Scatter(x=[min(x), max(x)], y=[e2e, e2e], yaxis="y2", mode="lines",
-                                 name=f"E2E target {fmt.tick(e2e)} ms", hoverinfo="skip",
-                                 line={"color": SLO_COLOUR, "dash": "dash", "width": 1.5}))
-    layout = _base_layout(title, 480)
-    layout.update(xaxis={"title": {"text": "arrival rate (requests/s)"}, "anchor": "y2",
-                         "rangemode": "tozero", "showgrid": True},
-                  yaxis={"domain": [0.55, 1.0], "title": {"text": "ITL (ms)"},
-                         "rangemode": "tozero"},
-                  yaxis2={"domain": [0.0, 0.45], "title": {"text": "E2E (ms)"},
-                          "rangemode": "tozero"}, hovermode="closest")
+    traces, layout = gen_plots.quantile_panels(
+        [p.rate for p in points], lambda key: [getattr(p, key) for p in points],
+        (("itl", "ITL", None), ("e2e", "E2E", result.plan.base.objectives.e2e_ms)), title, 480)
     return _figure(traces, layout)
 
 

@@ -267,13 +267,13 @@ class Interval:
         freq = None
         if self.freq_mhz is not None and later.freq_mhz is not None and dt > 0:
             freq = (self.freq_mhz * self.dt + later.freq_mhz * later.dt) / dt
-        return Interval(later.t_end, dt, self.busy + later.busy, self.steal + later.steal,
-                        self.ours + later.ours, self.target + later.target,
-                        self.involuntary + later.involuntary,
-                        _add(self.throttled_periods, later.throttled_periods),
-                        _add(self.throttled, later.throttled),
-                        _add(self.memory_some, later.memory_some),
-                        _add(self.cpu_some, later.cpu_some), freq)
+        return Interval(later.t_end, dt, freq_mhz=freq, **{
+            name: _add(getattr(self, name), getattr(later, name)) for name in COUNTED})
+
+
+#: an interval's counts: what two readings' difference, and two intervals' sum, are made of
+COUNTED = ("busy", "steal", "ours", "target", "involuntary", "throttled_periods", "throttled",
+           "memory_some", "cpu_some")
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -493,13 +493,8 @@ class DisturbanceSampler:
 
     def _interval(self, a: Reading, b: Reading) -> Interval:
         assert self._first is not None
-        return Interval(b.wall - self._first.wall, b.wall - a.wall, max(b.busy - a.busy, 0.0),
-                        max(b.steal - a.steal, 0.0), max(b.ours - a.ours, 0.0),
-                        max(b.target - a.target, 0.0),
-                        max(b.involuntary - a.involuntary, 0),
-                        _delta(a.throttled_periods, b.throttled_periods),
-                        _delta(a.throttled, b.throttled), _delta(a.memory_some, b.memory_some),
-                        _delta(a.cpu_some, b.cpu_some), b.freq_mhz)
+        return Interval(b.wall - self._first.wall, b.wall - a.wall, freq_mhz=b.freq_mhz, **{
+            name: _delta(getattr(a, name), getattr(b, name)) for name in COUNTED})
 
     def _add(self, interval: Interval) -> None:
         """Append one interval at the series' resolution: while a point spans more than one

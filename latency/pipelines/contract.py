@@ -48,7 +48,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from latency.core.errors import PipelineError
+from latency.core.errors import PipelineError, error_text
 from latency.host.devices import DTYPES
 from latency.pipelines.inputs import MAX_INPUTS
 
@@ -56,10 +56,8 @@ __all__ = ["ModelArg", "Pipeline", "PipelineError", "PipelineInfo", "checked_inp
            "first_line", "parse_bool"]
 
 
-def first_line(exc: BaseException) -> str:
-    """``TypeName: first line of the message`` (or the type name alone)."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+#: ``TypeName: first line of the message`` (or the type name alone): ``core.errors``' rule
+first_line = error_text
 
 
 def parse_bool(value: Any) -> bool:

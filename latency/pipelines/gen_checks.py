@@ -29,6 +29,20 @@ def context_of(cls: Any, args: dict[str, Any]) -> int:
     return int(hook(args)) if callable(hook) else int(getattr(cls, "max_context", 2048))
 
 
+def one_shot_flags(c: RunConfig, *more: tuple[str, bool]) -> list[str]:
+    """The one-shot settings ``c`` gives (a generation takes none of them), and those of
+    ``more`` ((flag, given)) that are given."""
+    base = RunConfig()
+    return [flag for flag, on in (
+        ("--batch-size", (c.batch_size or 1) != 1),
+        ("--max-batch-delay-ms", bool(c.max_batch_delay_ms)),
+        ("--preprocess-workers", c.preprocess_workers != base.preprocess_workers),
+        ("--inputs", c.inputs is not None), ("--optimize", bool(c.optimize)),
+        ("--pre", c.pre != base.pre), ("--post", c.post != base.post),
+        ("--bodies", c.bodies is not None), ("--backend ray", c.backend == "ray"),
+        ("--net-*", c.wan.active), *more) if on]
+
+
 def generation_checked(c: RunConfig, cls: Any, length_given: bool,
                        generation: bool = True) -> None:
     """ConfigError (one line) when the config and the pipeline do not go together;
@@ -46,14 +60,7 @@ def generation_checked(c: RunConfig, cls: Any, length_given: bool,
     if not generation:
         raise ConfigError(f"{c.model} is generative: run it as a generation (give "
                           "--output-tokens N, or any generation flag)")
-    one_shot = [flag for flag, on in (
-        ("--batch-size", (c.batch_size or 1) != 1),
-        ("--max-batch-delay-ms", bool(c.max_batch_delay_ms)),
-        ("--preprocess-workers", c.preprocess_workers != 4),
-        ("--inputs", c.inputs is not None), ("--optimize", bool(c.optimize)),
-        ("--pre", c.pre != "fast"), ("--post", c.post != "fast"),
-        ("--bodies", c.bodies is not None), ("--target", c.target is not None),
-        ("--backend ray", c.backend == "ray"), ("--net-*", c.wan.active)) if on]
+    one_shot = one_shot_flags(c, ("--target", c.target is not None))
     if one_shot:
         raise ConfigError(f"{', '.join(one_shot)}: one-shot settings, but {c.model} is "
                           "generative (its batching is --max-running, --max-step-tokens and "
@@ -104,18 +111,12 @@ def target_generation_checked(c: RunConfig, length_given: bool) -> None:
     settings, the tokenizer loads, the default length; named after the served model until the
     probe finds the server's own name."""
     base = RunConfig()
-    one_shot = [flag for flag, on in (
-        ("--batch-size", (c.batch_size or 1) != 1),
-        ("--max-batch-delay-ms", bool(c.max_batch_delay_ms)),
-        ("--preprocess-workers", c.preprocess_workers != base.preprocess_workers),
-        ("--inputs", c.inputs is not None), ("--optimize", bool(c.optimize)),
-        ("--pre", c.pre != base.pre), ("--post", c.post != base.post),
-        ("--bodies", c.bodies is not None), ("--backend ray", c.backend == "ray"),
-        ("--pipeline", c.pipeline is not None), ("--net-*", c.wan.active),
+    one_shot = one_shot_flags(
+        c, ("--pipeline", c.pipeline is not None),
         ("--method", c.http_method != base.http_method),
         ("--content-type", c.content_type != base.content_type),
         ("--health-url", c.health_url is not None),
-        ("--body-template", c.body_template is not None)) if on]
+        ("--body-template", c.body_template is not None))
     if one_shot:
         raise ConfigError(f"{', '.join(one_shot)}: not for a generation from a --target "
                           "(its server is yours; its inputs are --prompts)")

@@ -89,13 +89,11 @@ def check(src: PipelineSource, levers: Sequence[str], device: str, dtype: str, p
         raise LeverError(f"{model} is a factory: levers and naive variants need the Pipeline "
                          "class itself (--pipeline module:Class), whose attributes say what "
                          "applies")
-    if pre == "naive" and not hasattr(cls, "preprocess_naive"):
-        raise LeverError(f"{model} has no naive preprocessing variant (a pipeline offers one "
-                         "as preprocess_naive; image-cnn, text-transformer and tabular-mlp do)")
-    if post == "naive" and not hasattr(cls, "postprocess_naive"):
-        raise LeverError(f"{model} has no naive postprocessing variant (a pipeline offers one "
-                         "as postprocess_naive; image-cnn, text-transformer and tabular-mlp "
-                         "do)")
+    for stage, value in (("pre", pre), ("post", post)):
+        if value == "naive" and not hasattr(cls, f"{stage}process_naive"):
+            raise LeverError(f"{model} has no naive {stage}processing variant (a pipeline "
+                             f"offers one as {stage}process_naive; image-cnn, "
+                             "text-transformer and tabular-mlp do)")
     if not levers:
         return
     kind = getattr(cls, "model_kind", None)
@@ -279,30 +277,20 @@ def _keep(scores: torch.Tensor) -> torch.Tensor:
     return torch.sort(torch.topk(scores, n_keep).indices).values
 
 
-def _shrink_out(layer: nn.Module, keep: torch.Tensor) -> nn.Module:
-    w = layer.weight.data[keep].clone()
-    b = layer.bias.data[keep].clone() if layer.bias is not None else None
-    if isinstance(layer, nn.Linear):
-        new: nn.Module = nn.Linear(layer.in_features, len(keep), bias=b is not None)
-    else:
-        new = nn.Conv2d(layer.in_channels, len(keep), layer.kernel_size, layer.stride,
-                        layer.padding, bias=b is not None)
-    new.weight.data.copy_(w)
-    if b is not None:
-        new.bias.data.copy_(b)
-    return new.to(layer.weight.device, layer.weight.dtype)
-
-
-def _shrink_in(layer: nn.Module, keep: torch.Tensor) -> nn.Module:
-    w = layer.weight.data[:, keep].clone()
-    if isinstance(layer, nn.Linear):
-        new: nn.Module = nn.Linear(len(keep), layer.out_features, bias=layer.bias is not None)
-    else:
-        new = nn.Conv2d(len(keep), layer.out_channels, layer.kernel_size, layer.stride,
-                        layer.padding, bias=layer.bias is not None)
-    new.weight.data.copy_(w)
-    if layer.bias is not None:
-        new.bias.data.copy_(layer.bias.data)
+def _shrink(layer: nn.Module, keep: torch.Tensor, outputs: bool = True) -> nn.Module:
+    """A new Linear or Conv2d like ``layer`` with only the ``keep`` units of its outputs (or,
+    ``outputs`` False, of its inputs), their weights and bias copied."""
+    linear = isinstance(layer, nn.Linear)
+    n_in, n_out = ((layer.in_features, layer.out_features) if linear
+                   else (layer.in_channels, layer.out_channels))
+    n_in, n_out = (n_in, len(keep)) if outputs else (len(keep), n_out)
+    bias = layer.bias is not None
+    new: nn.Module = (nn.Linear(n_in, n_out, bias=bias) if linear else
+                      nn.Conv2d(n_in, n_out, layer.kernel_size, layer.stride, layer.padding,
+                                bias=bias))
+    new.weight.data.copy_(layer.weight.data[keep] if outputs else layer.weight.data[:, keep])
+    if bias:
+        new.bias.data.copy_(layer.bias.data[keep] if outputs else layer.bias.data)
     return new.to(layer.weight.device, layer.weight.dtype)
 
 
@@ -325,20 +313,22 @@ def _prune_structured(model: nn.Module, report: LeverReport) -> nn.Module:
             score = m.conv1.weight.detach().abs().sum((1, 2, 3)) * m.bn1.weight.detach().abs()
             keep = _keep(score)
             before = m.conv1.out_channels
-            m.conv1, m.bn1 = _shrink_out(m.conv1, keep), _shrink_bn(m.bn1, keep)
-            m.conv2 = _shrink_in(m.conv2, keep)
+            m.conv1, m.bn1 = _shrink(m.conv1, keep), _shrink_bn(m.bn1, keep)
+            m.conv2 = _shrink(m.conv2, keep, outputs=False)
             changed.append(f"{name}: {before}→{len(keep)} channels")
         elif isinstance(m, nn.TransformerEncoderLayer):
             keep = _keep(m.linear1.weight.detach().abs().sum(1))
             before = m.linear1.out_features
-            m.linear1, m.linear2 = _shrink_out(m.linear1, keep), _shrink_in(m.linear2, keep)
+            m.linear1 = _shrink(m.linear1, keep)
+            m.linear2 = _shrink(m.linear2, keep, outputs=False)
             changed.append(f"{name}: feed-forward {before}→{len(keep)}")
     if isinstance(model, nn.Sequential):
         idx = [i for i, m in enumerate(model) if isinstance(m, nn.Linear)]
         for a, b in zip(idx, idx[1:]):  # every hidden layer; the output layer keeps its size
             keep = _keep(model[a].weight.detach().abs().sum(1))
             before = model[a].out_features
-            model[a], model[b] = _shrink_out(model[a], keep), _shrink_in(model[b], keep)
+            model[a] = _shrink(model[a], keep)
+            model[b] = _shrink(model[b], keep, outputs=False)
             changed.append(f"layer {a}: {before}→{len(keep)} neurons")
     if not changed:
         raise LeverError("prune_structured: no prunable block found in this model")

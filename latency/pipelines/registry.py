@@ -28,7 +28,7 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +46,6 @@ SAMPLES: dict[str, str] = {
     "tiny-lm": "sample_models.tiny_lm:TinyLMPipeline",
     "model-file": "latency.pipelines.model_file:ModelFilePipeline",
 }
-#: kept for callers that list the sample names
-PIPELINES = SAMPLES
 ENTRY_POINT_GROUP = "latency_lab.pipelines"
 STARTUP_ENV = "LATENCY_LAB_PIPELINES"
 #: parameters of a factory that are not model-args: the engine passes them itself
@@ -134,9 +132,8 @@ class PipelineSource:
             raise
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's constructor, even
             # one that calls sys.exit(): a failed run that says so, never a silent exit 0
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise PipelineError(f"{self.name}: building the pipeline failed: "
-                                f"{type(exc).__name__}" + (f": {text}" if text else "")) from exc
+                                f"{first_line(exc)}") from exc
         if not isinstance(pipeline, Pipeline):
             raise PipelineError(f"{self.spec} returned {type(pipeline).__name__}, not a "
                                 "latency.Pipeline")
@@ -163,9 +160,6 @@ def factory_args(factory: Callable[..., Any]) -> tuple[ModelArg, ...]:
 
 
 # ---- finding pipelines ---------------------------------------------------------------------
-_first_line = first_line
-
-
 def _import_file(path: Path) -> Any:
     """Import a ``.py`` file as a module of its own (a stable name per path, so importing it
     twice gives the same module and pickled objects find their class)."""
@@ -185,7 +179,7 @@ def _import_file(path: Path) -> Any:
         raise
     except BaseException as exc:
         del sys.modules[name]
-        raise PipelineError(f"importing {path} failed: {_first_line(exc)}") from None
+        raise PipelineError(f"importing {path} failed: {first_line(exc)}") from None
     return module
 
 
@@ -210,11 +204,11 @@ def load_spec(spec: str, origin: str | None = None) -> PipelineSource:
             if exc.name and where.startswith(exc.name):
                 raise PipelineError(f"--pipeline {spec!r}: no module named {exc.name!r}") \
                     from None
-            raise PipelineError(f"importing {where} failed: {_first_line(exc)}") from None
+            raise PipelineError(f"importing {where} failed: {first_line(exc)}") from None
         except KeyboardInterrupt:  # Ctrl-C while it imports: the user stops, nothing failed
             raise
         except BaseException as exc:  # noqa: BLE001 - the user's module: its first line
-            raise PipelineError(f"importing {where} failed: {_first_line(exc)}") from None
+            raise PipelineError(f"importing {where} failed: {first_line(exc)}") from None
     target: Any = module
     for part in attr.split("."):
         if not hasattr(target, part):
@@ -244,6 +238,11 @@ def _sample(name: str) -> PipelineSource:
                           "model file" if name == "model-file" else "sample")
 
 
+def _entry_point(name: str, spec: str) -> PipelineSource:
+    """The entry point ``name`` = ``spec``, named by its entry point (not its class)."""
+    return replace(load_spec(spec, origin=f"entry point {name}"), name=name)
+
+
 def entry_points() -> dict[str, str]:
     """name → spec of every installed entry point in ``latency_lab.pipelines``."""
     return {ep.name: ep.value
@@ -269,8 +268,7 @@ def source(model: str, spec: str | None = None) -> PipelineSource:
         return _sample(model)
     eps = entry_points()
     if model in eps:
-        src = load_spec(eps[model], origin=f"entry point {model}")
-        return PipelineSource(model, src.target, src.spec, src.origin)
+        return _entry_point(model, eps[model])
     for s in startup_specs():
         try:
             src = load_spec(s, origin="startup")
@@ -290,13 +288,12 @@ def sources() -> list[tuple[str, PipelineSource | None, str | None]]:
         try:
             out.append((name, _sample(name), None))
         except Exception as exc:  # noqa: BLE001 - list it, with the reason
-            out.append((name, None, _first_line(exc)))
+            out.append((name, None, first_line(exc)))
     for name, spec in entry_points().items():
         if name in SAMPLES:
             continue
         try:
-            src = load_spec(spec, origin=f"entry point {name}")
-            out.append((name, PipelineSource(name, src.target, src.spec, src.origin), None))
+            out.append((name, _entry_point(name, spec), None))
         except PipelineError as exc:
             out.append((name, None, str(exc)))
     for spec in startup_specs():
