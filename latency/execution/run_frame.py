@@ -34,8 +34,9 @@ T = TypeVar("T")
 
 class RunFrame:
     """One run's frame: its environment, timings, warnings and ending (``status``,
-    ``failure``, ``trace``). ``on_phase(name)`` hears each phase as it begins; ``on_wait``
-    who holds the machine while the run waits for it."""
+    ``failure``, ``trace``), and its phase (``waiting_for``: who holds the machine while it
+    waits for it). ``on_phase(name)`` hears each phase as it begins; ``on_wait`` who holds
+    the machine while the run waits for it."""
 
     def __init__(self, config: RunConfig, cancel: threading.Event, *, who: str, force: bool,
                  on_phase: Callable[[str], None] | None = None,
@@ -51,6 +52,7 @@ class RunFrame:
         self.failure: str | None = None
         self.trace: str | None = None
         self.phase, self.phase_started = "waiting", time.monotonic()
+        self.waiting_for: str | None = None
         self.started_wall = time.time()
         self._on_phase, self._on_wait = on_phase, on_wait
         self._lock = MachineLock(f"{who}: {config.model}", force=force)
@@ -69,8 +71,9 @@ class RunFrame:
             self.set_phase("waiting")
 
             def waiting(holder: Holder | None) -> None:
+                self.waiting_for = holder.describe() if holder else "another run"
                 if self._on_wait is not None:
-                    self._on_wait(holder.describe() if holder else "another run")
+                    self._on_wait(self.waiting_for)
 
             if not self._lock.acquire(self.cancel, on_wait=waiting):
                 self.status = "stopped"
