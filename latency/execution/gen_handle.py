@@ -26,8 +26,8 @@ from latency.analysis.gen_snapshot import GenSnapshot, build_gen_snapshot, finis
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError, error_text
 from latency.core.gen_records import GEN_DTYPE, STEP_DTYPE, TOKEN_DTYPE
-from latency.core.gen_reports import REPORT_DTYPE, empty_reports
-from latency.execution.process import ChildWatch, ProcessHandle, RunOptions
+from latency.core.gen_reports import empty_reports
+from latency.execution.process import ChildWatch, ProcessHandle, RunOptions, appended
 from latency.execution.validate import validated
 from latency.host.processes import exit_now
 
@@ -104,19 +104,12 @@ class GenLogs:
 
     def add(self, rows: bytes, tokens: bytes, steps: bytes, errors: dict[int, str],
             reports: bytes = b"") -> None:
-        for k, (name, dtype, data) in enumerate((("rows", GEN_DTYPE, rows),
-                                                  ("tokens", TOKEN_DTYPE, tokens),
-                                                  ("steps", STEP_DTYPE, steps),
-                                                  ("reports", REPORT_DTYPE, reports))):
-            new = np.frombuffer(data, dtype=dtype)
+        for k, (name, data) in enumerate((("rows", rows), ("tokens", tokens),
+                                          ("steps", steps), ("reports", reports))):
             have = getattr(self, name)
-            need = self.n[k] + len(new)
-            if need > len(have):
-                grown = np.zeros(max(need, 2 * len(have)), dtype=dtype)
-                grown[: self.n[k]] = have[: self.n[k]]
-                setattr(self, name, have := grown)
-            have[self.n[k]: need] = new
-            self.n[k] = need
+            new = np.frombuffer(data, dtype=have.dtype)
+            setattr(self, name, appended(have, self.n[k], new))
+            self.n[k] += len(new)
         self.errors.update(errors)
 
     def views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

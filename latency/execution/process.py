@@ -405,14 +405,9 @@ class RunHandle(ProcessHandle):
                      timings=Timings(measure_start_ns=start if isinstance(start, int) else None))
 
     def _append(self, rows: np.ndarray, errors: dict[int, str]) -> None:
-        need = self._n + len(rows)
-        if need > len(self._rows):
-            grown = np.zeros(max(need, 2 * len(self._rows)), dtype=RECORD_DTYPE)
-            grown[: self._n] = self._rows[: self._n]
-            self._rows = grown
-        self._rows[self._n: need] = rows
+        self._rows = appended(self._rows, self._n, rows)
+        self._n += len(rows)
         self._errors.update(errors)
-        self._n = need
 
     def snapshot(self) -> Snapshot:
         """The latest Snapshot; rebuilt only when new data arrived since the last call.
@@ -466,6 +461,18 @@ class RunHandle(ProcessHandle):
                          status=final.status, log=rows, errors=errors, timings=final.timings,
                          warnings=final.warnings, failure=final.failure,
                          traceback=final.traceback)
+
+
+def appended(have: np.ndarray, n: int, new: np.ndarray) -> np.ndarray:
+    """``have`` (its first ``n`` rows used) with ``new`` written after them, grown by doubling
+    when full: the rows below ``n`` are never written again, so a view of them stays true."""
+    need = n + len(new)
+    if need > len(have):
+        grown = np.zeros(max(need, 2 * len(have)), dtype=have.dtype)
+        grown[:n] = have[:n]
+        have = grown
+    have[n:need] = new
+    return have
 
 
 def _fraction(config: RunConfig, progress: dict[str, Any]) -> dict[str, Any]:
