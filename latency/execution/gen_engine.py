@@ -132,7 +132,6 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
                      on_wait=waiting)
     timings, env = frame.timings, frame.env
     server: GenBackend | None = None  # in process, or our server over HTTP
-    given = pipeline is not None
     stop_progress = threading.Event()
     sent = [0, 0, 0]  # rows, tokens and steps handed to on_logs so far
     sending = threading.Lock()  # the reporter's and the end's calls, one at a time
@@ -183,7 +182,7 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             # the context one sequence may hold: the KV budget's default (a simulator of
             # this run needs it)
             env["max_context"] = int(pipeline.max_context)
-            server = gen_backend(config, pipeline, given, steps.add)
+            server = gen_backend(config, pipeline, steps.add)
         driver = GenDriver(server.start(timings, env), work, rec.record, cancel,
                            turns=config.turns)
         rng = np.random.default_rng(config.seed)
