@@ -138,7 +138,7 @@ class GenLogs:
                          reports=reports)
 
 
-class GenRunHandle(ProcessHandle):
+class GenRunHandle(ProcessHandle[GenSnapshot]):
     """A generation run in its own process: snapshots, cancel, result."""
 
     kind = "generation"
@@ -150,7 +150,6 @@ class GenRunHandle(ProcessHandle):
         self.config = validated(config, generation=True, user_code=options.user_code_here)
         self._logs = GenLogs()
         self._final: GenResult | None = None
-        self._snap: GenSnapshot | None = None
 
     def _empty(self, status: str, failure: str | None = None) -> GenResult:
         return GenResult(config=self.config, environment={}, status=status, failure=failure)
@@ -215,24 +214,16 @@ class GenRunHandle(ProcessHandle):
         with self._lock:
             return self._logs.views()[0].copy()
 
-    def snapshot(self) -> GenSnapshot:
-        """The latest snapshot, rebuilt only when something arrived since the last one (one
-        builder at a time: viewers asking together share it)."""
-        with self._build_lock:
-            with self._lock:
-                if self._snap is not None and self._snap.version == self._version:
-                    return self._snap
-                version, status, final = self._version, self._status, self._final
-                progress = dict(self._progress)
-                rows, tokens, steps = self._logs.views()
-                reports = self._logs.reports_view()
-                errors = dict(self._logs.errors)
-            if final is not None:  # the run's own result, whole
-                snap = finished_snapshot(self.run_id, version, final, progress)
-            else:
-                snap = build_gen_snapshot(
-                    self.run_id, version, status, str(progress.get("phase", status)),
-                    self.config, rows, tokens, steps, errors, progress,
-                    measure_start_ns=progress.get("measure_start_ns"), reports=reports)
-            self._snap = snap
-            return snap
+    def _build(self) -> GenSnapshot:
+        with self._lock:
+            version, status, final = self._version, self._status, self._final
+            progress = dict(self._progress)
+            rows, tokens, steps = self._logs.views()
+            reports = self._logs.reports_view()
+            errors = dict(self._logs.errors)
+        if final is not None:  # the run's own result, whole
+            return finished_snapshot(self.run_id, version, final, progress)
+        return build_gen_snapshot(
+            self.run_id, version, status, str(progress.get("phase", status)),
+            self.config, rows, tokens, steps, errors, progress,
+            measure_start_ns=progress.get("measure_start_ns"), reports=reports)
