@@ -17,7 +17,6 @@ finding (``latency.analysis.validity``).
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,7 +27,6 @@ import numpy as np
 from latency.analysis.result import RunResult
 from latency.core.config import RunConfig
 from latency.core.records import Request, RequestLog
-from latency.core.timing import GIL_SWITCH_INTERVAL_S
 from latency.execution.backends import backend_for
 from latency.execution.run_frame import RunFrame
 from latency.execution.validate import validated
@@ -198,8 +196,6 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
     already built (``latency.profile`` of an object), served as it is.
     """
     config = validated(config, pipeline)
-    cancel = cancel or threading.Event()
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     frame = RunFrame(config, cancel, who=who, force=force)
     run = _Run(frame, on_rows, progress_interval_s)
     if oversubscribed(config.replicas, config.threads):
@@ -217,12 +213,12 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
         if not pool:
             raise ValueError("no inputs to send")
         stopper = threading.Thread(target=_abandon_on_cancel, daemon=True, name="stopper",
-                                   args=(cancel, backend, run))
+                                   args=(frame.cancel, backend, run))
         stopper.start()
         run.measure(frame, transport, pool)
         if run.dropped:
             frame.timings.dropped_overload = run.dropped
-        if cancel.is_set():
+        if frame.cancel.is_set():
             frame.status = "stopped"
             frame.timings.cancelled_requests = run.rec.cancelled
             if run.rec.cancelled and not run.grace_expired:
