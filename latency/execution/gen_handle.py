@@ -14,8 +14,6 @@ after a stop, a crash in the pipeline) the requests it had reported.
 from __future__ import annotations
 
 import threading
-import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -142,11 +140,11 @@ class GenRunHandle(ProcessHandle[GenSnapshot]):
     """A generation run in its own process: snapshots, cancel, result."""
 
     kind = "generation"
+    id_prefix = "gen"
 
     def __init__(self, config: RunConfig, run_id: str | None = None,
                  options: RunOptions = RunOptions()) -> None:
-        super().__init__(
-            run_id or f"gen-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}", options)
+        super().__init__(run_id, options)
         self.config = validated(config, generation=True, user_code=options.user_code_here)
         self._logs = GenLogs()
         self._final: GenResult | None = None

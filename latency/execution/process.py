@@ -20,7 +20,6 @@ with SIGKILL) stops itself and saves its own result to the history it was given.
 """
 from __future__ import annotations
 
-import itertools
 import multiprocessing as mp
 import signal
 import threading
@@ -180,10 +179,13 @@ class ProcessHandle(Generic[SnapshotT]):
 
     #: what a viewer draws of it
     kind = "one-shot"
+    #: how the kind's run ids begin, unless the caller names the run
+    id_prefix = "run"
 
-    def __init__(self, run_id: str, options: RunOptions) -> None:
+    def __init__(self, run_id: str | None, options: RunOptions) -> None:
         self.options = options
-        self.run_id = run_id
+        self.run_id = run_id or (f"{self.id_prefix}-{time.strftime('%Y%m%d-%H%M%S')}-"
+                                 f"{uuid.uuid4().hex[:6]}")
         self._lock = threading.Lock()
         self._build_lock = threading.Lock()
         self._snap: SnapshotT | None = None
@@ -369,14 +371,9 @@ class ProcessHandle(Generic[SnapshotT]):
 class RunHandle(ProcessHandle[Snapshot]):
     """The caller's side of a run process: snapshots, cancel, result."""
 
-    #: what a viewer draws of it (a generation's handle is ``gen_handle.GenRunHandle``)
-    kind = "one-shot"
-    _ids = itertools.count(1)
-
     def __init__(self, config: RunConfig, inputs: list[Any] | None = None,
                  run_id: str | None = None, options: RunOptions = RunOptions()) -> None:
-        super().__init__(
-            run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}", options)
+        super().__init__(run_id, options)
         self.config = validated(config, user_code=options.user_code_here)
         self._inputs = inputs
         self._rows = np.zeros(1024, dtype=RECORD_DTYPE)
