@@ -83,12 +83,10 @@ class _Run:
                  progress_interval_s: float) -> None:
         self.frame = frame
         self.config = config = frame.config
-        self.cancel = frame.cancel
         self.on_rows = on_rows
         self.interval = progress_interval_s
         self.expected = (config.requests or 0) + config.warmup
         self.rec = _Recorder(self.expected if config.requests else 4096)
-        self.timings = frame.timings
         self.backend: Any = None
         #: open loop: requests dropped by overload (never sent, or abandoned after the grace)
         self.dropped = 0
@@ -103,7 +101,7 @@ class _Run:
                "done": self.rec.log.size, "expected": self.expected if c.requests else None,
                "dropped": self.dropped,
                "duration_s": c.duration_s,
-               "measure_start_ns": self.timings.measure_start_ns}
+               "measure_start_ns": frame.timings.measure_start_ns}
         if frame.waiting_for is not None and frame.phase == "waiting":
             out["waiting_for"] = frame.waiting_for
         return out
@@ -158,9 +156,9 @@ class _Run:
                                   burstiness=c.burstiness)
             if not warmup:
                 self.dropped += dropped
-                start = self.timings.measure_start_ns or driver.last_due_ns
-                self.timings.offered_requests = driver.offered
-                self.timings.offered_span_s = max(driver.last_due_ns - start, 0) / 1e9
+                start = self.frame.timings.measure_start_ns or driver.last_due_ns
+                self.frame.timings.offered_requests = driver.offered
+                self.frame.timings.offered_span_s = max(driver.last_due_ns - start, 0) / 1e9
                 if self.grace_expired:  # abandoned in the server at the end of the grace
                     self.dropped += self.rec.cancelled - cancelled_before
         else:
@@ -170,9 +168,9 @@ class _Run:
         if self.frame.phase == "measuring":
             self.frame.phase = "draining"
 
-    def measure(self, frame: RunFrame, transport: Transport, pool: Sequence[object]) -> None:
-        c = self.config
-        driver = LoadDriver(transport.send, pool, self.rec.record, self.cancel)
+    def measure(self, transport: Transport, pool: Sequence[object]) -> None:
+        c, frame = self.config, self.frame
+        driver = LoadDriver(transport.send, pool, self.rec.record, frame.cancel)
         rng = np.random.default_rng(c.seed)
         if c.warmup:
             frame.warm_up(lambda: self.drive(driver, transport, rng, c.warmup, None, True))
@@ -215,7 +213,7 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
         stopper = threading.Thread(target=_abandon_on_cancel, daemon=True, name="stopper",
                                    args=(frame.cancel, backend, run))
         stopper.start()
-        run.measure(frame, transport, pool)
+        run.measure(transport, pool)
         if run.dropped:
             frame.timings.dropped_overload = run.dropped
         if frame.cancel.is_set():
