@@ -15,7 +15,6 @@ from typing import Any, Protocol
 
 from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
-from latency.core.errors import ConfigError
 from latency.execution.http_backend import HttpBackend
 from latency.loadgen.inprocess import InProcessTransport
 from latency.loadgen.transport import Transport
@@ -80,12 +79,9 @@ class InProcessBackend:
 
 def backend_for(config: RunConfig, pipeline: Pipeline | None = None
                 ) -> InProcessBackend | HttpBackend:
-    """Where ``config`` is served; ``pipeline``: a pipeline object the caller built (served in
-    this process only — an object cannot move to a server process)."""
+    """Where ``config`` (validated: a pipeline object is never served over HTTP) is served;
+    ``pipeline``: a pipeline object the caller built."""
     if config.transport == "http":
-        if pipeline is not None:
-            raise ConfigError("a pipeline object is served in this process: pass its class or "
-                              "'module:Name' to serve it over HTTP")
         return HttpBackend(config)
     return InProcessBackend(config, pipeline)
 

@@ -17,7 +17,6 @@ finding (``latency.analysis.validity``).
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,10 +25,8 @@ from typing import Any
 import numpy as np
 
 from latency.analysis.result import RunResult
-from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
 from latency.core.records import Request, RequestLog
-from latency.core.timing import GIL_SWITCH_INTERVAL_S
 from latency.execution.backends import backend_for
 from latency.execution.run_frame import RunFrame
 from latency.execution.validate import validated
@@ -79,21 +76,17 @@ class _Recorder:
 
 
 class _Run:
-    """One run's state while it executes: phase, timings, warnings, the recorder."""
+    """One run's state while it executes: the recorder, what it dropped, its reporting (its
+    phase, timings and warnings are its frame's)."""
 
-    def __init__(self, config: RunConfig, cancel: threading.Event,
-                 on_rows: RowsCallback | None, progress_interval_s: float,
-                 timings: Timings) -> None:
-        self.config = config
-        self.cancel = cancel
+    def __init__(self, frame: RunFrame, on_rows: RowsCallback | None,
+                 progress_interval_s: float) -> None:
+        self.frame = frame
+        self.config = config = frame.config
         self.on_rows = on_rows
         self.interval = progress_interval_s
         self.expected = (config.requests or 0) + config.warmup
         self.rec = _Recorder(self.expected if config.requests else 4096)
-        self.timings = timings
-        self.phase = "loading"
-        self.phase_started = time.monotonic()
-        self.waiting_for: str | None = None
         self.backend: Any = None
         #: open loop: requests dropped by overload (never sent, or abandoned after the grace)
         self.dropped = 0
@@ -102,18 +95,15 @@ class _Run:
         self._reporter: threading.Thread | None = None
 
     # ---- progress ------------------------------------------------------------------------
-    def set_phase(self, name: str) -> None:
-        self.phase, self.phase_started = name, time.monotonic()
-
     def progress(self) -> dict[str, Any]:
-        c = self.config
-        out = {"phase": self.phase, "elapsed_s": time.monotonic() - self.phase_started,
+        c, frame = self.config, self.frame
+        out = {"phase": frame.phase, "elapsed_s": time.monotonic() - frame.phase_started,
                "done": self.rec.log.size, "expected": self.expected if c.requests else None,
                "dropped": self.dropped,
                "duration_s": c.duration_s,
-               "measure_start_ns": self.timings.measure_start_ns}
-        if self.waiting_for is not None and self.phase == "waiting":
-            out["waiting_for"] = self.waiting_for
+               "measure_start_ns": frame.timings.measure_start_ns}
+        if frame.waiting_for is not None and frame.phase == "waiting":
+            out["waiting_for"] = frame.waiting_for
         return out
 
     def start_reporting(self) -> None:
@@ -131,8 +121,9 @@ class _Run:
         self._reporter.start()
 
     def _report_wait(self) -> float:
-        early = self.phase in ("loading", "warmup", "waiting") or (
-            self.phase == "measuring" and time.monotonic() - self.phase_started < 2.0)
+        phase = self.frame.phase
+        early = phase in ("loading", "warmup", "waiting") or (
+            phase == "measuring" and time.monotonic() - self.frame.phase_started < 2.0)
         return min(self.interval, 0.2) if early else self.interval
 
     def hand_over(self) -> None:
@@ -165,21 +156,21 @@ class _Run:
                                   burstiness=c.burstiness)
             if not warmup:
                 self.dropped += dropped
-                start = self.timings.measure_start_ns or driver.last_due_ns
-                self.timings.offered_requests = driver.offered
-                self.timings.offered_span_s = max(driver.last_due_ns - start, 0) / 1e9
+                start = self.frame.timings.measure_start_ns or driver.last_due_ns
+                self.frame.timings.offered_requests = driver.offered
+                self.frame.timings.offered_span_s = max(driver.last_due_ns - start, 0) / 1e9
                 if self.grace_expired:  # abandoned in the server at the end of the grace
                     self.dropped += self.rec.cancelled - cancelled_before
         else:
             transport.run_closed(driver, c.concurrency or 1, count, until_ns, warmup)
 
     def _draining(self) -> None:  # everything is sent; the backlog is still being served
-        if self.phase == "measuring":
-            self.phase = "draining"
+        if self.frame.phase == "measuring":
+            self.frame.phase = "draining"
 
-    def measure(self, frame: RunFrame, transport: Transport, pool: Sequence[object]) -> None:
-        c = self.config
-        driver = LoadDriver(transport.send, pool, self.rec.record, self.cancel)
+    def measure(self, transport: Transport, pool: Sequence[object]) -> None:
+        c, frame = self.config, self.frame
+        driver = LoadDriver(transport.send, pool, self.rec.record, frame.cancel)
         rng = np.random.default_rng(c.seed)
         if c.warmup:
             frame.warm_up(lambda: self.drive(driver, transport, rng, c.warmup, None, True))
@@ -203,20 +194,8 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
     already built (``latency.profile`` of an object), served as it is.
     """
     config = validated(config, pipeline)
-    cancel = cancel or threading.Event()
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    run: _Run | None = None
-
-    def set_phase(name: str) -> None:
-        if run is not None:
-            run.set_phase(name)
-
-    def waiting(holder: str) -> None:
-        if run is not None:
-            run.waiting_for = holder
-
-    frame = RunFrame(config, cancel, who=who, force=force, on_phase=set_phase, on_wait=waiting)
-    run = _Run(config, cancel, on_rows, progress_interval_s, frame.timings)
+    frame = RunFrame(config, cancel, who=who, force=force)
+    run = _Run(frame, on_rows, progress_interval_s)
     if oversubscribed(config.replicas, config.threads):
         frame.warnings.append(
             f"oversubscribed: {config.replicas} replicas × {config.threads} threads "
@@ -226,19 +205,18 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
     run.start_reporting()
 
     def body() -> None:
-        assert run is not None
         transport = backend.start(frame.timings, frame.env, on_phase=frame.set_phase)
         run.rec.timing_problem = getattr(transport, "timing_problem", None)
         pool = list(inputs) if inputs is not None else backend.inputs()
         if not pool:
             raise ValueError("no inputs to send")
         stopper = threading.Thread(target=_abandon_on_cancel, daemon=True, name="stopper",
-                                   args=(cancel, backend, run))
+                                   args=(frame.cancel, backend, run))
         stopper.start()
-        run.measure(frame, transport, pool)
+        run.measure(transport, pool)
         if run.dropped:
             frame.timings.dropped_overload = run.dropped
-        if cancel.is_set():
+        if frame.cancel.is_set():
             frame.status = "stopped"
             frame.timings.cancelled_requests = run.rec.cancelled
             if run.rec.cancelled and not run.grace_expired:
@@ -247,7 +225,6 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
                     "unserved, so this run's tail under-states its queueing")
 
     def close() -> None:
-        assert run is not None
         backend.close(frame.timings, frame.warnings)
         run.stop_reporting()
 
@@ -263,7 +240,7 @@ def execute(config: RunConfig, *, inputs: Sequence[object] | None = None,
 def _abandon_on_cancel(cancel: threading.Event, backend: Any, run: _Run) -> None:
     """On Stop, drop what has not started at once (the run ends now, not after its backlog)."""
     while not cancel.wait(0.1):
-        if run.phase == "finishing":
+        if run.frame.phase == "finishing":
             return
-    if run.phase != "finishing":
+    if run.frame.phase != "finishing":
         backend.abandon()

@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 from latency.analysis.timings import Timings
 from latency.core.config import RunConfig
-from latency.core.errors import ConfigError
 from latency.core.gen_records import GenRequest
 from latency.core.timing import now_ns
 from latency.execution.http_backend import http_get, retried_note
@@ -274,14 +273,10 @@ def _unforced(finishes: Counter[str]) -> list[str]:
             "so those lengths were not forced (each request's own count is kept)"]
 
 
-def gen_backend(config: RunConfig, pipeline: GenerativePipeline, given: bool,
+def gen_backend(config: RunConfig, pipeline: GenerativePipeline,
                 on_step: StepCallback) -> GenBackend:
-    """The backend ``config.transport`` asks for. ``given``: the caller passed a pipeline
-    object, which only this process has (a server process builds its own from the config)."""
+    """The backend ``config.transport`` asks for (over HTTP the server process builds its own
+    pipeline from the config: validated, it names no object of the caller's)."""
     if config.transport == "http":
-        if given:
-            raise ConfigError("a pipeline object is served in this process only: over "
-                              "--transport http, name it (--pipeline module:Name or "
-                              "file.py:Name), so the server process can build it")
         return HttpGen(config, on_step)
     return InProcessGen(config, pipeline, on_step)

@@ -11,7 +11,6 @@ kept (a run that reaches either stops measuring there and says so).
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +21,6 @@ import numpy as np
 from latency.analysis.gen_result import GenResult
 from latency.core.config import RunConfig
 from latency.core.gen_records import STEP_DTYPE, GenLog, GenRequest
-from latency.core.timing import GIL_SWITCH_INTERVAL_S
 from latency.execution.gen_backends import GenBackend, TargetGen, gen_backend
 from latency.execution.openai_probe import TargetInfo, probe_target
 from latency.execution.remote_tokenizer import TextCounter, target_counter
@@ -115,8 +113,6 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
         config.api = target.api
         if counter is None:
             counter = target_counter(config, target)
-    cancel = cancel or threading.Event()
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     rec = _Recorder()
     steps = _Steps()
 
@@ -130,9 +126,8 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
 
     frame = RunFrame(config, cancel, who=who, force=force, on_phase=set_phase,
                      on_wait=waiting)
-    timings, env = frame.timings, frame.env
+    cancel, timings, env = frame.cancel, frame.timings, frame.env
     server: GenBackend | None = None  # in process, or our server over HTTP
-    given = pipeline is not None
     stop_progress = threading.Event()
     sent = [0, 0, 0]  # rows, tokens and steps handed to on_logs so far
     sending = threading.Lock()  # the reporter's and the end's calls, one at a time
@@ -183,7 +178,7 @@ def execute_generation(config: RunConfig, *, cancel: threading.Event | None = No
             # the context one sequence may hold: the KV budget's default (a simulator of
             # this run needs it)
             env["max_context"] = int(pipeline.max_context)
-            server = gen_backend(config, pipeline, given, steps.add)
+            server = gen_backend(config, pipeline, steps.add)
         driver = GenDriver(server.start(timings, env), work, rec.record, cancel,
                            turns=config.turns)
         rng = np.random.default_rng(config.seed)

@@ -14,8 +14,6 @@ after a stop, a crash in the pipeline) the requests it had reported.
 from __future__ import annotations
 
 import threading
-import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -26,8 +24,8 @@ from latency.analysis.gen_snapshot import GenSnapshot, build_gen_snapshot, finis
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError, error_text
 from latency.core.gen_records import GEN_DTYPE, STEP_DTYPE, TOKEN_DTYPE
-from latency.core.gen_reports import REPORT_DTYPE, empty_reports
-from latency.execution.process import ChildWatch, ProcessHandle, RunOptions
+from latency.core.gen_reports import empty_reports
+from latency.execution.process import ChildWatch, ProcessHandle, RunOptions, appended
 from latency.execution.validate import validated
 from latency.host.processes import exit_now
 
@@ -104,19 +102,12 @@ class GenLogs:
 
     def add(self, rows: bytes, tokens: bytes, steps: bytes, errors: dict[int, str],
             reports: bytes = b"") -> None:
-        for k, (name, dtype, data) in enumerate((("rows", GEN_DTYPE, rows),
-                                                  ("tokens", TOKEN_DTYPE, tokens),
-                                                  ("steps", STEP_DTYPE, steps),
-                                                  ("reports", REPORT_DTYPE, reports))):
-            new = np.frombuffer(data, dtype=dtype)
+        for k, (name, data) in enumerate((("rows", rows), ("tokens", tokens),
+                                          ("steps", steps), ("reports", reports))):
             have = getattr(self, name)
-            need = self.n[k] + len(new)
-            if need > len(have):
-                grown = np.zeros(max(need, 2 * len(have)), dtype=dtype)
-                grown[: self.n[k]] = have[: self.n[k]]
-                setattr(self, name, have := grown)
-            have[self.n[k]: need] = new
-            self.n[k] = need
+            new = np.frombuffer(data, dtype=have.dtype)
+            setattr(self, name, appended(have, self.n[k], new))
+            self.n[k] += len(new)
         self.errors.update(errors)
 
     def views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -145,19 +136,18 @@ class GenLogs:
                          reports=reports)
 
 
-class GenRunHandle(ProcessHandle):
+class GenRunHandle(ProcessHandle[GenSnapshot]):
     """A generation run in its own process: snapshots, cancel, result."""
 
     kind = "generation"
+    id_prefix = "gen"
 
     def __init__(self, config: RunConfig, run_id: str | None = None,
                  options: RunOptions = RunOptions()) -> None:
-        super().__init__(
-            run_id or f"gen-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}", options)
+        super().__init__(run_id, options)
         self.config = validated(config, generation=True, user_code=options.user_code_here)
         self._logs = GenLogs()
         self._final: GenResult | None = None
-        self._snap: GenSnapshot | None = None
 
     def _empty(self, status: str, failure: str | None = None) -> GenResult:
         return GenResult(config=self.config, environment={}, status=status, failure=failure)
@@ -222,24 +212,16 @@ class GenRunHandle(ProcessHandle):
         with self._lock:
             return self._logs.views()[0].copy()
 
-    def snapshot(self) -> GenSnapshot:
-        """The latest snapshot, rebuilt only when something arrived since the last one (one
-        builder at a time: viewers asking together share it)."""
-        with self._build_lock:
-            with self._lock:
-                if self._snap is not None and self._snap.version == self._version:
-                    return self._snap
-                version, status, final = self._version, self._status, self._final
-                progress = dict(self._progress)
-                rows, tokens, steps = self._logs.views()
-                reports = self._logs.reports_view()
-                errors = dict(self._logs.errors)
-            if final is not None:  # the run's own result, whole
-                snap = finished_snapshot(self.run_id, version, final, progress)
-            else:
-                snap = build_gen_snapshot(
-                    self.run_id, version, status, str(progress.get("phase", status)),
-                    self.config, rows, tokens, steps, errors, progress,
-                    measure_start_ns=progress.get("measure_start_ns"), reports=reports)
-            self._snap = snap
-            return snap
+    def _build(self) -> GenSnapshot:
+        with self._lock:
+            version, status, final = self._version, self._status, self._final
+            progress = dict(self._progress)
+            rows, tokens, steps = self._logs.views()
+            reports = self._logs.reports_view()
+            errors = dict(self._logs.errors)
+        if final is not None:  # the run's own result, whole
+            return finished_snapshot(self.run_id, version, final, progress)
+        return build_gen_snapshot(
+            self.run_id, version, status, str(progress.get("phase", status)),
+            self.config, rows, tokens, steps, errors, progress,
+            measure_start_ns=progress.get("measure_start_ns"), reports=reports)

@@ -168,10 +168,33 @@ def _models(base: str, headers: dict[str, str]) -> tuple[list[str], list[int], s
     and the Server header. On one kept-alive connection, as the run's requests travel, and
     the first exchange (DNS, connect, TLS) is not timed."""
     conn = connection(base, PROBE_TIMEOUT_S)
+    times: list[int] = []
+    ids: list[str] = []
+    server = ""
     try:
-        return _timed_models(base, headers, conn)
+        for i in range(RTT_PROBES + 1):
+            t = time.perf_counter_ns()
+            status, ctype, body, h = _exchange(f"{base}/models", "GET", headers, None, conn)
+            took = time.perf_counter_ns() - t
+            if h.get("connection", "").lower() == "close":
+                conn.close()  # the next one connects again: http.client does it on request
+            server = server_text(h.get("server", ""), 100)
+            if status in (401, 403):
+                raise ConfigError(f"--target {base}: the server refused the request (HTTP "
+                                  f"{status}: {error_message(body)}); set the key in "
+                                  f"{DEFAULT_KEY_ENV} or name its variable with --api-key-env")
+            if status != 200:
+                return [], [], server
+            if i:  # the first one connected
+                times.append(took)
+            try:
+                data = json.loads(body).get("data")
+                ids = [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
+            except (ValueError, AttributeError, TypeError, RecursionError):
+                return [], [], server
     finally:
         conn.close()
+    return ids, times, server
 
 
 def _connect_ns(base: str) -> int:
@@ -191,34 +214,6 @@ def _connect_ns(base: str) -> int:
         took = time.perf_counter_ns() - t
         best = took if not best else min(best, took)
     return best
-
-
-def _timed_models(base: str, headers: dict[str, str], conn: http.client.HTTPConnection
-                  ) -> tuple[list[str], list[int], str]:
-    times: list[int] = []
-    ids: list[str] = []
-    server = ""
-    for i in range(RTT_PROBES + 1):
-        t = time.perf_counter_ns()
-        status, ctype, body, h = _exchange(f"{base}/models", "GET", headers, None, conn)
-        took = time.perf_counter_ns() - t
-        if h.get("connection", "").lower() == "close":
-            conn.close()  # the next one connects again: http.client does it on request
-        server = server_text(h.get("server", ""), 100)
-        if status in (401, 403):
-            raise ConfigError(f"--target {base}: the server refused the request (HTTP "
-                              f"{status}: {error_message(body)}); set the key in "
-                              f"{DEFAULT_KEY_ENV} or name its variable with --api-key-env")
-        if status != 200:
-            return [], [], server
-        if i:  # the first one connected
-            times.append(took)
-        try:
-            data = json.loads(body).get("data")
-            ids = [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
-        except (ValueError, AttributeError, TypeError, RecursionError):
-            return [], [], server
-    return ids, times, server
 
 
 def _stream_ok(body: bytes) -> tuple[bool, bool, bool, bool]:

@@ -20,7 +20,6 @@ with SIGKILL) stops itself and saves its own result to the history it was given.
 """
 from __future__ import annotations
 
-import itertools
 import multiprocessing as mp
 import signal
 import threading
@@ -28,10 +27,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
+from latency.analysis.gen_snapshot import GenSnapshot
 from latency.analysis.result import RunResult
 from latency.analysis.snapshot import Snapshot, build_snapshot
 from latency.analysis.timings import Timings
@@ -165,7 +165,11 @@ def _child_main(config: dict[str, Any], conn: Any, cancel: Any, inputs: list[Any
         exit_now(0)  # everything is sent (or saved): no interpreter shutdown ("terminate called")
 
 
-class ProcessHandle:
+#: what a kind's viewers are given of a run in flight (``Snapshot``, ``GenSnapshot``)
+SnapshotT = TypeVar("SnapshotT", Snapshot, GenSnapshot)
+
+
+class ProcessHandle(Generic[SnapshotT]):
     """What every run process's handle shares — a one-shot run's (``RunHandle``) and a
     generation's (``gen_handle.GenRunHandle``): one state machine, every transition under
     ``_lock``: queued → running → final (completed, stopped, failed), or queued → stopped by
@@ -175,12 +179,16 @@ class ProcessHandle:
 
     #: what a viewer draws of it
     kind = "one-shot"
+    #: how the kind's run ids begin, unless the caller names the run
+    id_prefix = "run"
 
-    def __init__(self, run_id: str, options: RunOptions) -> None:
+    def __init__(self, run_id: str | None, options: RunOptions) -> None:
         self.options = options
-        self.run_id = run_id
+        self.run_id = run_id or (f"{self.id_prefix}-{time.strftime('%Y%m%d-%H%M%S')}-"
+                                 f"{uuid.uuid4().hex[:6]}")
         self._lock = threading.Lock()
         self._build_lock = threading.Lock()
+        self._snap: SnapshotT | None = None
         self._progress: dict[str, Any] = {"phase": "queued", "elapsed_s": 0.0, "done": 0}
         self._version = 0
         self._status = "queued"
@@ -246,6 +254,25 @@ class ProcessHandle:
 
     def result(self) -> Any:
         raise NotImplementedError
+
+    def _build(self) -> SnapshotT:
+        """A snapshot of what was reported so far (version and state read under the lock)."""
+        raise NotImplementedError
+
+    def snapshot(self) -> SnapshotT:
+        """The latest snapshot; rebuilt only when new data arrived since the last call.
+
+        One builder at a time: when thirty viewers ask at once, one builds and the others wait
+        for it and share the result instead of building thirty copies.
+        """
+        with self._build_lock:
+            with self._lock:
+                if self._snap is not None and self._snap.version == self._version:
+                    return self._snap
+            snap = self._build()
+            with self._lock:
+                self._snap = snap
+            return snap
 
     def cancel(self) -> None:
         """Stop issuing requests; in-flight ones finish; the result is marked ``stopped``. A
@@ -341,24 +368,18 @@ class ProcessHandle:
         return self._status
 
 
-class RunHandle(ProcessHandle):
+class RunHandle(ProcessHandle[Snapshot]):
     """The caller's side of a run process: snapshots, cancel, result."""
-
-    #: what a viewer draws of it (a generation's handle is ``gen_handle.GenRunHandle``)
-    kind = "one-shot"
-    _ids = itertools.count(1)
 
     def __init__(self, config: RunConfig, inputs: list[Any] | None = None,
                  run_id: str | None = None, options: RunOptions = RunOptions()) -> None:
-        super().__init__(
-            run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}", options)
+        super().__init__(run_id, options)
         self.config = validated(config, user_code=options.user_code_here)
         self._inputs = inputs
         self._rows = np.zeros(1024, dtype=RECORD_DTYPE)
         self._n = 0
         self._errors: dict[int, str] = {}
         self._final: Final | None = None
-        self._snap: Snapshot | None = None
 
     def _empty(self, status: str, failure: str | None = None) -> Final:
         return Final.ended(self.config, status, failure)
@@ -405,28 +426,12 @@ class RunHandle(ProcessHandle):
                      timings=Timings(measure_start_ns=start if isinstance(start, int) else None))
 
     def _append(self, rows: np.ndarray, errors: dict[int, str]) -> None:
-        need = self._n + len(rows)
-        if need > len(self._rows):
-            grown = np.zeros(max(need, 2 * len(self._rows)), dtype=RECORD_DTYPE)
-            grown[: self._n] = self._rows[: self._n]
-            self._rows = grown
-        self._rows[self._n: need] = rows
+        self._rows = appended(self._rows, self._n, rows)
+        self._n += len(rows)
         self._errors.update(errors)
-        self._n = need
 
-    def snapshot(self) -> Snapshot:
-        """The latest Snapshot; rebuilt only when new data arrived since the last call.
-
-        One builder at a time: when thirty viewers ask at once, one builds and the others wait
-        for it and share the result instead of building thirty copies.
-        """
-        with self._build_lock:
-            return self._snapshot()
-
-    def _snapshot(self) -> Snapshot:
+    def _build(self) -> Snapshot:
         with self._lock:
-            if self._snap is not None and self._snap.version == self._version:
-                return self._snap
             version, status = self._version, self._status
             # A view, not a copy: rows below ``_n`` are never written again, and growing
             # allocates a new array, leaving this one intact.
@@ -444,17 +449,13 @@ class RunHandle(ProcessHandle):
         progress.update(_fraction(self.config, progress))
         timings = final.timings if final is not None else Timings()
         start = timings.measure_start_ns
-        snap = build_snapshot(
+        return build_snapshot(
             self.run_id, version, status, progress.get("phase", status),
             self.config, rows, errors, progress,
             measure_start_ns=start if start is not None else progress.get("measure_start_ns"),
             measure_end_ns=timings.measure_end_ns,
             warnings=final.warnings if final is not None else None,
             failure=final.failure if final is not None else None)
-        with self._lock:
-            if self._snap is None or self._snap.version < snap.version:
-                self._snap = snap
-        return snap
 
     def result(self) -> RunResult:
         """The RunResult (final once ``done()``; before that, what was measured so far)."""
@@ -466,6 +467,18 @@ class RunHandle(ProcessHandle):
                          status=final.status, log=rows, errors=errors, timings=final.timings,
                          warnings=final.warnings, failure=final.failure,
                          traceback=final.traceback)
+
+
+def appended(have: np.ndarray, n: int, new: np.ndarray) -> np.ndarray:
+    """``have`` (its first ``n`` rows used) with ``new`` written after them, grown by doubling
+    when full: the rows below ``n`` are never written again, so a view of them stays true."""
+    need = n + len(new)
+    if need > len(have):
+        grown = np.zeros(max(need, 2 * len(have)), dtype=have.dtype)
+        grown[:n] = have[:n]
+        have = grown
+    have[n:need] = new
+    return have
 
 
 def _fraction(config: RunConfig, progress: dict[str, Any]) -> dict[str, Any]:

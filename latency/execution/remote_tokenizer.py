@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 
 from latency.core.config import RunConfig
 from latency.core.errors import ConfigError
-from latency.core.lengths import LengthSpec
 from latency.execution.openai_probe import TargetInfo, _exchange, api_key, auth_headers
 from latency.pipelines.token_counter import TokenCounter
 
@@ -140,30 +139,24 @@ def server_root(base: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
-def token_counter(tokenizer: str | None, target: TargetInfo, headers: dict[str, str],
-                  prompt_tokens: LengthSpec | None = None) -> TextCounter | None:
-    """The counter ``--tokenizer`` asks for: the server's (``server``, probed now: one line
-    when it has none), a local directory's, or none. ``prompt_tokens`` (the run's
-    ``--prompt-tokens``): prompts will be cut at the counter's tokens, so a server that
-    cannot detokenize is refused now, in one line, not when the run builds its prompts."""
-    if tokenizer is None:
-        return None
-    if tokenizer != SERVER:
-        return TokenCounter(tokenizer)
-    counter = probe_tokenizer(target.base, target.model, headers)
-    if prompt_tokens and not counter.detokenizes:
-        raise ConfigError(NO_DETOKENIZE)
-    return counter
-
-
 TextCounter = TokenCounter | RemoteTokenCounter
 
 
 def target_counter(config: RunConfig, target: TargetInfo) -> TextCounter | None:
-    """The token counter of a run against ``target`` (``token_counter`` with the run's
-    settings): made before the run, so what cannot count — or cut — is one line then."""
-    return token_counter(config.tokenizer, target, auth_headers(api_key(config.api_key_env)),
-                         config.prompt_tokens)
+    """The counter ``--tokenizer`` asks for in a run against ``target``: the server's
+    (``server``, probed now: one line when it has none), a local directory's, or none. Made
+    before the run, so what cannot count — or cut — is one line then: with
+    ``--prompt-tokens``, prompts will be cut at the counter's tokens, so a server that cannot
+    detokenize is refused now, not when the run builds its prompts."""
+    if config.tokenizer is None:
+        return None
+    if config.tokenizer != SERVER:
+        return TokenCounter(config.tokenizer)
+    counter = probe_tokenizer(target.base, target.model,
+                              auth_headers(api_key(config.api_key_env)))
+    if config.prompt_tokens and not counter.detokenizes:
+        raise ConfigError(NO_DETOKENIZE)
+    return counter
 
 
 def probe_tokenizer(base: str, model: str, headers: dict[str, str]) -> RemoteTokenCounter:

@@ -12,6 +12,7 @@ run can never disagree on it.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import traceback
@@ -22,7 +23,7 @@ from latency.analysis.timings import Timings
 from latency.analysis.validity import machine_finding
 from latency.core.config import RunConfig
 from latency.core.errors import error_text
-from latency.core.timing import now_ns
+from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
 from latency.execution.lock import Holder, MachineLock
 from latency.host import environment
 from latency.host.devices import resolve_device
@@ -34,14 +35,17 @@ T = TypeVar("T")
 
 class RunFrame:
     """One run's frame: its environment, timings, warnings and ending (``status``,
-    ``failure``, ``trace``). ``on_phase(name)`` hears each phase as it begins; ``on_wait``
-    who holds the machine while the run waits for it."""
+    ``failure``, ``trace``), and its phase (``waiting_for``: who holds the machine while it
+    waits for it). ``on_phase(name)`` hears each phase as it begins; ``on_wait`` who holds
+    the machine while the run waits for it."""
 
-    def __init__(self, config: RunConfig, cancel: threading.Event, *, who: str, force: bool,
+    def __init__(self, config: RunConfig, cancel: threading.Event | None, *, who: str,
+                 force: bool,
                  on_phase: Callable[[str], None] | None = None,
                  on_wait: Callable[[str], None] | None = None) -> None:
         self.config = config
-        self.cancel = cancel
+        self.cancel = cancel or threading.Event()
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)  # every run, either kind, measures under it
         self.device = resolve_device(config.device)
         self.env = environment.collect(self.device, config.dtype, config.threads,
                                        config.replicas)
@@ -51,6 +55,7 @@ class RunFrame:
         self.failure: str | None = None
         self.trace: str | None = None
         self.phase, self.phase_started = "waiting", time.monotonic()
+        self.waiting_for: str | None = None
         self.started_wall = time.time()
         self._on_phase, self._on_wait = on_phase, on_wait
         self._lock = MachineLock(f"{who}: {config.model}", force=force)
@@ -69,8 +74,9 @@ class RunFrame:
             self.set_phase("waiting")
 
             def waiting(holder: Holder | None) -> None:
+                self.waiting_for = holder.describe() if holder else "another run"
                 if self._on_wait is not None:
-                    self._on_wait(holder.describe() if holder else "another run")
+                    self._on_wait(self.waiting_for)
 
             if not self._lock.acquire(self.cancel, on_wait=waiting):
                 self.status = "stopped"

@@ -29,8 +29,8 @@ def validated(config: RunConfig, pipeline: Pipeline | None = None,
               generation: bool = False) -> RunConfig:
     """A checked copy of ``config`` with defaults, model-args and the pipeline's spec resolved;
     ConfigError if it cannot run here. ``pipeline``: an object the caller built, served as it
-    is (its model-args and device are its own). ``machine_lock``: the run will take the
-    machine's run lock, so its directory must be safe to use (``serve`` takes none).
+    is in this process (its model-args and device are its own). ``machine_lock``: the run will
+    take the machine's run lock, so its directory must be safe to use (``serve`` takes none).
     ``user_code`` False: stop before anything imports or calls the pipeline's code (a module
     may crash or exit at import); the run process validates the rest. ``generation``: the
     caller runs a generation (``execution.gen_engine``); a generative pipeline is refused
@@ -45,12 +45,17 @@ def validated(config: RunConfig, pipeline: Pipeline | None = None,
             raise ConfigError(str(exc) if isinstance(exc, UnsafeLockDir) else
                               f"cannot use the run lock's directory {lock_dir()}: "
                               f"{exc.strerror or exc}") from None
-    if c.backend == "ray":
-        if pipeline is not None:
-            raise ConfigError("a pipeline object is served in this process: pass its class or "
-                              "'module:Name' to serve it on Ray Serve")
-        if not ray_installed():
-            raise ConfigError(INSTALL_HINT)
+    if pipeline is not None and (c.backend == "ray" or c.transport == "http"):
+        # an object cannot move to a server process: only this process has it
+        if generation and c.backend != "ray":
+            raise ConfigError("a pipeline object is served in this process only: over "
+                              "--transport http, name it (--pipeline module:Name or "
+                              "file.py:Name), so the server process can build it")
+        raise ConfigError("a pipeline object is served in this process: pass its class or "
+                          "'module:Name' to serve it "
+                          + ("on Ray Serve" if c.backend == "ray" else "over HTTP"))
+    if c.backend == "ray" and not ray_installed():
+        raise ConfigError(INSTALL_HINT)
     if c.bodies is not None:  # fails here, before anything runs
         load_bodies(c.bodies, require_json=c.target_protocol == "oip")
     if c.inputs is not None:
