@@ -31,6 +31,7 @@ route. Every refusal is counted and the server goes on.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,6 +127,23 @@ def server_timing_ns(r: Request) -> dict[str, int]:
             "postprocess": r.t_post_end - r.t_post_start}
 
 
+async def read_body(request: Any, max_bytes: int,
+                    refusal: Callable[[int, str], Exception]) -> bytes:
+    """A request's body, read as it streams in, refused with ``refusal(413, why)`` past
+    ``max_bytes`` (checked against Content-Length before reading, then while reading), so an
+    oversized body is never buffered whole. ``refusal``: each protocol's error type."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > max_bytes:
+        raise refusal(413, f"body of {int(length)} bytes is over the {max_bytes}-byte limit")
+    chunks, n = [], 0
+    async for chunk in request.stream():
+        n += len(chunk)
+        if n > max_bytes:
+            raise refusal(413, f"body is over the {max_bytes}-byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def create_app(server: Any, model: str, max_body_bytes: int,
                stats: ServerStats | None = None) -> Any:
     """The Starlette app serving ``server`` (a started ``latency.serve.server.Server``) as
@@ -145,25 +163,12 @@ def create_app(server: Any, model: str, max_body_bytes: int,
     def unknown(name: str) -> Response:
         return refuse(404, f"unknown model {name!r}; this server serves {model!r}")
 
-    async def read_body(request: HttpRequest) -> bytes:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > max_body_bytes:
-            raise ProtocolError(413, f"body of {int(length)} bytes is over the "
-                                     f"{max_body_bytes}-byte limit")
-        chunks, n = [], 0
-        async for chunk in request.stream():
-            n += len(chunk)
-            if n > max_body_bytes:
-                raise ProtocolError(413, f"body is over the {max_body_bytes}-byte limit")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     async def infer(request: HttpRequest) -> Response:
         name = request.path_params["name"]
         if name != model:
             return unknown(name)
         try:
-            body = await read_body(request)
+            body = await read_body(request, max_body_bytes, ProtocolError)
             raw, rid = decode_request(body, request.headers.get("content-type", JSON_TYPE))
         except ProtocolError as exc:
             return refuse(exc.status, str(exc))

@@ -47,7 +47,7 @@ from latency.core.timing import now_ns
 from latency.serve.gen_account import account_of
 from latency.serve.gen_server import GenServer
 from latency.serve.gen_steps import StepRing
-from latency.serve.http_app import ServerStats
+from latency.serve.http_app import ServerStats, read_body
 from latency.serve.openai_chunks import DONE, STREAM_TYPE, Encoder, usage_of
 from latency.serve.openai_protocol import CompletionAsk, OpenAIError, error_json, parse_ask
 
@@ -141,19 +141,6 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
         stats.count(exc.status)
         return Response(exc.body(), exc.status, media_type=JSON_TYPE)
 
-    async def read_body(request: HttpRequest) -> bytes:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > max_body_bytes:
-            raise OpenAIError(413, f"body of {int(length)} bytes is over the "
-                                   f"{max_body_bytes}-byte limit")
-        chunks, n = [], 0
-        async for chunk in request.stream():
-            n += len(chunk)
-            if n > max_body_bytes:
-                raise OpenAIError(413, f"body is over the {max_body_bytes}-byte limit")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     def gone(req: GenRequest) -> Response:
         """The client left: drop its request (its slot and KV are freed at the next step)."""
         server.cancel(req)
@@ -162,7 +149,8 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
 
     async def complete(request: HttpRequest, chat: bool) -> Response:
         try:
-            ask = parse_ask(await read_body(request), model, max_context, chat)
+            body = await read_body(request, max_body_bytes, OpenAIError)
+            ask = parse_ask(body, model, max_context, chat)
         except OpenAIError as exc:
             return refuse(exc)
         loop = asyncio.get_running_loop()
@@ -229,7 +217,7 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
         """A tokenize or detokenize request's body (vLLM's shape): a JSON object naming our
         model, if any."""
         try:
-            body = json.loads(await read_body(request))
+            body = json.loads(await read_body(request, max_body_bytes, OpenAIError))
         except (ValueError, RecursionError):
             raise OpenAIError(400, "the body is not JSON") from None
         if not isinstance(body, dict):

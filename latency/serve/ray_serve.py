@@ -54,7 +54,7 @@ from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
 from latency.host.devices import synchronize
 from latency.host.processes import pid_alive
 from latency.serve.builder import prepare_pipeline
-from latency.serve.http_app import error_status
+from latency.serve.http_app import error_status, read_body
 from latency.serve.oip import (
     JSON_TYPE,
     ProtocolError,
@@ -155,7 +155,7 @@ class _Stages:
         if kind != "infer":
             return response
         try:
-            raw, rid = decode_request(await _read(request, self.max_body),
+            raw, rid = decode_request(await read_body(request, self.max_body, ProtocolError),
                                       request.headers.get("content-type", JSON_TYPE))
         except ProtocolError as exc:
             return _client_error(exc)
@@ -215,17 +215,6 @@ def _durations(j: Job, t0: int, t1: int, t_post: int, t_post_end: int) -> dict[s
 
 
 # ---- the HTTP face of an ingress deployment -----------------------------------------------
-async def _read(request: Any, max_body: int) -> bytes:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > max_body:
-        raise ProtocolError(413, f"body of {int(length)} bytes is over the {max_body}-byte "
-                                 "limit")
-    body = await request.body()
-    if len(body) > max_body:
-        raise ProtocolError(413, f"body is over the {max_body}-byte limit")
-    return body
-
-
 def _reply(model: str, outcome: Outcome, rid: str | None, hop_ns: int | None = None) -> Any:
     from starlette.responses import Response
 
