@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from latency.core.records import Request
 from latency.core.timing import now_ns
@@ -45,6 +45,9 @@ from latency.serve.oip import (
     error_body,
     format_server_timing,
 )
+
+if TYPE_CHECKING:
+    from starlette.responses import Response
 
 #: exception types that mean the *input* was bad (400), not the server (500).
 _CLIENT_FAULTS = ("ValueError", "TypeError", "KeyError", "UnicodeDecodeError",
@@ -127,6 +130,32 @@ def server_timing_ns(r: Request) -> dict[str, int]:
             "postprocess": r.t_post_end - r.t_post_start}
 
 
+def error_response(status: int, message: str,
+                   headers: dict[str, str] | None = None) -> Response:
+    """An OIP error (``{"error": message}``) as a Starlette response."""
+    from starlette.responses import Response
+
+    return Response(error_body(message), status, headers, media_type=JSON_TYPE)
+
+
+def infer_response(model: str, timing_ns: dict[str, int], batch: str, response: Any,
+                   error: str | None, rid: str | None) -> Response:
+    """The answer to one infer request, ours or a Ray replica's: the pipeline's response as
+    OIP JSON (or its error: 400 for bad input, else 500), with the server's durations as
+    ``Server-Timing`` and its batch (``id;size;replica``) as ``Latency-Lab-Batch``."""
+    from starlette.responses import Response
+
+    headers = {"Server-Timing": format_server_timing(timing_ns), "Latency-Lab-Batch": batch}
+    if error is not None:
+        return error_response(error_status(error), error, headers)
+    try:
+        encoded = encode_response(model, response, rid)
+    except (TypeError, ValueError, RecursionError) as exc:  # the response is not JSON
+        return error_response(500, f"the pipeline's response cannot be sent as JSON: "
+                                   f"{type(exc).__name__}: {exc}", headers)
+    return Response(encoded, 200, headers, media_type=JSON_TYPE)
+
+
 async def read_body(request: Any, max_bytes: int,
                     refusal: Callable[[int, str], Exception]) -> bytes:
     """A request's body, read as it streams in, refused with ``refusal(413, why)`` past
@@ -150,7 +179,7 @@ def create_app(server: Any, model: str, max_body_bytes: int,
     ``model``."""
     from starlette.applications import Starlette
     from starlette.requests import Request as HttpRequest
-    from starlette.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
 
     stats = stats if stats is not None else ServerStats()
@@ -158,7 +187,7 @@ def create_app(server: Any, model: str, max_body_bytes: int,
 
     def refuse(status: int, message: str) -> Response:
         stats.count(status)
-        return Response(error_body(message), status, media_type=JSON_TYPE)
+        return error_response(status, message)
 
     def unknown(name: str) -> Response:
         return refuse(404, f"unknown model {name!r}; this server serves {model!r}")
@@ -186,21 +215,11 @@ def create_app(server: Any, model: str, max_body_bytes: int,
         await done
         if r.cancelled:
             return refuse(503, "the server is shutting down")
-        headers = {"Server-Timing": format_server_timing(server_timing_ns(r)),
-                   "Latency-Lab-Batch": f"{r.batch_id};{r.batch_size};{r.replica}"}
-        if r.error is not None:
-            status = error_status(r.error)
-            stats.count(status)
-            return Response(error_body(r.error), status, headers, media_type=JSON_TYPE)
-        try:
-            encoded = encode_response(model, r.response, rid)
-        except (TypeError, ValueError, RecursionError) as exc:  # the response is not JSON
-            stats.count(500)
-            return Response(error_body(f"the pipeline's response cannot be sent as JSON: "
-                                       f"{type(exc).__name__}: {exc}"), 500, headers,
-                            media_type=JSON_TYPE)
-        stats.count(200)
-        return Response(encoded, 200, headers, media_type=JSON_TYPE)
+        answer = infer_response(model, server_timing_ns(r),
+                                f"{r.batch_id};{r.batch_size};{r.replica}", r.response,
+                                r.error, rid)
+        stats.count(answer.status_code)
+        return answer
 
     async def ready(request: HttpRequest) -> Response:
         stats.count(200)

@@ -54,15 +54,8 @@ from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
 from latency.host.devices import synchronize
 from latency.host.processes import pid_alive
 from latency.serve.builder import prepare_pipeline
-from latency.serve.http_app import error_status, read_body
-from latency.serve.oip import (
-    JSON_TYPE,
-    ProtocolError,
-    decode_request,
-    encode_response,
-    error_body,
-    format_server_timing,
-)
+from latency.serve.http_app import error_response, infer_response, read_body
+from latency.serve.oip import JSON_TYPE, ProtocolError, decode_request
 
 APP_NAME = "latency-lab"
 #: every request is admitted to a replica at once, so waiting for a busy one is measured
@@ -158,7 +151,7 @@ class _Stages:
             raw, rid = decode_request(await read_body(request, self.max_body, ProtocolError),
                                       request.headers.get("content-type", JSON_TYPE))
         except ProtocolError as exc:
-            return _client_error(exc)
+            return error_response(exc.status, str(exc))
         t_arrive = now_ns()
         try:
             job = await asyncio.get_running_loop().run_in_executor(
@@ -216,23 +209,15 @@ def _durations(j: Job, t0: int, t1: int, t_post: int, t_post_end: int) -> dict[s
 
 # ---- the HTTP face of an ingress deployment -----------------------------------------------
 def _reply(model: str, outcome: Outcome, rid: str | None, hop_ns: int | None = None) -> Any:
-    from starlette.responses import Response
-
     timing = dict(outcome.durations)
     if hop_ns is not None:
         timing["hop"] = max(hop_ns, 0)  # not a server stage: the client counts it as network
-    headers = {"Server-Timing": format_server_timing(timing),
-               "Latency-Lab-Batch": outcome.batch}
-    if outcome.error is not None:
-        return Response(error_body(outcome.error), error_status(outcome.error), headers,
-                        media_type=JSON_TYPE)
-    return Response(encode_response(model, outcome.response, rid), 200, headers,
-                    media_type=JSON_TYPE)
+    return infer_response(model, timing, outcome.batch, outcome.response, outcome.error, rid)
 
 
 def _route(request: Any, model: str) -> tuple[str, Any]:
     """('infer', None) for an infer POST of ``model``, else ('done', the response)."""
-    from starlette.responses import JSONResponse, Response
+    from starlette.responses import JSONResponse
 
     path = request.url.path.rstrip("/")
     parts = path.split("/")
@@ -244,24 +229,16 @@ def _route(request: Any, model: str) -> tuple[str, Any]:
     if len(parts) >= 4 and parts[1:3] == ["v2", "models"]:
         name = parts[3]
         if name != model:
-            return "done", Response(error_body(f"unknown model {name!r}; this server serves "
-                                               f"{model!r}"), 404, media_type=JSON_TYPE)
+            return "done", error_response(404, f"unknown model {name!r}; this server "
+                                               f"serves {model!r}")
         if parts[-1] == "infer":
             if request.method != "POST":
-                return "done", Response(error_body("infer takes POST"), 405,
-                                        media_type=JSON_TYPE)
+                return "done", error_response(405, "infer takes POST")
             return "infer", None
         if len(parts) == 4 or parts[-1] == "ready":
             return "done", JSONResponse({"name": model, "ready": True, "platform": "pytorch",
                                          "versions": ["1"]})
-    return "done", Response(error_body(f"no route {request.method} {path}"), 404,
-                            media_type=JSON_TYPE)
-
-
-def _client_error(exc: ProtocolError) -> Any:
-    from starlette.responses import Response
-
-    return Response(error_body(str(exc)), exc.status, media_type=JSON_TYPE)
+    return "done", error_response(404, f"no route {request.method} {path}")
 
 
 # ---- the deployments ------------------------------------------------------------------------
@@ -275,7 +252,6 @@ class ModelReplica:
         self.stages = _Stages(config_dict, forward=True)
         c = self.stages.config
         self.model = c.model
-        self.max_body = int(c.max_body_mb * 1024 * 1024)
         # Ray's batching, one queue per replica: a batch is due at max_batch_size requests or
         # batch_wait_timeout_s after its first — our BatchQueue's rule
         self.forward_batch = serve.batch(max_batch_size=c.batch_size,
