@@ -105,14 +105,10 @@ class Outcome:
 
 
 def _inference_thread(threads: int) -> None:
-    """Initialiser of a replica's forward thread: inference mode for the thread's life (not
-    per call: entering it costs ~20 µs inside the timed span) and its intra-op team."""
+    """Initialiser of a replica's forward and preprocess threads: inference mode for the
+    thread's life (not per call: entering it costs ~20 µs inside the timed span) and its
+    intra-op team (preprocessing's of one thread: it must not fight forward for cores)."""
     torch.set_num_threads(threads)
-    torch.inference_mode().__enter__()
-
-
-def _preprocess_thread() -> None:
-    torch.set_num_threads(1)  # preprocessing must not fight the forward pass for cores
     torch.inference_mode().__enter__()
 
 
@@ -131,7 +127,7 @@ class _Stages:
         self.prepared = prepare_pipeline(config)
         self.pipeline = self.prepared.pipeline
         self.pre_pool = ThreadPoolExecutor(config.preprocess_workers, "pre",
-                                           initializer=_preprocess_thread)
+                                           initializer=_inference_thread, initargs=(1,))
         self.fwd_pool = (ThreadPoolExecutor(1, "forward", initializer=_inference_thread,
                                             initargs=(config.threads,)) if forward else None)
 
@@ -289,8 +285,7 @@ class PreprocessIngress:
 
     def __init__(self, config_dict: dict[str, Any], model_handle: Any) -> None:
         self.stages = _Stages(config_dict, forward=False)
-        c = self.stages.config
-        self.model = c.model
+        self.model = self.stages.config.model
         self.handle = model_handle
 
     async def describe(self) -> dict[str, Any]:
