@@ -81,6 +81,13 @@ class ServerStats:
     def count(self, status: int) -> None:
         self.by_status[status] = self.by_status.get(status, 0) + 1
 
+    def ok(self, doc: Any) -> Response:
+        """``doc`` as a 200 JSON answer, counted."""
+        from starlette.responses import JSONResponse
+
+        self.count(200)
+        return JSONResponse(doc)
+
     def refuse(self, reason: str, status: int | None) -> None:
         """One refusal of the HTTP layer; ``status`` is the response it sent (None: it closed
         the connection without one)."""
@@ -179,7 +186,7 @@ def create_app(server: Any, model: str, max_body_bytes: int,
     ``model``."""
     from starlette.applications import Starlette
     from starlette.requests import Request as HttpRequest
-    from starlette.responses import JSONResponse, PlainTextResponse
+    from starlette.responses import PlainTextResponse
     from starlette.routing import Route
 
     stats = stats if stats is not None else ServerStats()
@@ -222,19 +229,16 @@ def create_app(server: Any, model: str, max_body_bytes: int,
         return answer
 
     async def ready(request: HttpRequest) -> Response:
-        stats.count(200)
-        return JSONResponse({"ready": True})
+        return stats.ok({"ready": True})
 
     async def server_meta(request: HttpRequest) -> Response:
-        stats.count(200)
-        return JSONResponse({"name": "latency-lab", "version": "1", "extensions": []})
+        return stats.ok({"name": "latency-lab", "version": "1", "extensions": []})
 
     async def model_meta(request: HttpRequest) -> Response:
         name = request.path_params["name"]
         if name != model:
             return unknown(name)
-        stats.count(200)
-        return JSONResponse({
+        return stats.ok({
             "name": model, "versions": ["1"], "platform": "pytorch",
             "inputs": [{"name": "input", "datatype": "BYTES", "shape": [1]}],
             "outputs": [{"name": "output", "datatype": "BYTES", "shape": [1]}],
@@ -245,8 +249,7 @@ def create_app(server: Any, model: str, max_body_bytes: int,
         name = request.path_params["name"]
         if name != model:
             return unknown(name)
-        stats.count(200)
-        return JSONResponse({"name": model, "ready": True})
+        return stats.ok({"name": model, "ready": True})
 
     async def metrics(request: HttpRequest) -> Response:
         return PlainTextResponse(stats.prometheus())
