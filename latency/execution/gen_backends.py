@@ -81,7 +81,7 @@ class InProcessGen:
 
     def close(self) -> list[str]:
         if self.server is not None:
-            self.server.close()
+            self.server.stop()
         return []
 
 

@@ -103,10 +103,7 @@ def serve(config: RunConfig, host: str, port: int, max_body_mb: float = DEFAULT_
     try:
         uv.run(sockets=[sock])
     finally:
-        if isinstance(built, BuiltGenServer):
-            built.server.close()
-        else:
-            built.server.stop()
+        built.server.stop()
         sock.close()
 
 
