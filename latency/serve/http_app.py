@@ -128,13 +128,13 @@ def error_status(message: str) -> int:
     return 500
 
 
-def server_timing_ns(r: Request) -> dict[str, int]:
-    """The server's own durations of one request (its three waits summed as ``queue``)."""
-    return {"queue": (r.t_pre_start - r.t_sent) + (r.t_fwd_start - r.t_pre_end)
-            + (r.t_post_start - r.t_fwd_end),
-            "preprocess": r.t_pre_end - r.t_pre_start,
-            "forward": r.t_fwd_end - r.t_fwd_start,
-            "postprocess": r.t_post_end - r.t_post_start}
+def server_timing_ns(t_in: int, pre_start: int, pre_end: int, fwd_start: int, fwd_end: int,
+                     post_start: int, post_end: int) -> dict[str, int]:
+    """The server's own durations of one request, ours or a Ray replica's, from its stamps
+    since it came in (its three waits summed as ``queue``)."""
+    return {"queue": (pre_start - t_in) + (fwd_start - pre_end) + (post_start - fwd_end),
+            "preprocess": pre_end - pre_start, "forward": fwd_end - fwd_start,
+            "postprocess": post_end - post_start}
 
 
 def error_response(status: int, message: str,
@@ -222,9 +222,10 @@ def create_app(server: Any, model: str, max_body_bytes: int,
         await done
         if r.cancelled:
             return refuse(503, "the server is shutting down")
-        answer = infer_response(model, server_timing_ns(r),
-                                f"{r.batch_id};{r.batch_size};{r.replica}", r.response,
-                                r.error, rid)
+        timing = server_timing_ns(r.t_sent, r.t_pre_start, r.t_pre_end, r.t_fwd_start,
+                                  r.t_fwd_end, r.t_post_start, r.t_post_end)
+        answer = infer_response(model, timing, f"{r.batch_id};{r.batch_size};{r.replica}",
+                                r.response, r.error, rid)
         stats.count(answer.status_code)
         return answer
 

@@ -54,7 +54,7 @@ from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
 from latency.host.devices import synchronize
 from latency.host.processes import pid_alive
 from latency.serve.builder import prepare_pipeline
-from latency.serve.http_app import error_response, infer_response, read_body
+from latency.serve.http_app import error_response, infer_response, read_body, server_timing_ns
 from latency.serve.oip import JSON_TYPE, ProtocolError, decode_request
 
 APP_NAME = "latency-lab"
@@ -178,7 +178,8 @@ class _Stages:
             outputs = pipeline.split(out, n)
         except Exception as exc:  # noqa: BLE001 - the whole batch failed together
             t1 = now_ns()
-            return [Outcome(_durations(j, t0, t1, t1, t1), batch,
+            return [Outcome(server_timing_ns(j.t_arrive, j.t_pre_start, j.t_pre_end, t0, t1,
+                                             t1, t1), batch,
                             error=f"forward: {error_text(exc)}") for j in jobs]
         results = []
         for j, o in zip(jobs, outputs):
@@ -189,18 +190,10 @@ class _Stages:
                 response = pipeline.postprocess(o)
             except Exception as exc:  # noqa: BLE001 - one bad request fails alone
                 error = f"postprocess: {error_text(exc)}"
-            results.append(Outcome(_durations(j, t0, t1, t_post, now_ns()), batch, response,
-                                   error))
+            timing = server_timing_ns(j.t_arrive, j.t_pre_start, j.t_pre_end, t0, t1, t_post,
+                                      now_ns())
+            results.append(Outcome(timing, batch, response, error))
         return results
-
-
-def _durations(j: Job, t0: int, t1: int, t_post: int, t_post_end: int) -> dict[str, int]:
-    """One request's server-side durations; the three waits summed as ``queue``."""
-    pre = j.t_pre_end - j.t_pre_start
-    waited_pre = (j.t_pre_start - j.t_arrive) if j.t_pre_start else 0
-    waited_batch = t0 - (j.t_pre_end if j.t_pre_start else j.t_arrive)
-    return {"queue": waited_pre + waited_batch + (t_post - t1), "preprocess": pre,
-            "forward": t1 - t0, "postprocess": t_post_end - t_post}
 
 
 # ---- the HTTP face of an ingress deployment -----------------------------------------------
@@ -276,7 +269,8 @@ class ModelReplica:
 
     async def infer_item(self, item: Any) -> Outcome:
         """A preprocessed request from the preprocess deployment."""
-        return await self.forward_batch(Job(item, now_ns()))
+        t = now_ns()  # preprocessed elsewhere: none of its time is this replica's
+        return await self.forward_batch(Job(item, t, t, t))
 
 
 class PreprocessIngress:
