@@ -33,7 +33,7 @@ from latency.loadgen.metrics_scraper import MetricsScraper, metrics_url
 from latency.loadgen.sse_client import SseTransport
 from latency.pipelines.generative import GenerativePipeline
 from latency.pipelines.token_counter import TokenCounter
-from latency.serve.gen_builder import build_gen_server
+from latency.serve.builder import build_gen_server
 from latency.serve.gen_server import GenServer, StepCallback
 from latency.serve.gen_steps import STEPS_KEPT, placed
 from latency.serve.http_server import ServerProcess
@@ -80,7 +80,7 @@ class InProcessGen:
 
     def close(self) -> list[str]:
         if self.server is not None:
-            self.server.close()
+            self.server.stop()
         return []
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,9 +33,9 @@ from latency.core.gen_scheduler import Plan, Scheduler, SchedulerConfig, Seq, re
 from latency.core.timing import now_ns
 from latency.host.devices import synchronize
 from latency.pipelines.generative import DecodeInput, GenerativePipeline, PrefillChunk
+from latency.serve.server import STOP_JOIN_S, join_by
 
 _STOP = object()
-STOP_JOIN_S = 3.0
 
 #: ``on_step(row)``: one scheduler step, as a tuple in ``STEP_DTYPE``'s field order
 StepCallback = Callable[[tuple[int, ...]], None]
@@ -106,14 +107,12 @@ class GenServer:
         for rep in self._replicas:
             rep.abandon_waiting()
 
-    def close(self) -> None:
+    def stop(self) -> None:
         self._closed.set()
         self._inbox.put(_STOP)
         for rep in self._replicas:
             rep.wake()
-        deadline = now_ns() + int(STOP_JOIN_S * 1e9)
-        for t in self._threads:
-            t.join(timeout=max(0.0, (deadline - now_ns()) / 1e9))
+        join_by(self._threads, time.monotonic() + STOP_JOIN_S)
 
     @property
     def preemptions(self) -> int:

@@ -31,8 +31,9 @@ route. Every refusal is counted and the server goes on.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from latency.core.records import Request
 from latency.core.timing import now_ns
@@ -44,6 +45,9 @@ from latency.serve.oip import (
     error_body,
     format_server_timing,
 )
+
+if TYPE_CHECKING:
+    from starlette.responses import Response
 
 #: exception types that mean the *input* was bad (400), not the server (500).
 _CLIENT_FAULTS = ("ValueError", "TypeError", "KeyError", "UnicodeDecodeError",
@@ -76,6 +80,13 @@ class ServerStats:
 
     def count(self, status: int) -> None:
         self.by_status[status] = self.by_status.get(status, 0) + 1
+
+    def ok(self, doc: Any) -> Response:
+        """``doc`` as a 200 JSON answer, counted."""
+        from starlette.responses import JSONResponse
+
+        self.count(200)
+        return JSONResponse(doc)
 
     def refuse(self, reason: str, status: int | None) -> None:
         """One refusal of the HTTP layer; ``status`` is the response it sent (None: it closed
@@ -117,13 +128,56 @@ def error_status(message: str) -> int:
     return 500
 
 
-def server_timing_ns(r: Request) -> dict[str, int]:
-    """The server's own durations of one request (its three waits summed as ``queue``)."""
-    return {"queue": (r.t_pre_start - r.t_sent) + (r.t_fwd_start - r.t_pre_end)
-            + (r.t_post_start - r.t_fwd_end),
-            "preprocess": r.t_pre_end - r.t_pre_start,
-            "forward": r.t_fwd_end - r.t_fwd_start,
-            "postprocess": r.t_post_end - r.t_post_start}
+def server_timing_ns(t_in: int, pre_start: int, pre_end: int, fwd_start: int, fwd_end: int,
+                     post_start: int, post_end: int) -> dict[str, int]:
+    """The server's own durations of one request, ours or a Ray replica's, from its stamps
+    since it came in (its three waits summed as ``queue``)."""
+    return {"queue": (pre_start - t_in) + (fwd_start - pre_end) + (post_start - fwd_end),
+            "preprocess": pre_end - pre_start, "forward": fwd_end - fwd_start,
+            "postprocess": post_end - post_start}
+
+
+def error_response(status: int, message: str,
+                   headers: dict[str, str] | None = None) -> Response:
+    """An OIP error (``{"error": message}``) as a Starlette response."""
+    from starlette.responses import Response
+
+    return Response(error_body(message), status, headers, media_type=JSON_TYPE)
+
+
+def infer_response(model: str, timing_ns: dict[str, int], batch: str, response: Any,
+                   error: str | None, rid: str | None) -> Response:
+    """The answer to one infer request, ours or a Ray replica's: the pipeline's response as
+    OIP JSON (or its error: 400 for bad input, else 500), with the server's durations as
+    ``Server-Timing`` and its batch (``id;size;replica``) as ``Latency-Lab-Batch``."""
+    from starlette.responses import Response
+
+    headers = {"Server-Timing": format_server_timing(timing_ns), "Latency-Lab-Batch": batch}
+    if error is not None:
+        return error_response(error_status(error), error, headers)
+    try:
+        encoded = encode_response(model, response, rid)
+    except (TypeError, ValueError, RecursionError) as exc:  # the response is not JSON
+        return error_response(500, f"the pipeline's response cannot be sent as JSON: "
+                                   f"{type(exc).__name__}: {exc}", headers)
+    return Response(encoded, 200, headers, media_type=JSON_TYPE)
+
+
+async def read_body(request: Any, max_bytes: int,
+                    refusal: Callable[[int, str], Exception]) -> bytes:
+    """A request's body, read as it streams in, refused with ``refusal(413, why)`` past
+    ``max_bytes`` (checked against Content-Length before reading, then while reading), so an
+    oversized body is never buffered whole. ``refusal``: each protocol's error type."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > max_bytes:
+        raise refusal(413, f"body of {int(length)} bytes is over the {max_bytes}-byte limit")
+    chunks, n = [], 0
+    async for chunk in request.stream():
+        n += len(chunk)
+        if n > max_bytes:
+            raise refusal(413, f"body is over the {max_bytes}-byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def create_app(server: Any, model: str, max_body_bytes: int,
@@ -132,7 +186,7 @@ def create_app(server: Any, model: str, max_body_bytes: int,
     ``model``."""
     from starlette.applications import Starlette
     from starlette.requests import Request as HttpRequest
-    from starlette.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.responses import PlainTextResponse
     from starlette.routing import Route
 
     stats = stats if stats is not None else ServerStats()
@@ -140,30 +194,17 @@ def create_app(server: Any, model: str, max_body_bytes: int,
 
     def refuse(status: int, message: str) -> Response:
         stats.count(status)
-        return Response(error_body(message), status, media_type=JSON_TYPE)
+        return error_response(status, message)
 
     def unknown(name: str) -> Response:
         return refuse(404, f"unknown model {name!r}; this server serves {model!r}")
-
-    async def read_body(request: HttpRequest) -> bytes:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > max_body_bytes:
-            raise ProtocolError(413, f"body of {int(length)} bytes is over the "
-                                     f"{max_body_bytes}-byte limit")
-        chunks, n = [], 0
-        async for chunk in request.stream():
-            n += len(chunk)
-            if n > max_body_bytes:
-                raise ProtocolError(413, f"body is over the {max_body_bytes}-byte limit")
-            chunks.append(chunk)
-        return b"".join(chunks)
 
     async def infer(request: HttpRequest) -> Response:
         name = request.path_params["name"]
         if name != model:
             return unknown(name)
         try:
-            body = await read_body(request)
+            body = await read_body(request, max_body_bytes, ProtocolError)
             raw, rid = decode_request(body, request.headers.get("content-type", JSON_TYPE))
         except ProtocolError as exc:
             return refuse(exc.status, str(exc))
@@ -181,36 +222,24 @@ def create_app(server: Any, model: str, max_body_bytes: int,
         await done
         if r.cancelled:
             return refuse(503, "the server is shutting down")
-        headers = {"Server-Timing": format_server_timing(server_timing_ns(r)),
-                   "Latency-Lab-Batch": f"{r.batch_id};{r.batch_size};{r.replica}"}
-        if r.error is not None:
-            status = error_status(r.error)
-            stats.count(status)
-            return Response(error_body(r.error), status, headers, media_type=JSON_TYPE)
-        try:
-            encoded = encode_response(model, r.response, rid)
-        except (TypeError, ValueError, RecursionError) as exc:  # the response is not JSON
-            stats.count(500)
-            return Response(error_body(f"the pipeline's response cannot be sent as JSON: "
-                                       f"{type(exc).__name__}: {exc}"), 500, headers,
-                            media_type=JSON_TYPE)
-        stats.count(200)
-        return Response(encoded, 200, headers, media_type=JSON_TYPE)
+        timing = server_timing_ns(r.t_sent, r.t_pre_start, r.t_pre_end, r.t_fwd_start,
+                                  r.t_fwd_end, r.t_post_start, r.t_post_end)
+        answer = infer_response(model, timing, f"{r.batch_id};{r.batch_size};{r.replica}",
+                                r.response, r.error, rid)
+        stats.count(answer.status_code)
+        return answer
 
     async def ready(request: HttpRequest) -> Response:
-        stats.count(200)
-        return JSONResponse({"ready": True})
+        return stats.ok({"ready": True})
 
     async def server_meta(request: HttpRequest) -> Response:
-        stats.count(200)
-        return JSONResponse({"name": "latency-lab", "version": "1", "extensions": []})
+        return stats.ok({"name": "latency-lab", "version": "1", "extensions": []})
 
     async def model_meta(request: HttpRequest) -> Response:
         name = request.path_params["name"]
         if name != model:
             return unknown(name)
-        stats.count(200)
-        return JSONResponse({
+        return stats.ok({
             "name": model, "versions": ["1"], "platform": "pytorch",
             "inputs": [{"name": "input", "datatype": "BYTES", "shape": [1]}],
             "outputs": [{"name": "output", "datatype": "BYTES", "shape": [1]}],
@@ -221,8 +250,7 @@ def create_app(server: Any, model: str, max_body_bytes: int,
         name = request.path_params["name"]
         if name != model:
             return unknown(name)
-        stats.count(200)
-        return JSONResponse({"name": model, "ready": True})
+        return stats.ok({"name": model, "ready": True})
 
     async def metrics(request: HttpRequest) -> Response:
         return PlainTextResponse(stats.prometheus())

@@ -1,7 +1,7 @@
 """The HTTP server as a process: uvicorn serving the OIP app (``http_app``) of a server made by
 the one builder (``builder``), for ``python -m latency serve`` and for an HTTP run — or, for a
 generative pipeline, the OpenAI-compatible app (``openai_app``) of its generation server
-(``gen_builder``), which also keeps its recent scheduler steps for the run (``gen_steps``).
+(``builder`` too), which also keeps its recent scheduler steps for the run (``gen_steps``).
 
 Why a process of its own for a run: see ``ServerProcess``. The process reads its config as
 JSON on the command line and answers with one line on a pipe of its own, ``ready {...}``: the
@@ -27,8 +27,7 @@ from latency.core.timing import GIL_SWITCH_INTERVAL_S
 from latency.host.processes import exit_now
 from latency.pipelines.generative import is_generative
 from latency.pipelines.registry import pipeline_class
-from latency.serve.builder import BuiltServer, build_server
-from latency.serve.gen_builder import BuiltGenServer, build_gen_server
+from latency.serve.builder import BuiltGenServer, BuiltServer, build_gen_server, build_server
 from latency.serve.gen_steps import StepRing
 from latency.serve.http_app import create_app
 from latency.serve.openai_app import create_openai_app
@@ -104,10 +103,7 @@ def serve(config: RunConfig, host: str, port: int, max_body_mb: float = DEFAULT_
     try:
         uv.run(sockets=[sock])
     finally:
-        if isinstance(built, BuiltGenServer):
-            built.server.close()
-        else:
-            built.server.stop()
+        built.server.stop()
         sock.close()
 
 

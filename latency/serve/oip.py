@@ -69,17 +69,14 @@ def encode_request(raw: Any, payload: str = "json", request_id: str | None = Non
             return raw.encode(), TEXT_TYPE
         return bytes(raw), RAW_TYPE
     if isinstance(raw, str):
-        tensor = {"name": INPUT_NAME, "shape": [1], "datatype": "BYTES",
-                  "parameters": {"content_type": "str"}, "data": [raw]}
+        kind, item = "str", raw
     elif json_value:
-        tensor = {"name": INPUT_NAME, "shape": [1], "datatype": "BYTES",
-                  "parameters": {"content_type": "json"},
-                  "data": [json.dumps(raw, separators=(",", ":"))]}
+        kind, item = "json", json.dumps(raw, separators=(",", ":"))
     else:
-        tensor = {"name": INPUT_NAME, "shape": [1], "datatype": "BYTES",
-                  "parameters": {"content_type": "base64"},
-                  "data": [base64.b64encode(bytes(raw)).decode("ascii")]}
-    body: dict[str, Any] = {"inputs": [tensor]}
+        kind, item = "base64", base64.b64encode(bytes(raw)).decode("ascii")
+    body: dict[str, Any] = {"inputs": [{"name": INPUT_NAME, "shape": [1], "datatype": "BYTES",
+                                        "parameters": {"content_type": kind},
+                                        "data": [item]}]}
     if request_id is not None:
         body["id"] = request_id
     return json.dumps(body, separators=(",", ":")).encode(), JSON_TYPE
@@ -118,14 +115,11 @@ def decode_request(body: bytes, content_type: str) -> tuple[Any, str | None]:
         raise ProtocolError(400, "input 'data' must be a list")
     if (not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)):
         raise ProtocolError(400, f"input shape must be a list of sizes, got {shape!r}")
-    n = 1
-    for d in shape:
-        n *= d
     if shape != [1]:
         raise ProtocolError(400, f"wrong tensor shape {shape}: this server takes one raw input "
                                  "per request, shape [1]")
-    if len(data) != n:
-        raise ProtocolError(400, f"shape {shape} holds {n} element(s) but data has {len(data)}")
+    if len(data) != 1:
+        raise ProtocolError(400, f"shape {shape} holds 1 element(s) but data has {len(data)}")
     item = data[0]
     if not isinstance(item, str):
         raise ProtocolError(400, "the BYTES element must be a string")

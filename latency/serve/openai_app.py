@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from latency.core.gen_records import GenRequest
@@ -47,7 +48,7 @@ from latency.core.timing import now_ns
 from latency.serve.gen_account import account_of
 from latency.serve.gen_server import GenServer
 from latency.serve.gen_steps import StepRing
-from latency.serve.http_app import ServerStats
+from latency.serve.http_app import ServerStats, read_body
 from latency.serve.openai_chunks import DONE, STREAM_TYPE, Encoder, usage_of
 from latency.serve.openai_protocol import CompletionAsk, OpenAIError, error_json, parse_ask
 
@@ -130,7 +131,7 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
     """The Starlette app serving ``server`` (a started ``GenServer``) as ``model``."""
     from starlette.applications import Starlette
     from starlette.requests import Request as HttpRequest
-    from starlette.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.responses import PlainTextResponse, Response
     from starlette.routing import Route
 
     stats = stats if stats is not None else ServerStats()
@@ -141,19 +142,6 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
         stats.count(exc.status)
         return Response(exc.body(), exc.status, media_type=JSON_TYPE)
 
-    async def read_body(request: HttpRequest) -> bytes:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > max_body_bytes:
-            raise OpenAIError(413, f"body of {int(length)} bytes is over the "
-                                   f"{max_body_bytes}-byte limit")
-        chunks, n = [], 0
-        async for chunk in request.stream():
-            n += len(chunk)
-            if n > max_body_bytes:
-                raise OpenAIError(413, f"body is over the {max_body_bytes}-byte limit")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     def gone(req: GenRequest) -> Response:
         """The client left: drop its request (its slot and KV are freed at the next step)."""
         server.cancel(req)
@@ -162,7 +150,8 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
 
     async def complete(request: HttpRequest, chat: bool) -> Response:
         try:
-            ask = parse_ask(await read_body(request), model, max_context, chat)
+            body = await read_body(request, max_body_bytes, OpenAIError)
+            ask = parse_ask(body, model, max_context, chat)
         except OpenAIError as exc:
             return refuse(exc)
         loop = asyncio.get_running_loop()
@@ -191,7 +180,7 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
             if ask.stream:
                 handed_over = True
                 return _SseResponse(req, stream, ask, Encoder(model, chat),  # type: ignore[return-value]
-                                    watcher, live, server, counts)
+                                    watcher, live, gone)
             while not (stream.last or stream.ended or stream.gone):
                 await stream.wait()
             if stream.gone:
@@ -220,8 +209,7 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
         return await complete(request, chat=True)
 
     async def models(request: HttpRequest) -> Response:
-        stats.count(200)
-        return JSONResponse({"object": "list", "data": [{
+        return stats.ok({"object": "list", "data": [{
             "id": model, "object": "model", "created": int(time.time()),
             "owned_by": "latency-lab", "max_model_len": max_context}]})
 
@@ -229,7 +217,7 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
         """A tokenize or detokenize request's body (vLLM's shape): a JSON object naming our
         model, if any."""
         try:
-            body = json.loads(await read_body(request))
+            body = json.loads(await read_body(request, max_body_bytes, OpenAIError))
         except (ValueError, RecursionError):
             raise OpenAIError(400, "the body is not JSON") from None
         if not isinstance(body, dict):
@@ -249,9 +237,8 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
             ids = await asyncio.to_thread(server.pipeline.tokenize, prompt)
         except OpenAIError as exc:
             return refuse(exc)
-        stats.count(200)
-        return JSONResponse({"count": len(ids), "max_model_len": max_context,
-                             "tokens": [int(i) for i in ids]})
+        return stats.ok({"count": len(ids), "max_model_len": max_context,
+                         "tokens": [int(i) for i in ids]})
 
     async def detokenize(request: HttpRequest) -> Response:
         try:
@@ -266,19 +253,16 @@ def create_openai_app(server: GenServer, model: str, max_context: int, max_body_
             return refuse(exc)
         except (ValueError, IndexError, KeyError, OverflowError) as exc:  # not in the vocab
             return refuse(OpenAIError(400, f"cannot detokenize: {exc}"))
-        stats.count(200)
-        return JSONResponse({"prompt": text})
+        return stats.ok({"prompt": text})
 
     async def health(request: HttpRequest) -> Response:
-        stats.count(200)
-        return JSONResponse({"status": "ok"})
+        return stats.ok({"status": "ok"})
 
     def gauges() -> dict[str, int]:
         return {**server.counts(), "streams": len(live), "disconnects": counts["disconnects"]}
 
     async def state(request: HttpRequest) -> Response:
-        stats.count(200)
-        return JSONResponse({**gauges(), "steps": steps.count if steps is not None else 0})
+        return stats.ok({**gauges(), "steps": steps.count if steps is not None else 0})
 
     async def metrics(request: HttpRequest) -> Response:
         g = gauges()
@@ -319,10 +303,10 @@ class _SseResponse:
     """The stream of one accepted request (an ASGI response: Starlette calls it)."""
 
     def __init__(self, req: GenRequest, stream: _Stream, ask: CompletionAsk, enc: Encoder,
-                 watcher: asyncio.Task[None], live: set[_Stream], server: GenServer,
-                 counts: dict[str, int]) -> None:
+                 watcher: asyncio.Task[None], live: set[_Stream],
+                 gone: Callable[[GenRequest], object]) -> None:
         self.req, self.stream, self.ask, self.enc = req, stream, ask, enc
-        self.watcher, self.live, self.server, self.counts = watcher, live, server, counts
+        self.watcher, self.live, self.gone = watcher, live, gone
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
@@ -344,8 +328,7 @@ class _SseResponse:
         chunk_tokens: list[int] = []
         while True:
             if stream.gone:
-                self.server.cancel(req)
-                self.counts["disconnects"] += 1
+                self.gone(req)  # the client left: its request is dropped and counted
                 return
             k = stream.ready
             if k > upto:

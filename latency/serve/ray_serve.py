@@ -54,15 +54,8 @@ from latency.core.timing import GIL_SWITCH_INTERVAL_S, now_ns
 from latency.host.devices import synchronize
 from latency.host.processes import pid_alive
 from latency.serve.builder import prepare_pipeline
-from latency.serve.http_app import error_status
-from latency.serve.oip import (
-    JSON_TYPE,
-    ProtocolError,
-    decode_request,
-    encode_response,
-    error_body,
-    format_server_timing,
-)
+from latency.serve.http_app import error_response, infer_response, read_body, server_timing_ns
+from latency.serve.oip import JSON_TYPE, ProtocolError, decode_request
 
 APP_NAME = "latency-lab"
 #: every request is admitted to a replica at once, so waiting for a busy one is measured
@@ -112,14 +105,10 @@ class Outcome:
 
 
 def _inference_thread(threads: int) -> None:
-    """Initialiser of a replica's forward thread: inference mode for the thread's life (not
-    per call: entering it costs ~20 µs inside the timed span) and its intra-op team."""
+    """Initialiser of a replica's forward and preprocess threads: inference mode for the
+    thread's life (not per call: entering it costs ~20 µs inside the timed span) and its
+    intra-op team (preprocessing's of one thread: it must not fight forward for cores)."""
     torch.set_num_threads(threads)
-    torch.inference_mode().__enter__()
-
-
-def _preprocess_thread() -> None:
-    torch.set_num_threads(1)  # preprocessing must not fight the forward pass for cores
     torch.inference_mode().__enter__()
 
 
@@ -138,7 +127,7 @@ class _Stages:
         self.prepared = prepare_pipeline(config)
         self.pipeline = self.prepared.pipeline
         self.pre_pool = ThreadPoolExecutor(config.preprocess_workers, "pre",
-                                           initializer=_preprocess_thread)
+                                           initializer=_inference_thread, initargs=(1,))
         self.fwd_pool = (ThreadPoolExecutor(1, "forward", initializer=_inference_thread,
                                             initargs=(config.threads,)) if forward else None)
 
@@ -155,10 +144,10 @@ class _Stages:
         if kind != "infer":
             return response
         try:
-            raw, rid = decode_request(await _read(request, self.max_body),
+            raw, rid = decode_request(await read_body(request, self.max_body, ProtocolError),
                                       request.headers.get("content-type", JSON_TYPE))
         except ProtocolError as exc:
-            return _client_error(exc)
+            return error_response(exc.status, str(exc))
         t_arrive = now_ns()
         try:
             job = await asyncio.get_running_loop().run_in_executor(
@@ -189,7 +178,8 @@ class _Stages:
             outputs = pipeline.split(out, n)
         except Exception as exc:  # noqa: BLE001 - the whole batch failed together
             t1 = now_ns()
-            return [Outcome(_durations(j, t0, t1, t1, t1), batch,
+            return [Outcome(server_timing_ns(j.t_arrive, j.t_pre_start, j.t_pre_end, t0, t1,
+                                             t1, t1), batch,
                             error=f"forward: {error_text(exc)}") for j in jobs]
         results = []
         for j, o in zip(jobs, outputs):
@@ -200,50 +190,23 @@ class _Stages:
                 response = pipeline.postprocess(o)
             except Exception as exc:  # noqa: BLE001 - one bad request fails alone
                 error = f"postprocess: {error_text(exc)}"
-            results.append(Outcome(_durations(j, t0, t1, t_post, now_ns()), batch, response,
-                                   error))
+            timing = server_timing_ns(j.t_arrive, j.t_pre_start, j.t_pre_end, t0, t1, t_post,
+                                      now_ns())
+            results.append(Outcome(timing, batch, response, error))
         return results
 
 
-def _durations(j: Job, t0: int, t1: int, t_post: int, t_post_end: int) -> dict[str, int]:
-    """One request's server-side durations; the three waits summed as ``queue``."""
-    pre = j.t_pre_end - j.t_pre_start
-    waited_pre = (j.t_pre_start - j.t_arrive) if j.t_pre_start else 0
-    waited_batch = t0 - (j.t_pre_end if j.t_pre_start else j.t_arrive)
-    return {"queue": waited_pre + waited_batch + (t_post - t1), "preprocess": pre,
-            "forward": t1 - t0, "postprocess": t_post_end - t_post}
-
-
 # ---- the HTTP face of an ingress deployment -----------------------------------------------
-async def _read(request: Any, max_body: int) -> bytes:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > max_body:
-        raise ProtocolError(413, f"body of {int(length)} bytes is over the {max_body}-byte "
-                                 "limit")
-    body = await request.body()
-    if len(body) > max_body:
-        raise ProtocolError(413, f"body is over the {max_body}-byte limit")
-    return body
-
-
 def _reply(model: str, outcome: Outcome, rid: str | None, hop_ns: int | None = None) -> Any:
-    from starlette.responses import Response
-
     timing = dict(outcome.durations)
     if hop_ns is not None:
         timing["hop"] = max(hop_ns, 0)  # not a server stage: the client counts it as network
-    headers = {"Server-Timing": format_server_timing(timing),
-               "Latency-Lab-Batch": outcome.batch}
-    if outcome.error is not None:
-        return Response(error_body(outcome.error), error_status(outcome.error), headers,
-                        media_type=JSON_TYPE)
-    return Response(encode_response(model, outcome.response, rid), 200, headers,
-                    media_type=JSON_TYPE)
+    return infer_response(model, timing, outcome.batch, outcome.response, outcome.error, rid)
 
 
 def _route(request: Any, model: str) -> tuple[str, Any]:
     """('infer', None) for an infer POST of ``model``, else ('done', the response)."""
-    from starlette.responses import JSONResponse, Response
+    from starlette.responses import JSONResponse
 
     path = request.url.path.rstrip("/")
     parts = path.split("/")
@@ -255,24 +218,16 @@ def _route(request: Any, model: str) -> tuple[str, Any]:
     if len(parts) >= 4 and parts[1:3] == ["v2", "models"]:
         name = parts[3]
         if name != model:
-            return "done", Response(error_body(f"unknown model {name!r}; this server serves "
-                                               f"{model!r}"), 404, media_type=JSON_TYPE)
+            return "done", error_response(404, f"unknown model {name!r}; this server "
+                                               f"serves {model!r}")
         if parts[-1] == "infer":
             if request.method != "POST":
-                return "done", Response(error_body("infer takes POST"), 405,
-                                        media_type=JSON_TYPE)
+                return "done", error_response(405, "infer takes POST")
             return "infer", None
         if len(parts) == 4 or parts[-1] == "ready":
             return "done", JSONResponse({"name": model, "ready": True, "platform": "pytorch",
                                          "versions": ["1"]})
-    return "done", Response(error_body(f"no route {request.method} {path}"), 404,
-                            media_type=JSON_TYPE)
-
-
-def _client_error(exc: ProtocolError) -> Any:
-    from starlette.responses import Response
-
-    return Response(error_body(str(exc)), exc.status, media_type=JSON_TYPE)
+    return "done", error_response(404, f"no route {request.method} {path}")
 
 
 # ---- the deployments ------------------------------------------------------------------------
@@ -286,7 +241,6 @@ class ModelReplica:
         self.stages = _Stages(config_dict, forward=True)
         c = self.stages.config
         self.model = c.model
-        self.max_body = int(c.max_body_mb * 1024 * 1024)
         # Ray's batching, one queue per replica: a batch is due at max_batch_size requests or
         # batch_wait_timeout_s after its first — our BatchQueue's rule
         self.forward_batch = serve.batch(max_batch_size=c.batch_size,
@@ -315,7 +269,8 @@ class ModelReplica:
 
     async def infer_item(self, item: Any) -> Outcome:
         """A preprocessed request from the preprocess deployment."""
-        return await self.forward_batch(Job(item, now_ns()))
+        t = now_ns()  # preprocessed elsewhere: none of its time is this replica's
+        return await self.forward_batch(Job(item, t, t, t))
 
 
 class PreprocessIngress:
@@ -324,8 +279,7 @@ class PreprocessIngress:
 
     def __init__(self, config_dict: dict[str, Any], model_handle: Any) -> None:
         self.stages = _Stages(config_dict, forward=False)
-        c = self.stages.config
-        self.model = c.model
+        self.model = self.stages.config.model
         self.handle = model_handle
 
     async def describe(self) -> dict[str, Any]:

@@ -131,6 +131,13 @@ class BatchQueue:
             return batch
 
 
+def join_by(threads: list[threading.Thread], deadline: float) -> None:
+    """Wait for ``threads`` until ``deadline`` (``time.monotonic``) at most: a thread stuck in
+    a hung stage is a daemon and is left behind, so a stop stays short."""
+    for t in threads:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
 class Server:
     """An in-process model server: preprocess pool, batch queue, replicas."""
 
@@ -155,16 +162,13 @@ class Server:
             t.start()
 
     def stop(self) -> None:
-        """Ask every thread to end and wait for them, at most ``STOP_JOIN_S`` in all: a thread
-        stuck in a hung stage is a daemon and is left behind, so a stop stays short."""
+        """Ask every thread to end and wait for them, at most ``STOP_JOIN_S`` in all."""
         deadline = time.monotonic() + STOP_JOIN_S
         for _ in self._workers:
             self.inbox.put(_STOP)
-        for t in self._workers:
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        join_by(self._workers, deadline)
         self.batches.close()
-        for t in self._replicas:
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        join_by(self._replicas, deadline)
 
     def abandon_waiting(self) -> int:
         """On Stop: answer every request not yet started as cancelled (left out of the
