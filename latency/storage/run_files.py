@@ -8,7 +8,6 @@ the history store. Every path ends in the engine's own ``RECORD_DTYPE`` rows.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Iterator
@@ -139,8 +138,7 @@ def stored_run_from_json(path: str | Path) -> Any:
     """A run JSON (``run --json``) as a StoredRun, so ``compare`` and its p99 gate take a
     baseline file committed to a repository as well as a history id."""
     from latency.analysis.summary import Summary
-    from latency.core.describe import load_description, setup_description
-    from latency.storage.store import RunInfo, StoredRun
+    from latency.storage.store import RunInfo, StoredRun, listing_columns
 
     p = Path(path)
     data = _read_json(path, "a readable run JSON")
@@ -170,20 +168,7 @@ def stored_run_from_json(path: str | Path) -> Any:
     info = RunInfo(id=p.name, name=str(name) if name else None, created_at=float(when),
                    status=str(data.get("status", "completed")), source="file",
                    origin_id=data["id"] if exported else None,
-                   model=str(cfg.model), mode=cfg.mode,
-                   load=load_description(cfg), setup=setup_description(cfg),
-                   device=cfg.device, n=summary.requests, errors=summary.errors,
-                   p50_ms=None, p99_ms=None, throughput_rps=summary.throughput_rps,
-                   machine=_machine(data.get("environment")))
-    if result is not None:
-        info = dataclasses.replace(
-            info, kind="generation", p50_ms=result.summary.ttft_ms.p50,
-            p99_ms=result.summary.ttft_ms.p99, itl_p99_ms=result.summary.itl_ms.p99,
-            tpot_p99_ms=result.summary.tpot_ms.p99,
-            tokens_per_s=result.summary.output_tokens_per_s)
-    else:
-        info = dataclasses.replace(info, p50_ms=summary.latency_ms.p50,
-                                   p99_ms=summary.latency_ms.p99)
+                   machine=_machine(data.get("environment")), **listing_columns(summary, cfg))
     return StoredRun(info=info, summary=summary, config=cfg,
                      environment=data.get("environment") or {}, makeup_ms={}, spectrum=None,
                      result=result)

@@ -347,11 +347,10 @@ class RunStore:
         cfg = result.config
         values, blobs = (_generation_row(result) if isinstance(result, GenResult) else
                          _one_shot_row(result))  # type: ignore[arg-type]
+        values.update(listing_columns(result.summary, cfg))
         values.update({
             "name": name, "created_at": time.time(), "status": result.status,
-            "source": source, "origin_id": origin_id, "model": str(cfg.model),
-            "mode": cfg.mode, "load": load_description(cfg), "setup": setup_description(cfg),
-            "device": cfg.device, "config": _dumps(cfg.to_dict()),
+            "source": source, "origin_id": origin_id, "config": _dumps(cfg.to_dict()),
             "environment": _dumps(result.environment),
             "timings": _dumps(result.timings.to_dict()), "failure": result.failure,
             "error_messages": _dumps({str(k): v for k, v in result.errors.items()}),
@@ -587,6 +586,21 @@ def _stored(info: RunInfo, run_id: str, row: tuple[Any, ...],
     return stored
 
 
+def listing_columns(summary: Summary | GenSummary, cfg: RunConfig) -> dict[str, Any]:
+    """What a listing shows of a run of either kind (``RunInfo``'s fields), from its summary
+    and config: a saved run's columns, and a run file's line beside them. p50/p99 are the
+    end-to-end latency of a one-shot run and the TTFT of a generation."""
+    columns = {"model": str(cfg.model), "mode": cfg.mode, "load": load_description(cfg),
+               "setup": setup_description(cfg), "device": cfg.device, "n": summary.requests,
+               "errors": summary.errors, "throughput_rps": summary.throughput_rps}
+    if isinstance(summary, GenSummary):
+        return {**columns, "kind": "generation", "p50_ms": summary.ttft_ms.p50,
+                "p99_ms": summary.ttft_ms.p99, "itl_p99_ms": summary.itl_ms.p99,
+                "tpot_p99_ms": summary.tpot_ms.p99, "tokens_per_s": summary.output_tokens_per_s}
+    return {**columns, "kind": "one-shot", "p50_ms": summary.latency_ms.p50,
+            "p99_ms": summary.latency_ms.p99}
+
+
 def _one_shot_row(result: RunResult) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
     """A one-shot run's own columns, and its request rows in chunks of ``CHUNK_ROWS``."""
     summary = result.summary
@@ -597,9 +611,7 @@ def _one_shot_row(result: RunResult) -> tuple[dict[str, Any], list[tuple[Any, ..
     blobs = [(i, len(rows[s: s + CHUNK_ROWS]),
               "zlib", zlib.compress(rows[s: s + CHUNK_ROWS].tobytes(), ZLIB_LEVEL))
              for i, s in enumerate(range(0, len(rows), CHUNK_ROWS))]
-    return {"kind": "one-shot", "n": summary.requests, "errors": summary.errors,
-            "p50_ms": summary.latency_ms.p50, "p99_ms": summary.latency_ms.p99,
-            "throughput_rps": summary.throughput_rps, "summary": _dumps(summary.to_dict()),
+    return {"summary": _dumps(summary.to_dict()),
             "warnings": _dumps(result.warnings),
             "finding_kinds": _dumps([getattr(w, "kind", "recorded") for w in summary.warnings]),
             "makeup": _dumps(snap.makeup_ms), "spectrum": spectrum_of(result.log),
@@ -607,17 +619,13 @@ def _one_shot_row(result: RunResult) -> tuple[dict[str, Any], list[tuple[Any, ..
 
 
 def _generation_row(result: GenResult) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
-    """A generation's own columns (p50/p99: TTFT), and its request, token and step logs as
-    chunks 0, 1 and 2 (``GENERATION_PARTS``)."""
-    s = result.summary
+    """A generation's own columns, and its request, token and step logs as chunks 0, 1 and 2
+    (``GENERATION_PARTS``)."""
     meta = result.to_dict(requests=False)
     extra = {k: meta[k] for k in ("samples", "reports", "server_split", "verdict") if k in meta}
     logs = [np.ascontiguousarray(a, dtype=d) for a, d in ((result.rows, GEN_DTYPE),
             (result.tokens, TOKEN_DTYPE), (result.steps, STEP_DTYPE))]
-    return {"kind": "generation", "n": s.requests, "errors": s.errors,
-            "p50_ms": s.ttft_ms.p50, "p99_ms": s.ttft_ms.p99, "throughput_rps": s.throughput_rps,
-            "itl_p99_ms": s.itl_ms.p99, "tpot_p99_ms": s.tpot_ms.p99,
-            "tokens_per_s": s.output_tokens_per_s, "summary": _dumps(meta["summary"]),
+    return {"summary": _dumps(meta["summary"]),
             "warnings": _dumps([str(w) for w in result.warnings]),
             "extra": _dumps({**extra, "step_layout": STEP_LAYOUT}), "makeup": "{}",
             "n_rows": len(result.rows), "record_dtype": _dumps(GEN_DTYPE.descr)}, [
