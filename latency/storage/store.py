@@ -154,6 +154,20 @@ class StoreError(ConfigError):
     """The history cannot be used (unreadable file, unknown or ambiguous run id): one line."""
 
 
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write as one transaction: ``BEGIN IMMEDIATE`` (the writer's lock, taken before
+    anything is read) … ``COMMIT``; anything raised inside rolls all of it back."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 def default_path() -> Path:
     """``$LATENCY_LAB_DB`` if set, else ``~/.latency_lab/runs.sqlite``."""
     env = os.environ.get(DB_ENV)
@@ -300,8 +314,7 @@ class RunStore:
             raise StoreError(f"{self.path} was written by a newer Latency Lab "
                              f"(schema {version} > {SCHEMA_VERSION})")
         if version < SCHEMA_VERSION:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(conn):
                 version = conn.execute("PRAGMA user_version").fetchone()[0]  # under the lock
                 if version == 0:
                     for statement in _SCHEMA.split(";"):
@@ -314,10 +327,6 @@ class RunStore:
                     if k == 5:
                         _move_generations(conn)
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         self._ready_for = self.path
 
     def check_writable(self) -> None:
@@ -355,20 +364,13 @@ class RunStore:
             "timings": _dumps(result.timings.to_dict()), "failure": result.failure,
             "error_messages": _dumps({str(k): v for k, v in result.errors.items()}),
             "valid": int(result.validity.valid), "owner": owner})
-        with self._connect() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                run_id = self._new_id(conn)
-                cols = ["id", *values]
-                conn.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES "
-                             f"({', '.join('?' * len(cols))})", [run_id, *values.values()])
-                conn.executemany("INSERT INTO request_chunks VALUES (?, ?, ?, ?, ?)",
-                                 [(run_id, *b) for b in blobs])
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        with self._connect() as conn, _transaction(conn):
+            run_id = self._new_id(conn)
+            cols = ["id", *values]
+            conn.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES "
+                         f"({', '.join('?' * len(cols))})", [run_id, *values.values()])
+            conn.executemany("INSERT INTO request_chunks VALUES (?, ?, ?, ?, ?)",
+                             [(run_id, *b) for b in blobs])
         return run_id
 
     @staticmethod
@@ -387,16 +389,10 @@ class RunStore:
             return self._info(conn, run_id)
 
     def delete(self, ref: str) -> RunInfo:
-        with self._connect() as conn, self._writing():
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                run_id = self._resolve(conn, ref)
-                info = self._info(conn, run_id)
-                conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))  # chunks cascade
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with self._connect() as conn, self._writing(), _transaction(conn):
+            run_id = self._resolve(conn, ref)
+            info = self._info(conn, run_id)
+            conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))  # chunks cascade
         return info
 
     @contextmanager
