@@ -103,7 +103,6 @@ BUSY_TIMEOUT_MS = 30_000
 #: the table ``check_writable`` creates, and rolls back, to prove the history takes a write
 WRITE_PROBE = "_latency_write_probe"
 ID_LENGTH = 6
-STATUSES = ("completed", "stopped", "failed")
 #: the longest run name kept (a name is a label, not a document)
 MAX_NAME = 200
 
@@ -222,16 +221,12 @@ class RunInfo:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created_at))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "label": self.label, "when": self.when,
-                "created_at": self.created_at, "status": self.status, "source": self.source,
-                "model": self.model, "mode": self.mode, "load": self.load, "setup": self.setup,
-                "device": self.device, "n": self.n, "errors": self.errors,
-                "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
-                "throughput_rps": self.throughput_rps, "origin_id": self.origin_id,
-                "kind": self.kind, "valid": self.valid, "itl_p99_ms": self.itl_p99_ms,
-                "tpot_p99_ms": self.tpot_p99_ms, "tokens_per_s": self.tokens_per_s,
-                "disturbed": self.disturbed, "machine": self.machine}
-                # (``owner`` stays out: a session id is not for listings)
+        """Every field in order (``owner`` left out: a session id is not for listings), the
+        label and date after the name, whether the machine was disturbed before it."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+             if f.name not in ("owner", "machine")}
+        return {"id": d.pop("id"), "name": d.pop("name"), "label": self.label,
+                "when": self.when, **d, "disturbed": self.disturbed, "machine": self.machine}
 
 
 @dataclass
@@ -541,10 +536,9 @@ def _has_json() -> bool:
         return False
 
 
-_INFO_COLS = ("id, name, created_at, status, source, model, mode, load, setup, device, n, "
-              "errors, p50_ms, p99_ms, throughput_rps, origin_id, owner, kind, valid, "
-              "itl_p99_ms, tpot_p99_ms, tokens_per_s, "
-              + (_MACHINE_COL if _has_json() else "NULL"))
+#: ``RunInfo``'s fields in its order (``_info_from_row`` makes one of them), its machine last
+_INFO_COLS = ", ".join([*(f.name for f in dataclasses.fields(RunInfo) if f.name != "machine"),
+                        _MACHINE_COL if _has_json() else "NULL"])
 
 
 #: the spectrum's grid: every 1 % up to p90, then 50 points a decade of 1/(1−p) — as dense at
