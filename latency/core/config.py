@@ -547,10 +547,12 @@ class RunConfig:
 
     def generation_flags(self) -> list[str]:
         """The generation flags this config sets away from their defaults."""
-        base = RunConfig()
-        meta = flags_of(RunConfig)
-        return [meta[f].name for f in self.GENERATION_FIELDS
-                if getattr(self, f) != getattr(base, f)]
+        return self._flags_set(self.GENERATION_FIELDS)
+
+    def _flags_set(self, fields: tuple[str, ...]) -> list[str]:
+        """The flags of ``fields`` this config sets away from their defaults."""
+        base, meta = RunConfig(), flags_of(RunConfig)
+        return [meta[f].name for f in fields if getattr(self, f) != getattr(base, f)]
 
     def _check_generation(self) -> None:
         """The generation values (the pipeline's context is checked in ``validate``)."""
@@ -599,21 +601,17 @@ class RunConfig:
     def _check_target_generation(self) -> None:
         """The flags of a generation from a --target: only with one, and not the
         scheduler's (the target's own server schedules)."""
-        meta = flags_of(RunConfig)
-        base = RunConfig()
         if self.api is not None:
             one_of("api", self.api, APIS)
         if self.target is None:
-            given = [meta[f].name for f in self.TARGET_FIELDS
-                     if getattr(self, f) != getattr(base, f)]
+            given = self._flags_set(self.TARGET_FIELDS)
             if given:
                 raise ConfigError(f"{', '.join(given)}: settings of a generation from a "
                                   "server of yours: give its --target URL too")
             return
         if not self.generation_flags():
             return  # a one-shot target (OIP or plain HTTP)
-        ours = [meta[f].name for f in self.SCHEDULER_FIELDS
-                if getattr(self, f) != getattr(base, f)]
+        ours = self._flags_set(self.SCHEDULER_FIELDS)
         if ours:
             raise ConfigError(f"{', '.join(ours)}: our scheduler's settings, but --target's "
                               "server schedules its own requests (set them on that server)")
