@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from latency.core.gen_records import token_gaps
-from latency.core.records import STATUS_OK
+from latency.core.records import STAMPS, STATUS_OK
 
 #: the segments of one request: (component, part, from stamp, to stamp), in time order.
 SEGMENTS: tuple[tuple[str, str, str, str], ...] = (
@@ -147,9 +147,7 @@ def chrome_trace(log: np.ndarray, errors: dict[int, str] | None = None,
     rows = log[idx]
     if len(rows):
         t0 = int(rows["t_intended"].min())
-        us = {s: (rows[f"t_{s}"].astype(np.int64) - t0) / 1000.0 for s in
-              ("intended", "sent", "received", "pre_start", "pre_end", "fwd_start", "fwd_end",
-               "post_start", "post_end", "done")}
+        us = {s: (rows[f"t_{s}"].astype(np.int64) - t0) / 1000.0 for s in STAMPS}
         ids = {f: rows[f].tolist() for f in ("batch_id", "batch_size", "replica", "client",
                                              "status", "warmup")}
         original = idx.tolist()
