@@ -369,7 +369,7 @@ def test_python_api_profiles_a_generative_pipeline_object_with_its_prompts():
 
 
 def test_the_trace_draws_each_request_with_parts_that_sum_to_it():
-    from latency.storage.gen_trace import gen_trace
+    from latency.storage.trace import gen_trace
 
     result = run(concurrency=2, requests=6, prompt_tokens="32", output_tokens="5", warmup=0)
     trace = gen_trace(result.rows, result.tokens, result.steps, result.errors)

@@ -477,13 +477,8 @@ class RunConfig:
         positive_int("input-pool", c.input_pool, 100_000)
         if not 0 <= c.max_batch_delay_ms <= MAX_DELAY_MS:
             raise ConfigError(f"--max-batch-delay-ms must be between 0 and {MAX_DELAY_MS:g}")
-        if not isinstance(c.warmup, int) or isinstance(c.warmup, bool) or \
-                not 0 <= c.warmup <= MAX_WARMUP:
-            raise ConfigError(f"--warmup must be a whole number from 0 to {MAX_WARMUP:,} "
-                              f"(got {c.warmup!r})")
-        if not isinstance(c.seed, int) or isinstance(c.seed, bool) or not 0 <= c.seed <= MAX_SEED:
-            raise ConfigError(f"--seed must be a whole number from 0 to {MAX_SEED} "
-                              f"(got {c.seed!r})")
+        whole_number("warmup", c.warmup, MAX_WARMUP)
+        whole_number("seed", c.seed, MAX_SEED)
         if c.max_backlog is not None:
             positive_int("max-backlog", c.max_backlog, MAX_BACKLOG)
         if c.drain_grace_s is not None and not (isinstance(c.drain_grace_s, (int, float))
@@ -496,24 +491,19 @@ class RunConfig:
             raise ConfigError(f"--max-error-rate must be a fraction from 0 to 1 "
                               f"(got {c.max_error_rate!r})")
         if c.min_requests is not None:
-            if not isinstance(c.min_requests, int) or isinstance(c.min_requests, bool) or \
-                    not 0 <= c.min_requests <= MAX_REQUESTS:
-                raise ConfigError(f"--min-requests must be a whole number from 0 to "
-                                  f"{MAX_REQUESTS:,} (got {c.min_requests!r})")
+            whole_number("min-requests", c.min_requests, MAX_REQUESTS)
         if not (isinstance(c.min_duration_s, (int, float)) and
                 0 <= c.min_duration_s <= MAX_DURATION_S):
             raise ConfigError(f"--min-duration must be from 0 to {MAX_DURATION_S:g} s "
                               f"(got {c.min_duration_s!r})")
-        if c.input_order not in INPUT_ORDERS:
-            raise ConfigError(f"--input-order must be one of: {', '.join(INPUT_ORDERS)}")
+        one_of("input-order", c.input_order, INPUT_ORDERS)
         if c.concurrency is not None and c.rate is not None:
             raise ConfigError("choose one load: --concurrency (closed loop) or --rate (open loop)")
         if c.rate is not None:
             if not (isinstance(c.rate, (int, float)) and MIN_RATE <= c.rate <= MAX_RATE):
                 raise ConfigError(f"--rate must be from {MIN_RATE:g} to {MAX_RATE:g} "
                                   f"requests/s (got {c.rate!r})")
-            if c.arrival not in ARRIVALS:
-                raise ConfigError(f"--arrival must be one of: {', '.join(ARRIVALS)}")
+            one_of("arrival", c.arrival, ARRIVALS)
         else:
             c.concurrency = 1 if c.concurrency is None else c.concurrency
             positive_int("concurrency", c.concurrency, MAX_CONCURRENCY)
@@ -557,10 +547,12 @@ class RunConfig:
 
     def generation_flags(self) -> list[str]:
         """The generation flags this config sets away from their defaults."""
-        base = RunConfig()
-        meta = flags_of(RunConfig)
-        return [meta[f].name for f in self.GENERATION_FIELDS
-                if getattr(self, f) != getattr(base, f)]
+        return self._flags_set(self.GENERATION_FIELDS)
+
+    def _flags_set(self, fields: tuple[str, ...]) -> list[str]:
+        """The flags of ``fields`` this config sets away from their defaults."""
+        base, meta = RunConfig(), flags_of(RunConfig)
+        return [meta[f].name for f in fields if getattr(self, f) != getattr(base, f)]
 
     def _check_generation(self) -> None:
         """The generation values (the pipeline's context is checked in ``validate``)."""
@@ -592,8 +584,7 @@ class RunConfig:
                                   f"{self.chunked_prefill:,}): a step must hold one chunk")
         if self.kv_tokens is not None:
             positive_int("kv-tokens", self.kv_tokens, MAX_KV_TOKENS)
-        if self.batching not in BATCHING:
-            raise ConfigError(f"--batching must be one of: {', '.join(BATCHING)}")
+        one_of("batching", self.batching, BATCHING)
         if self.batching == "static" and self.chunked_prefill is not None:
             raise ConfigError("--batching static prefills each batch whole: drop "
                               "--chunked-prefill (or use --batching continuous)")
@@ -610,21 +601,17 @@ class RunConfig:
     def _check_target_generation(self) -> None:
         """The flags of a generation from a --target: only with one, and not the
         scheduler's (the target's own server schedules)."""
-        meta = flags_of(RunConfig)
-        base = RunConfig()
-        if self.api is not None and self.api not in APIS:
-            raise ConfigError(f"--api must be one of: {', '.join(APIS)}")
+        if self.api is not None:
+            one_of("api", self.api, APIS)
         if self.target is None:
-            given = [meta[f].name for f in self.TARGET_FIELDS
-                     if getattr(self, f) != getattr(base, f)]
+            given = self._flags_set(self.TARGET_FIELDS)
             if given:
                 raise ConfigError(f"{', '.join(given)}: settings of a generation from a "
                                   "server of yours: give its --target URL too")
             return
         if not self.generation_flags():
             return  # a one-shot target (OIP or plain HTTP)
-        ours = [meta[f].name for f in self.SCHEDULER_FIELDS
-                if getattr(self, f) != getattr(base, f)]
+        ours = self._flags_set(self.SCHEDULER_FIELDS)
         if ours:
             raise ConfigError(f"{', '.join(ours)}: our scheduler's settings, but --target's "
                               "server schedules its own requests (set them on that server)")
@@ -638,10 +625,8 @@ class RunConfig:
     def _check_backend(self) -> None:
         """Ray Serve is reached over HTTP, through its proxy; it serves our pipeline, so it
         takes no remote target."""
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"--backend must be one of: {', '.join(BACKENDS)}")
-        if self.ray_preprocess not in RAY_PREPROCESS:
-            raise ConfigError(f"--ray-preprocess must be one of: {', '.join(RAY_PREPROCESS)}")
+        one_of("backend", self.backend, BACKENDS)
+        one_of("ray-preprocess", self.ray_preprocess, RAY_PREPROCESS)
         if self.backend != "ray":
             if self.ray_address is not None or self.ray_preprocess != "replica":
                 raise ConfigError("--ray-address and --ray-preprocess are for --backend ray")
@@ -683,10 +668,8 @@ class RunConfig:
                 raise ConfigError("--target must not carry a user name or password "
                                   "(user:password@host is not sent as credentials): give "
                                   "the URL without them")
-        if self.transport not in TRANSPORTS:
-            raise ConfigError(f"--transport must be one of: {', '.join(TRANSPORTS)}")
-        if self.payload not in PAYLOADS:
-            raise ConfigError(f"--payload must be one of: {', '.join(PAYLOADS)}")
+        one_of("transport", self.transport, TRANSPORTS)
+        one_of("payload", self.payload, PAYLOADS)
         for name, value, top in (("net-rtt-ms", self.net_rtt_ms, MAX_RTT_MS),
                                  ("net-jitter-ms", self.net_jitter_ms, MAX_RTT_MS)):
             if not isinstance(value, (int, float)) or not 0 <= value <= top:
@@ -706,14 +689,12 @@ class RunConfig:
         if self.bodies is not None and self.transport != "http":
             raise ConfigError("--bodies are HTTP request bodies: add --transport http or "
                               "--target URL")
-        if self.target_protocol not in TARGET_PROTOCOLS:
-            raise ConfigError(f"--target-protocol must be one of: {', '.join(TARGET_PROTOCOLS)}")
+        one_of("target-protocol", self.target_protocol, TARGET_PROTOCOLS)
         if self.target_protocol == "http":
             if self.target is None:
                 raise ConfigError("--target-protocol http speaks to a --target URL")
             self.http_method = str(self.http_method).upper()
-            if self.http_method not in HTTP_METHODS:
-                raise ConfigError(f"--method must be one of: {', '.join(HTTP_METHODS)}")
+            one_of("method", self.http_method, HTTP_METHODS)
             if self.bodies is None and self.inputs is None:
                 raise ConfigError("a plain HTTP target needs its request bodies: --bodies FILE "
                                   "(one body a line) or --inputs FILE|DIR (each input as "
@@ -732,6 +713,18 @@ class RunConfig:
 def field_help(name: str) -> str:
     """What RunConfig field ``name`` means, as ``--help`` and the dashboard's tooltip say it."""
     return flags_of(RunConfig)[name].help
+
+
+def whole_number(flag: str, value: Any, limit: int) -> None:
+    """ConfigError unless ``value`` is a whole number from 0 to ``limit``."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= limit:
+        raise ConfigError(f"--{flag} must be a whole number from 0 to {limit:,} (got {value!r})")
+
+
+def one_of(flag: str, value: Any, choices: tuple[str, ...]) -> None:
+    """ConfigError unless ``value`` is one of ``choices`` (a flag's ``choices``)."""
+    if value not in choices:
+        raise ConfigError(f"--{flag} must be one of: {', '.join(choices)}")
 
 
 def positive_int(flag: str, value: Any, limit: int) -> None:

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from latency.core.gen_reports import empty_reports
+from latency.core.records import STATUS_ERROR, STATUS_OK, grown
+from latency.core.records import measured_and_ok as measured_and_ok  # (the same columns)
 
 #: the components of a generation, in the order they happen; the stacked bars use this order.
 GEN_COMPONENTS: tuple[str, ...] = ("network", "queue", "tokenize", "prefill", "prefill_stall",
@@ -42,8 +44,6 @@ GAP_COMPONENTS: tuple[str, ...] = ("decode", "stall", "detokenize", "delivery")
 #: what produced a token: the call that finished its prompt's prefill (the first token), a
 #: decode step, or the prefill that recomputed a preempted sequence
 KIND_FIRST, KIND_DECODE, KIND_RECOMPUTE = 0, 1, 2
-
-STATUS_OK, STATUS_ERROR = 0, 1
 
 #: one request's stamps, in the order they happen
 GEN_STAMPS: tuple[str, ...] = ("intended", "sent", "received", "tok_start", "tok_end",
@@ -279,12 +279,12 @@ class GenLog:
         Caller holds the log's lock."""
         n = min(len(r.delivered), max(self.max_tokens - self.n_tokens, 0))
         if self.size == len(self.rows):
-            self.rows = _grown(self.rows, self.size + 1)
-            grown = empty_reports(len(self.rows))
-            grown[: len(self.reports)] = self.reports
-            self.reports = grown
+            self.rows = grown(self.rows, self.size + 1)
+            reports = empty_reports(len(self.rows))
+            reports[: len(self.reports)] = self.reports
+            self.reports = reports
         if self.n_tokens + n > len(self.tokens):
-            self.tokens = _grown(self.tokens, self.n_tokens + n)
+            self.tokens = grown(self.tokens, self.n_tokens + n)
         i = self.size
         delivered = np.asarray(r.delivered, dtype=np.int64)
         call_start = np.asarray(r.call_start, dtype=np.int64)
@@ -320,17 +320,3 @@ class GenLog:
     def reports_view(self) -> np.ndarray:
         return self.reports[: self.size]
 
-
-def _grown(array: np.ndarray, need: int) -> np.ndarray:
-    size = len(array)
-    while size < need:
-        size *= 2
-    out = np.zeros(size, dtype=array.dtype)
-    out[: len(array)] = array
-    return out
-
-
-def measured_and_ok(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The measured rows (warm-up excluded) and the successful ones among them."""
-    measured = rows[~rows["warmup"]]
-    return measured, measured[measured["status"] == STATUS_OK]

@@ -170,9 +170,7 @@ class RequestLog:
     def append(self, r: Request) -> int:
         """Write one finished request; returns its row index. Caller holds the log's lock."""
         if self.size == len(self.rows):
-            grown = np.zeros(len(self.rows) * 2, dtype=RECORD_DTYPE)
-            grown[: self.size] = self.rows[: self.size]
-            self.rows = grown
+            self.rows = grown(self.rows, self.size + 1)
         i = self.size
         self.rows[i] = (r.t_intended, r.t_sent, r.t_received, r.t_pre_start, r.t_pre_end,
                         r.t_fwd_start, r.t_fwd_end, r.t_post_start, r.t_post_end, r.t_done,
@@ -189,8 +187,20 @@ class RequestLog:
         return self.rows[: self.size]
 
 
+def grown(array: np.ndarray, need: int) -> np.ndarray:
+    """``array`` in a zeroed copy doubled until it holds ``need`` rows (an append-only log's
+    growth: amortised, each row copied a few times at most)."""
+    size = len(array)
+    while size < need:
+        size *= 2
+    out = np.zeros(size, dtype=array.dtype)
+    out[: len(array)] = array
+    return out
+
+
 def measured_and_ok(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The measured rows (warm-up excluded) and the successful ones among them.
+    """The measured rows (warm-up excluded) and the successful ones among them, of either
+    kind's log (a one-shot run's or a generation's request rows).
 
     Views instead of copies in the common case — warm-up rows form a prefix (the warm-up phase
     finishes before measuring starts) and most runs have no errors — because copying 105-byte

@@ -20,9 +20,8 @@ from latency.analysis.result import RunResult
 from latency.analysis.run_model import MeasuredRun
 from latency.core.errors import ConfigError
 from latency.core.records import component_labels, in_process
-from latency.storage.gen_trace import gen_trace_bytes
 from latency.storage.store import StoredRun
-from latency.storage.trace import chrome_trace_bytes
+from latency.storage.trace import chrome_trace_bytes, gen_trace_bytes
 
 #: format → (file extension, MIME type).
 FORMATS: dict[str, tuple[str, str]] = {

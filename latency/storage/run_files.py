@@ -8,9 +8,10 @@ the history store. Every path ends in the engine's own ``RECORD_DTYPE`` rows.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,53 +50,36 @@ def rows_from_csv(path: str | Path) -> np.ndarray:
     return rows
 
 
-def load_run_rows(source: str, db: str | None = None) -> np.ndarray:
-    """Request rows from a run JSON, a requests CSV or a history run id (ValueError if none)."""
-    return load_run(source, db)[0]
-
-
 def load_run(source: str, db: str | None = None) -> tuple[np.ndarray, RunConfig | None]:
     """Request rows and the run's config (None for a CSV, which has none) from a run JSON, a
     requests CSV or a history run id; ValueError with a one-line reason otherwise."""
     path = Path(source)
-    if not path.suffix and not path.exists():
+    if _history_ref(source) or path.suffix.lower() not in (".csv", ".json"):
         return _rows_from_history(source, db)
+    if not path.is_file():
+        raise ValueError(f"no such file: {source}")
     if path.suffix.lower() == ".csv":
-        if not path.is_file():
-            raise ValueError(f"no such file: {source}")
         return rows_from_csv(path), None
-    if path.suffix.lower() == ".json":
-        if not path.is_file():
-            raise ValueError(f"no such file: {source}")
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise ConfigError(f"{source}: not valid JSON ({_why(exc)})") from None
-        if isinstance(data, dict) and data.get("kind") == "generation":
-            raise ConfigError(f"{source} is a generation run (this reads one-shot runs; "
-                              "load_generation reads it)")
-        table = data.get("requests") if isinstance(data, dict) else None
-        if not isinstance(table, dict) or "columns" not in table:
-            raise ValueError(f"{source} has no per-request records: write the run with "
-                             "`python -m latency run ... --json FILE` (or --csv FILE), or a "
-                             "saved one with `python -m latency history export ID --format "
-                             "json --out FILE`")
-        config = data.get("config")
-        try:
-            return rows_from_table(table), (RunConfig.from_dict(config)
-                                            if isinstance(config, dict) else None)
-        except DAMAGE as exc:
-            raise ConfigError(f"{source}: damaged run JSON ({_why(exc)})") from None
-    return _rows_from_history(source, db)
+    data = _read_json(source, "valid JSON")
+    if isinstance(data, dict) and data.get("kind") == "generation":
+        raise ConfigError(f"{source} is a generation run (this reads one-shot runs; "
+                          "load_generation reads it)")
+    table = data.get("requests") if isinstance(data, dict) else None
+    if not isinstance(table, dict) or "columns" not in table:
+        raise ValueError(f"{source} has no per-request records: write the run with "
+                         "`python -m latency run ... --json FILE` (or --csv FILE), or a "
+                         "saved one with `python -m latency history export ID --format "
+                         "json --out FILE`")
+    config = data.get("config")
+    with _damaged(source):
+        return rows_from_table(table), (RunConfig.from_dict(config)
+                                        if isinstance(config, dict) else None)
 
 
 def load_result(path: str | Path) -> RunResult:
     """A run JSON (``run --json``) as the RunResult it was written from: its config and
     timings typed again, its summary as measured, its request rows if the file has them."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ConfigError(f"{path}: not a readable run JSON ({_why(exc)})") from None
+    data = _read_json(path, "a readable run JSON")
     if not isinstance(data, dict) or "config" not in data:
         raise ValueError(f"{path}: not a Latency Lab run JSON (no config); write one with "
                          "`python -m latency run ... --json FILE`")
@@ -104,10 +88,27 @@ def load_result(path: str | Path) -> RunResult:
     if data.get("kind") == "generation":
         raise ConfigError(f"{path} is a generation run: read it with "
                           "latency.GenResult.from_dict (this reads one-shot runs)")
-    try:
+    with _damaged(path):
         return RunResult.from_dict(data)
+
+
+def _read_json(path: str | Path, what: str) -> Any:
+    """The JSON value in the file ``path``; ConfigError "``path``: not ``what`` (why)" where
+    it cannot be read or parsed."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{path}: not {what} ({_why(exc)})") from None
+
+
+@contextmanager
+def _damaged(path: str | Path, what: str = "run JSON") -> Iterator[None]:
+    """What reading a parsed file's values raises (``DAMAGE``) as one line: ConfigError
+    "``path``: damaged ``what`` (why)"."""
+    try:
+        yield
     except DAMAGE as exc:
-        raise ConfigError(f"{path}: damaged run JSON ({_why(exc)})") from None
+        raise ConfigError(f"{path}: damaged {what} ({_why(exc)})") from None
 
 
 def _why(exc: BaseException) -> str:
@@ -137,14 +138,10 @@ def stored_run_from_json(path: str | Path) -> Any:
     """A run JSON (``run --json``) as a StoredRun, so ``compare`` and its p99 gate take a
     baseline file committed to a repository as well as a history id."""
     from latency.analysis.summary import Summary
-    from latency.core.describe import load_description, setup_description
-    from latency.storage.store import RunInfo, StoredRun
+    from latency.storage.store import RunInfo, StoredRun, listing_columns
 
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ConfigError(f"{path}: not a readable run JSON ({_why(exc)})") from None
+    data = _read_json(path, "a readable run JSON")
     if not isinstance(data, dict) or "summary" not in data or "config" not in data:
         raise ValueError(f"{path}: not a Latency Lab run JSON (no summary/config); write one "
                          "with `python -m latency run ... --json FILE`")
@@ -152,7 +149,7 @@ def stored_run_from_json(path: str | Path) -> Any:
         raise ConfigError(f"{path}: damaged run JSON (its summary or config is not an object)")
     result = None
     summary: Any
-    try:
+    with _damaged(path):
         if data.get("kind") == "generation":
             from latency.analysis.gen_result import GenResult
 
@@ -161,8 +158,6 @@ def stored_run_from_json(path: str | Path) -> Any:
         else:
             summary = Summary.from_dict(data["summary"])
             cfg = RunConfig.from_dict(data.get("config") or {})
-    except DAMAGE as exc:
-        raise ConfigError(f"{path}: damaged run JSON ({_why(exc)})") from None
     # an exported history run (`history export --format json`, `history show --json`) says
     # its name and date; a `run --json` file has neither, so its path and time stand for them
     exported = isinstance(data.get("id"), str)
@@ -173,20 +168,7 @@ def stored_run_from_json(path: str | Path) -> Any:
     info = RunInfo(id=p.name, name=str(name) if name else None, created_at=float(when),
                    status=str(data.get("status", "completed")), source="file",
                    origin_id=data["id"] if exported else None,
-                   model=str(cfg.model), mode=cfg.mode,
-                   load=load_description(cfg), setup=setup_description(cfg),
-                   device=cfg.device, n=summary.requests, errors=summary.errors,
-                   p50_ms=None, p99_ms=None, throughput_rps=summary.throughput_rps,
-                   machine=_machine(data.get("environment")))
-    if result is not None:
-        info = dataclasses.replace(
-            info, kind="generation", p50_ms=result.summary.ttft_ms.p50,
-            p99_ms=result.summary.ttft_ms.p99, itl_p99_ms=result.summary.itl_ms.p99,
-            tpot_p99_ms=result.summary.tpot_ms.p99,
-            tokens_per_s=result.summary.output_tokens_per_s)
-    else:
-        info = dataclasses.replace(info, p50_ms=summary.latency_ms.p50,
-                                   p99_ms=summary.latency_ms.p99)
+                   machine=_machine(data.get("environment")), **listing_columns(summary, cfg))
     return StoredRun(info=info, summary=summary, config=cfg,
                      environment=data.get("environment") or {}, makeup_ms={}, spectrum=None,
                      result=result)
@@ -232,12 +214,6 @@ def load_generation(ref: str, db: str | None = None) -> Any:
         if run.info.kind != "generation":
             raise ConfigError(f"{ref} ({run.info.id}) is a one-shot run, not a generation")
         return run.result
-    try:
-        data = json.loads(Path(ref).read_text())
+    data = _read_json(ref, "a readable generation run JSON")
+    with _damaged(ref, "generation run JSON"):
         return GenResult.from_dict(data)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ConfigError(f"{ref}: not a readable generation run JSON "
-                          f"({type(exc).__name__})") from None
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{ref}: damaged generation run JSON ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''})") from None

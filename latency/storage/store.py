@@ -103,7 +103,6 @@ BUSY_TIMEOUT_MS = 30_000
 #: the table ``check_writable`` creates, and rolls back, to prove the history takes a write
 WRITE_PROBE = "_latency_write_probe"
 ID_LENGTH = 6
-STATUSES = ("completed", "stopped", "failed")
 #: the longest run name kept (a name is a label, not a document)
 MAX_NAME = 200
 
@@ -152,6 +151,20 @@ CREATE TABLE IF NOT EXISTS request_chunks (
 
 class StoreError(ConfigError):
     """The history cannot be used (unreadable file, unknown or ambiguous run id): one line."""
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write as one transaction: ``BEGIN IMMEDIATE`` (the writer's lock, taken before
+    anything is read) … ``COMMIT``; anything raised inside rolls all of it back."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def default_path() -> Path:
@@ -208,16 +221,12 @@ class RunInfo:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created_at))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "label": self.label, "when": self.when,
-                "created_at": self.created_at, "status": self.status, "source": self.source,
-                "model": self.model, "mode": self.mode, "load": self.load, "setup": self.setup,
-                "device": self.device, "n": self.n, "errors": self.errors,
-                "p50_ms": self.p50_ms, "p99_ms": self.p99_ms,
-                "throughput_rps": self.throughput_rps, "origin_id": self.origin_id,
-                "kind": self.kind, "valid": self.valid, "itl_p99_ms": self.itl_p99_ms,
-                "tpot_p99_ms": self.tpot_p99_ms, "tokens_per_s": self.tokens_per_s,
-                "disturbed": self.disturbed, "machine": self.machine}
-                # (``owner`` stays out: a session id is not for listings)
+        """Every field in order (``owner`` left out: a session id is not for listings), the
+        label and date after the name, whether the machine was disturbed before it."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+             if f.name not in ("owner", "machine")}
+        return {"id": d.pop("id"), "name": d.pop("name"), "label": self.label,
+                "when": self.when, **d, "disturbed": self.disturbed, "machine": self.machine}
 
 
 @dataclass
@@ -300,8 +309,7 @@ class RunStore:
             raise StoreError(f"{self.path} was written by a newer Latency Lab "
                              f"(schema {version} > {SCHEMA_VERSION})")
         if version < SCHEMA_VERSION:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(conn):
                 version = conn.execute("PRAGMA user_version").fetchone()[0]  # under the lock
                 if version == 0:
                     for statement in _SCHEMA.split(";"):
@@ -314,10 +322,6 @@ class RunStore:
                     if k == 5:
                         _move_generations(conn)
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         self._ready_for = self.path
 
     def check_writable(self) -> None:
@@ -347,29 +351,21 @@ class RunStore:
         cfg = result.config
         values, blobs = (_generation_row(result) if isinstance(result, GenResult) else
                          _one_shot_row(result))  # type: ignore[arg-type]
+        values.update(listing_columns(result.summary, cfg))
         values.update({
             "name": name, "created_at": time.time(), "status": result.status,
-            "source": source, "origin_id": origin_id, "model": str(cfg.model),
-            "mode": cfg.mode, "load": load_description(cfg), "setup": setup_description(cfg),
-            "device": cfg.device, "config": _dumps(cfg.to_dict()),
+            "source": source, "origin_id": origin_id, "config": _dumps(cfg.to_dict()),
             "environment": _dumps(result.environment),
             "timings": _dumps(result.timings.to_dict()), "failure": result.failure,
             "error_messages": _dumps({str(k): v for k, v in result.errors.items()}),
             "valid": int(result.validity.valid), "owner": owner})
-        with self._connect() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                run_id = self._new_id(conn)
-                cols = ["id", *values]
-                conn.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES "
-                             f"({', '.join('?' * len(cols))})", [run_id, *values.values()])
-                conn.executemany("INSERT INTO request_chunks VALUES (?, ?, ?, ?, ?)",
-                                 [(run_id, *b) for b in blobs])
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        with self._connect() as conn, _transaction(conn):
+            run_id = self._new_id(conn)
+            cols = ["id", *values]
+            conn.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES "
+                         f"({', '.join('?' * len(cols))})", [run_id, *values.values()])
+            conn.executemany("INSERT INTO request_chunks VALUES (?, ?, ?, ?, ?)",
+                             [(run_id, *b) for b in blobs])
         return run_id
 
     @staticmethod
@@ -388,16 +384,10 @@ class RunStore:
             return self._info(conn, run_id)
 
     def delete(self, ref: str) -> RunInfo:
-        with self._connect() as conn, self._writing():
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                run_id = self._resolve(conn, ref)
-                info = self._info(conn, run_id)
-                conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))  # chunks cascade
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with self._connect() as conn, self._writing(), _transaction(conn):
+            run_id = self._resolve(conn, ref)
+            info = self._info(conn, run_id)
+            conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))  # chunks cascade
         return info
 
     @contextmanager
@@ -546,10 +536,9 @@ def _has_json() -> bool:
         return False
 
 
-_INFO_COLS = ("id, name, created_at, status, source, model, mode, load, setup, device, n, "
-              "errors, p50_ms, p99_ms, throughput_rps, origin_id, owner, kind, valid, "
-              "itl_p99_ms, tpot_p99_ms, tokens_per_s, "
-              + (_MACHINE_COL if _has_json() else "NULL"))
+#: ``RunInfo``'s fields in its order (``_info_from_row`` makes one of them), its machine last
+_INFO_COLS = ", ".join([*(f.name for f in dataclasses.fields(RunInfo) if f.name != "machine"),
+                        _MACHINE_COL if _has_json() else "NULL"])
 
 
 #: the spectrum's grid: every 1 % up to p90, then 50 points a decade of 1/(1−p) — as dense at
@@ -587,6 +576,21 @@ def _stored(info: RunInfo, run_id: str, row: tuple[Any, ...],
     return stored
 
 
+def listing_columns(summary: Summary | GenSummary, cfg: RunConfig) -> dict[str, Any]:
+    """What a listing shows of a run of either kind (``RunInfo``'s fields), from its summary
+    and config: a saved run's columns, and a run file's line beside them. p50/p99 are the
+    end-to-end latency of a one-shot run and the TTFT of a generation."""
+    columns = {"model": str(cfg.model), "mode": cfg.mode, "load": load_description(cfg),
+               "setup": setup_description(cfg), "device": cfg.device, "n": summary.requests,
+               "errors": summary.errors, "throughput_rps": summary.throughput_rps}
+    if isinstance(summary, GenSummary):
+        return {**columns, "kind": "generation", "p50_ms": summary.ttft_ms.p50,
+                "p99_ms": summary.ttft_ms.p99, "itl_p99_ms": summary.itl_ms.p99,
+                "tpot_p99_ms": summary.tpot_ms.p99, "tokens_per_s": summary.output_tokens_per_s}
+    return {**columns, "kind": "one-shot", "p50_ms": summary.latency_ms.p50,
+            "p99_ms": summary.latency_ms.p99}
+
+
 def _one_shot_row(result: RunResult) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
     """A one-shot run's own columns, and its request rows in chunks of ``CHUNK_ROWS``."""
     summary = result.summary
@@ -597,9 +601,7 @@ def _one_shot_row(result: RunResult) -> tuple[dict[str, Any], list[tuple[Any, ..
     blobs = [(i, len(rows[s: s + CHUNK_ROWS]),
               "zlib", zlib.compress(rows[s: s + CHUNK_ROWS].tobytes(), ZLIB_LEVEL))
              for i, s in enumerate(range(0, len(rows), CHUNK_ROWS))]
-    return {"kind": "one-shot", "n": summary.requests, "errors": summary.errors,
-            "p50_ms": summary.latency_ms.p50, "p99_ms": summary.latency_ms.p99,
-            "throughput_rps": summary.throughput_rps, "summary": _dumps(summary.to_dict()),
+    return {"summary": _dumps(summary.to_dict()),
             "warnings": _dumps(result.warnings),
             "finding_kinds": _dumps([getattr(w, "kind", "recorded") for w in summary.warnings]),
             "makeup": _dumps(snap.makeup_ms), "spectrum": spectrum_of(result.log),
@@ -607,17 +609,13 @@ def _one_shot_row(result: RunResult) -> tuple[dict[str, Any], list[tuple[Any, ..
 
 
 def _generation_row(result: GenResult) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
-    """A generation's own columns (p50/p99: TTFT), and its request, token and step logs as
-    chunks 0, 1 and 2 (``GENERATION_PARTS``)."""
-    s = result.summary
+    """A generation's own columns, and its request, token and step logs as chunks 0, 1 and 2
+    (``GENERATION_PARTS``)."""
     meta = result.to_dict(requests=False)
     extra = {k: meta[k] for k in ("samples", "reports", "server_split", "verdict") if k in meta}
     logs = [np.ascontiguousarray(a, dtype=d) for a, d in ((result.rows, GEN_DTYPE),
             (result.tokens, TOKEN_DTYPE), (result.steps, STEP_DTYPE))]
-    return {"kind": "generation", "n": s.requests, "errors": s.errors,
-            "p50_ms": s.ttft_ms.p50, "p99_ms": s.ttft_ms.p99, "throughput_rps": s.throughput_rps,
-            "itl_p99_ms": s.itl_ms.p99, "tpot_p99_ms": s.tpot_ms.p99,
-            "tokens_per_s": s.output_tokens_per_s, "summary": _dumps(meta["summary"]),
+    return {"summary": _dumps(meta["summary"]),
             "warnings": _dumps([str(w) for w in result.warnings]),
             "extra": _dumps({**extra, "step_layout": STEP_LAYOUT}), "makeup": "{}",
             "n_rows": len(result.rows), "record_dtype": _dumps(GEN_DTYPE.descr)}, [
