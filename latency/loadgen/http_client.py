@@ -28,10 +28,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from latency.core.records import Request
@@ -48,6 +46,9 @@ from latency.serve.oip import (
     error_message,
     parse_server_timing,
 )
+
+if TYPE_CHECKING:
+    from latency.loadgen.generator import LoadDriver
 
 #: a reply slower than this is an error (the run goes on).
 REQUEST_TIMEOUT_S = 60.0
@@ -147,23 +148,17 @@ class HttpTransport(LoopClient[Request]):
             r.reply(r)
 
     # ---- closed loop, natively on the event loop -------------------------------------------
-    def closed(self, next_input: Callable[[], Any], record: Callable[[Request], None],
-               cancel: threading.Event, concurrency: int, count: int | None,
-               until_ns: int | None, warmup: bool, drain_s: float = 10.0) -> None:
+    def run_closed(self, driver: LoadDriver, concurrency: int, count: int | None,
+                   until_ns: int | None, warmup: bool, drain_s: float = 10.0) -> None:
         """``concurrency`` clients as coroutines on the loop, each sending its next request
         when the previous returns (the engine's closed loop, without a thread per client)."""
         issued = itertools.count()
 
         async def client(ci: int) -> None:
-            while not cancel.is_set():
-                if count is not None and next(issued) >= count:
-                    return
-                t_intended = now_ns()
-                if until_ns is not None and t_intended >= until_ns:
-                    return
-                r = Request(next_input(), ci, warmup, None, t_intended)
+            while (t_intended := driver.closed_due(issued, count, until_ns)) is not None:
+                r = Request(driver.next_input(), ci, warmup, None, t_intended)
                 await self._exchange(r)
-                record(r)
+                driver.record(r)
 
         async def all_clients() -> None:
             await asyncio.gather(*(client(i) for i in range(concurrency)))
@@ -175,16 +170,11 @@ class HttpTransport(LoopClient[Request]):
                 fut.result(timeout=0.1)
                 return
             except TimeoutError:
-                if cancel.is_set():
+                if driver.cancel.is_set():
                     deadline = deadline or time.monotonic() + drain_s
                     if time.monotonic() > deadline:  # abandon requests stuck in the server
                         fut.cancel()
                         return
-
-    def run_closed(self, driver: Any, concurrency: int, count: int | None,
-                   until_ns: int | None, warmup: bool) -> None:
-        self.closed(driver.next_input, driver.record, driver.cancel, concurrency, count,
-                    until_ns, warmup)
 
     def timing_problem(self, r: Request) -> str | None:
         """Why ``r``'s reply had a Server-Timing header that gave no breakdown (a key of
