@@ -32,6 +32,7 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from latency.core.errors import error_text
 from latency.core.records import Request
 from latency.core.timing import now_ns
 from latency.core.wan import WanProfile
@@ -132,8 +133,7 @@ class HttpTransport(LoopClient[Request]):
                           else error_message(data))
                 r.error = f"HTTP {status}: {reason}"
         except Exception as exc:  # noqa: BLE001 - a failed exchange fails this request alone
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            r.error = f"transport: {type(exc).__name__}" + (f": {text}" if text else "")
+            r.error = f"transport: {error_text(exc)}"
         if self.down is not None:
             t = now_ns()
             await asyncio.sleep(self.down.delay_ns(len(data), t) / 1e9)

@@ -37,7 +37,7 @@ from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from latency.core.errors import ConfigError
+from latency.core.errors import ConfigError, error_text
 from latency.core.fmt import server_text
 from latency.core.gen_records import GenRequest
 from latency.core.gen_reports import MISSING
@@ -308,8 +308,7 @@ class SseTransport(LoopClient[GenRequest]):
         except (SseError, StreamError) as exc:
             error = f"stream: {exc}"
         except Exception as exc:  # noqa: BLE001 - a failed exchange fails this request alone
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            error = f"transport: {type(exc).__name__}" + (f": {text}" if text else "")
+            error = f"transport: {error_text(exc)}"
         finally:
             self._replies.pop(req, None)
         req.t_done = now_ns()
