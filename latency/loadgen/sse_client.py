@@ -349,7 +349,7 @@ class SseTransport(LoopClient[GenRequest]):
                 lay_out(req, account, per_token(stamps, chunks))
                 req.stream_chunks = len(stamps)
                 if self.counter is not None and req.text:  # the client's count beside it
-                    self._count_whole(reply, req.text)
+                    self._counted(reply, req.text, per_chunk=False)
                 return
             except AccountError as exc:
                 self.unusable[exc.why] += 1
@@ -365,20 +365,20 @@ class SseTransport(LoopClient[GenRequest]):
         per_chunk = chunk_counts(reply.told, keep, limit) if self.chunk_usage and keep \
             else None
         if per_chunk is not None:  # the server's own count of each chunk
-            stamps = [s for s, k in zip(stamps, per_chunk, strict=True) for _ in range(k)]
+            stamps = per_token(stamps, per_chunk)
         elif self.counter is not None and req.text and \
                 (counts := self._counted(reply, req.text)) is not None:
             reply.counted = sum(counts)
             if (told := self._told(reply, req)) is not None:
                 counts = fitted(counts, told)  # the server's count; the tokenizer's spread
-            stamps = [s for s, k in zip(stamps, counts, strict=True) for _ in range(k)]
+            stamps = per_token(stamps, counts)
         elif self.counter is None and req.text and \
                 (told := self._told(reply, req)) is not None and told > len(stamps):
             # no tokenizer, but the server counted more tokens than events with text (a
             # token whose text is part of a character is held back and sent with the next):
             # one token an event, the rest where the text is longest
             counts = fitted([len(t.encode()) for t in req.text], told)
-            stamps = [s for s, k in zip(stamps, counts, strict=True) for _ in range(k)]
+            stamps = per_token(stamps, counts)
         prompt = reply.usage.get("prompt_tokens", 0) if isinstance(reply.usage, dict) else 0
         ok = isinstance(prompt, int) and not isinstance(prompt, bool) and \
             0 <= prompt <= MAX_PROMPT_TOKENS
@@ -397,21 +397,15 @@ class SseTransport(LoopClient[GenRequest]):
             return told
         return None
 
-    def _count_whole(self, reply: _Reply, texts: list[str]) -> None:
-        """The reply's tokens by the counter (``reply.counted``), for a reply whose chunks
-        the server counted itself."""
-        assert self.counter is not None
-        try:
-            reply.counted = self.counter.count("".join(texts))
-        except ConfigError as exc:
-            self.uncounted[str(exc)] += 1
-
-    def _counted(self, reply: _Reply, texts: list[str]) -> list[int] | None:
+    def _counted(self, reply: _Reply, texts: list[str], per_chunk: bool = True
+                 ) -> list[int] | None:
         """Each chunk's tokens by the counter; None (the reply's count kept in
-        ``reply.counted``) when it knows only the reply's count, or could not count it."""
+        ``reply.counted``) when it knows only the reply's count, when only that is asked
+        (``per_chunk`` False: the server counted the chunks itself), or when it could not
+        count it."""
         assert self.counter is not None
         try:
-            counts = self.counter.per_chunk(texts)
+            counts = self.counter.per_chunk(texts) if per_chunk else None
             if counts is None:
                 reply.counted = self.counter.count("".join(texts))
             return counts
