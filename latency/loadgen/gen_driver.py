@@ -167,7 +167,7 @@ class GenDriver(Driver[GenRequest]):
             if until_ns is not None and now_ns() >= until_ns:
                 break
             time.sleep(0.01)
-        if not self._wait(lambda: not self._backlog(), drain_s):
+        if not self.wait(lambda: not self._backlog(), drain_s):
             self._unanswered()
         self._events.put(_STOP)
         rx.join(timeout=2)

@@ -155,14 +155,17 @@ class Driver(Generic[R]):
                 self.record(self._gone(r))
         return len(left)
 
-    def _wait(self, done: Callable[[], bool], deadline_s: float = math.inf) -> bool:
+    def wait(self, done: Callable[[], bool], deadline_s: float = math.inf,
+             stop_s: float | None = None) -> bool:
         """Wait until ``done()``; False when ``deadline_s`` passed first or, after a stop,
-        ``STOP_DRAIN_S`` did (requests stuck in a hung pipeline or server)."""
+        ``stop_s`` did (default ``STOP_DRAIN_S``: requests stuck in a hung pipeline or
+        server)."""
         end = time.monotonic() + deadline_s
         stopped = False
         while not done():
             if self.cancel.is_set() and not stopped:
-                stopped, end = True, min(end, time.monotonic() + STOP_DRAIN_S)
+                stop_s = STOP_DRAIN_S if stop_s is None else stop_s
+                stopped, end = True, min(end, time.monotonic() + stop_s)
             if time.monotonic() > end:
                 return False
             time.sleep(0.01)
@@ -260,7 +263,7 @@ class LoadDriver(Driver[Request]):
                    for i in range(concurrency)]
         for t in threads:
             t.start()
-        if not self._wait(lambda: not any(t.is_alive() for t in threads)):
+        if not self.wait(lambda: not any(t.is_alive() for t in threads)):
             self._unanswered()
 
     # ---- open loop ----------------------------------------------------------------------

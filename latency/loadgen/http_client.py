@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -164,17 +163,10 @@ class HttpTransport(LoopClient[Request]):
             await asyncio.gather(*(client(i) for i in range(concurrency)))
 
         fut = asyncio.run_coroutine_threadsafe(all_clients(), self._loop)
-        deadline = None
-        while True:
-            try:
-                fut.result(timeout=0.1)
-                return
-            except TimeoutError:
-                if driver.cancel.is_set():
-                    deadline = deadline or time.monotonic() + drain_s
-                    if time.monotonic() > deadline:  # abandon requests stuck in the server
-                        fut.cancel()
-                        return
+        if driver.wait(fut.done, stop_s=drain_s):
+            fut.result()  # what a client raised is raised here
+        else:
+            fut.cancel()  # abandon requests stuck in the server
 
     def timing_problem(self, r: Request) -> str | None:
         """Why ``r``'s reply had a Server-Timing header that gave no breakdown (a key of
