@@ -99,8 +99,7 @@ class HttpTransport(LoopClient[Request]):
         super().__init__("http-client")
         self._pool = Pool(self.url, connections, REQUEST_TIMEOUT_S, method)
 
-    def send(self, r: Request) -> None:
-        self._submit(r)
+    send = LoopClient.submit
 
     def _encode(self, raw: Any) -> tuple[bytes, str]:
         if self.prebuilt:
@@ -173,10 +172,6 @@ class HttpTransport(LoopClient[Request]):
         ``UNUSABLE``), None when it had a usable one or none at all. Asked once per recorded
         request: the answer is forgotten here."""
         return self._unusable.pop(r, None) if self._unusable else None
-
-    def close(self) -> None:
-        """Close the pool and stop the loop (in-flight requests are abandoned)."""
-        self._stop_loop()
 
 
 def generic_body(raw: Any, template: str | None = None) -> bytes:

@@ -243,9 +243,6 @@ class SseTransport(LoopClient[GenRequest]):
         return lags[min(len(lags) - 1, int(quantile * len(lags)))] if lags else 0
 
     # ---- requests --------------------------------------------------------------------------
-    def submit(self, req: GenRequest) -> None:
-        self._submit(req)
-
     def body(self, req: GenRequest) -> bytes:
         """The request's JSON: its prompt, ``max_tokens``, streamed with usage."""
         options: dict[str, Any] = {"include_usage": True}
@@ -445,7 +442,7 @@ class SseTransport(LoopClient[GenRequest]):
     def close(self) -> None:
         """Close every stream (the server frees their slots) and the pool; stop the loop."""
         self._lag_stop.set()
-        self._stop_loop()
+        super().close()
         if self._counting is not None:
             self._counting.shutdown(wait=False, cancel_futures=True)
 
