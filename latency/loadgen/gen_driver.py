@@ -32,7 +32,7 @@ import numpy as np
 from latency.core.errors import error_text
 from latency.core.gen_records import GenRequest
 from latency.core.timing import now_ns
-from latency.loadgen.generator import DRAIN_S, STOP_DRAIN_S, due_times
+from latency.loadgen.generator import Driver
 
 _STOP = object()
 
@@ -65,7 +65,7 @@ def _copy_of(r: GenRequest, error: str, cancelled: bool, keep_tokens: bool) -> G
     return gone
 
 
-class GenDriver:
+class GenDriver(Driver[GenRequest]):
     """Sends ``GenRequest``s to ``submit`` and hands each finished one to ``record``.
 
     ``submit(req)`` delivers a request to the server, which calls ``req.on_token(req, last)``
@@ -77,34 +77,26 @@ class GenDriver:
     def __init__(self, submit: Callable[[GenRequest], None], work: Sequence[Work],
                  record: Callable[[GenRequest], None], cancel: threading.Event,
                  turns: int = 1) -> None:
+        super().__init__(work, record, cancel)
         self.submit = submit
-        self.work = work
-        self.record = record
-        self.cancel = cancel
         self.turns = turns
         #: each client's turns sent in its session (chat sessions only)
         self._turn: dict[int, int] = {}
-        self._index = itertools.count()
         self._events: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._inflight: dict[int, GenRequest] = {}
-        self._lock = threading.RLock()
-        self.offered = 0
-        self.last_due_ns = 0
 
     # ---- sending and receiving ---------------------------------------------------------------
     def _send(self, client: int, warmup: bool, t_intended: int,
               previous: GenRequest | None = None) -> None:
         """Send the next work item from ``client`` (``previous``: its request that just
         ended, whose conversation a chat session's next turn carries on)."""
-        prompt, max_tokens = self.work[next(self._index) % len(self.work)]
+        prompt, max_tokens = cast(Work, self.next_input())
         if self.turns > 1:
             prompt = self._next_turn(client, prompt, previous)
         req = GenRequest(prompt, max_tokens, client, warmup, t_intended)
         put = self._events.put
         req.on_token = lambda r, last: put((r, last))
         req.on_done = lambda r: put((r, None))
-        with self._lock:
-            self._inflight[id(req)] = req
+        self._track(req)
         req.t_sent = now_ns()
         self.submit(req)
 
@@ -120,7 +112,12 @@ class GenDriver:
         return f"{history}{message}"
 
     def _receive(self, on_finished: Callable[[GenRequest], None]) -> None:
-        """The client: stamps each token as it reads it; a request that ends is recorded."""
+        """The client: stamps each token as it reads it; a request that ends is recorded
+        (then ``on_finished``: a closed-loop client sends its next one)."""
+        def finish(req: GenRequest) -> None:
+            self._record_safely(req)
+            on_finished(req)
+
         while True:
             event = self._events.get()
             if event is _STOP:
@@ -130,12 +127,7 @@ class GenDriver:
                 req.delivered.append(now_ns())
                 if not last:
                     continue
-            with self._lock:  # one owner at a time: not given up on meanwhile
-                if id(req) not in self._inflight:
-                    continue  # given up on already (recorded as unanswered)
-                self._record_safely(req)
-                on_finished(req)  # a closed-loop client sends its next one first, so the
-                del self._inflight[id(req)]  # requests in flight never read zero between
+            self._settle(req, finish)
 
     def _record_safely(self, req: GenRequest) -> None:
         """Record ``req``; what a server or pipeline handed back cannot kill this thread (the
@@ -148,31 +140,9 @@ class GenDriver:
             self.record(_copy_of(req, f"the reply could not be recorded: {error_text(exc)}",
                                  cancelled=False, keep_tokens=False))
 
-    def _unanswered(self) -> int:
-        """Account for the requests still streaming when the run ends: cancelled on a stop,
-        else failed with "no reply"; recorded as copies, so the server still holding the
-        original cannot change what was recorded."""
-        with self._lock:
-            left = list(self._inflight.values())
-            self._inflight.clear()
-        for r in left:
-            self.record(_copy_of(r, "no reply: still streaming when the run ended",
-                                 cancelled=self.cancel.is_set(), keep_tokens=True))
-        return len(left)
-
-    def _drain(self, deadline_s: float) -> bool:
-        """Wait until nothing is in flight; False when ``deadline_s`` passed first."""
-        end = time.monotonic() + deadline_s
-        stop_end: float | None = None
-        while True:
-            with self._lock:
-                if not self._inflight:
-                    return True
-            if self.cancel.is_set():
-                stop_end = stop_end or time.monotonic() + STOP_DRAIN_S
-            if time.monotonic() > min(end, stop_end or end):
-                return False
-            time.sleep(0.01)
+    def _gone(self, r: GenRequest) -> GenRequest:
+        return _copy_of(r, "no reply: still streaming when the run ended",
+                        cancelled=self.cancel.is_set(), keep_tokens=True)
 
     # ---- closed loop ---------------------------------------------------------------------------
     def closed(self, concurrency: int, count: int | None, until_ns: int | None,
@@ -181,14 +151,8 @@ class GenDriver:
         issued = itertools.count()
 
         def again(req: GenRequest) -> None:
-            if self.cancel.is_set():
-                return
-            if count is not None and next(issued) >= count:
-                return
-            t = now_ns()
-            if until_ns is not None and t >= until_ns:
-                return
-            self._send(req.client, warmup, t, req)
+            if (t := self.closed_due(issued, count, until_ns)) is not None:
+                self._send(req.client, warmup, t, req)
 
         rx = threading.Thread(target=self._receive, args=(again,), name="gen-client",
                               daemon=True)
@@ -197,14 +161,13 @@ class GenDriver:
             if count is not None and next(issued) >= count:
                 break
             self._send(ci, warmup, now_ns())
-        while not self.cancel.is_set():  # the clients keep going from the receiver thread
-            with self._lock:
-                if not self._inflight:
-                    break  # every request issued has ended
+        # the clients keep going from the receiver thread until every request issued has
+        # ended, the time is up or the run is stopped
+        while not self.cancel.is_set() and self._backlog():
             if until_ns is not None and now_ns() >= until_ns:
                 break
             time.sleep(0.01)
-        if not self._drain(STOP_DRAIN_S if self.cancel.is_set() else drain_s):
+        if not self.wait(lambda: not self._backlog(), drain_s):
             self._unanswered()
         self._events.put(_STOP)
         rx.join(timeout=2)
@@ -220,24 +183,10 @@ class GenDriver:
         rx = threading.Thread(target=self._receive, args=(lambda r: None,),
                               name="gen-client", daemon=True)
         rx.start()
-        t_start = now_ns() + 1_000_000
-        sent = dropped = 0
-        self.offered, self.last_due_ns = 0, t_start
-        for t_intended in due_times(rate, arrival, rng, t_start, count, until_ns, self.cancel,
-                                    burstiness):
-            self.offered, self.last_due_ns = self.offered + 1, t_intended
-            with self._lock:
-                backlog = len(self._inflight)
-            if backlog >= max_backlog:
-                dropped += 1
-                continue
-            self._send(0, warmup, t_intended)
-            sent += 1
-        if not self._drain(grace_s):
-            if on_grace_expired is not None:
-                on_grace_expired()
-            if not self._drain(DRAIN_S):
-                self._unanswered()
+        _, dropped = self._send_due(rate, arrival, rng, count, until_ns, burstiness,
+                                    lambda: self._backlog() >= max_backlog,
+                                    lambda t_intended: self._send(0, warmup, t_intended))
+        self._serve_backlog(grace_s, on_grace_expired)
         self._events.put(_STOP)
         rx.join(timeout=2)
         return dropped

@@ -230,14 +230,12 @@ class Pool:
                     _, conn = await asyncio.wait_for(loop.create_connection(
                         self.protocol, self.host, self.port, ssl=self._ssl,
                         server_hostname=self.host if self.tls else None), self.timeout_s)
-                except asyncio.TimeoutError:
+                except BaseException as exc:
                     self._open -= 1
                     self._wake()
-                    raise TimeoutError(f"could not connect within {self.timeout_s:g} s") \
-                        from None
-                except BaseException:
-                    self._open -= 1
-                    self._wake()
+                    if isinstance(exc, asyncio.TimeoutError):
+                        raise TimeoutError(f"could not connect within {self.timeout_s:g} s") \
+                            from None
                     raise
                 conn.max_body = self.max_response_bytes
                 return conn

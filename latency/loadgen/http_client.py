@@ -28,12 +28,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import threading
-import time
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from latency.core.errors import error_text
 from latency.core.records import Request
 from latency.core.timing import now_ns
 from latency.core.wan import WanProfile
@@ -48,6 +46,9 @@ from latency.serve.oip import (
     error_message,
     parse_server_timing,
 )
+
+if TYPE_CHECKING:
+    from latency.loadgen.generator import LoadDriver
 
 #: a reply slower than this is an error (the run goes on).
 REQUEST_TIMEOUT_S = 60.0
@@ -98,8 +99,7 @@ class HttpTransport(LoopClient[Request]):
         super().__init__("http-client")
         self._pool = Pool(self.url, connections, REQUEST_TIMEOUT_S, method)
 
-    def send(self, r: Request) -> None:
-        self._submit(r)
+    send = LoopClient.submit
 
     def _encode(self, raw: Any) -> tuple[bytes, str]:
         if self.prebuilt:
@@ -131,8 +131,7 @@ class HttpTransport(LoopClient[Request]):
                           else error_message(data))
                 r.error = f"HTTP {status}: {reason}"
         except Exception as exc:  # noqa: BLE001 - a failed exchange fails this request alone
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            r.error = f"transport: {type(exc).__name__}" + (f": {text}" if text else "")
+            r.error = f"transport: {error_text(exc)}"
         if self.down is not None:
             t = now_ns()
             await asyncio.sleep(self.down.delay_ns(len(data), t) / 1e9)
@@ -147,54 +146,32 @@ class HttpTransport(LoopClient[Request]):
             r.reply(r)
 
     # ---- closed loop, natively on the event loop -------------------------------------------
-    def closed(self, next_input: Callable[[], Any], record: Callable[[Request], None],
-               cancel: threading.Event, concurrency: int, count: int | None,
-               until_ns: int | None, warmup: bool, drain_s: float = 10.0) -> None:
+    def run_closed(self, driver: LoadDriver, concurrency: int, count: int | None,
+                   until_ns: int | None, warmup: bool, drain_s: float = 10.0) -> None:
         """``concurrency`` clients as coroutines on the loop, each sending its next request
         when the previous returns (the engine's closed loop, without a thread per client)."""
         issued = itertools.count()
 
         async def client(ci: int) -> None:
-            while not cancel.is_set():
-                if count is not None and next(issued) >= count:
-                    return
-                t_intended = now_ns()
-                if until_ns is not None and t_intended >= until_ns:
-                    return
-                r = Request(next_input(), ci, warmup, None, t_intended)
+            while (t_intended := driver.closed_due(issued, count, until_ns)) is not None:
+                r = Request(driver.next_input(), ci, warmup, None, t_intended)
                 await self._exchange(r)
-                record(r)
+                driver.record(r)
 
         async def all_clients() -> None:
             await asyncio.gather(*(client(i) for i in range(concurrency)))
 
         fut = asyncio.run_coroutine_threadsafe(all_clients(), self._loop)
-        deadline = None
-        while True:
-            try:
-                fut.result(timeout=0.1)
-                return
-            except TimeoutError:
-                if cancel.is_set():
-                    deadline = deadline or time.monotonic() + drain_s
-                    if time.monotonic() > deadline:  # abandon requests stuck in the server
-                        fut.cancel()
-                        return
-
-    def run_closed(self, driver: Any, concurrency: int, count: int | None,
-                   until_ns: int | None, warmup: bool) -> None:
-        self.closed(driver.next_input, driver.record, driver.cancel, concurrency, count,
-                    until_ns, warmup)
+        if driver.wait(fut.done, stop_s=drain_s):
+            fut.result()  # what a client raised is raised here
+        else:
+            fut.cancel()  # abandon requests stuck in the server
 
     def timing_problem(self, r: Request) -> str | None:
         """Why ``r``'s reply had a Server-Timing header that gave no breakdown (a key of
         ``UNUSABLE``), None when it had a usable one or none at all. Asked once per recorded
         request: the answer is forgotten here."""
         return self._unusable.pop(r, None) if self._unusable else None
-
-    def close(self) -> None:
-        """Close the pool and stop the loop (in-flight requests are abandoned)."""
-        self._stop_loop()
 
 
 def generic_body(raw: Any, template: str | None = None) -> bytes:

@@ -48,8 +48,9 @@ class LoopClient(Generic[R]):
     def _exchange(self, req: R) -> Coroutine[Any, Any, None]:
         raise NotImplementedError
 
-    def _submit(self, req: R) -> None:
-        """Start ``req``'s exchange on the loop (from any thread)."""
+    def submit(self, req: R) -> None:
+        """Start ``req``'s exchange on the loop (from any thread); its reply comes back
+        through the request (``reply`` or ``on_done``)."""
         self._loop.call_soon_threadsafe(self._start, req)
 
     def _start(self, req: R) -> None:
@@ -57,8 +58,9 @@ class LoopClient(Generic[R]):
         self._tasks[req] = task
         task.add_done_callback(lambda _: self._tasks.pop(req, None))
 
-    def _stop_loop(self) -> None:
-        """Cancel every exchange in flight, close the pool, stop the loop and its thread."""
+    def close(self) -> None:
+        """Cancel every exchange in flight (abandoned: the server sees its client go), close
+        the pool, stop the loop and its thread."""
         async def shut() -> None:
             for task in list(self._tasks.values()):
                 task.cancel()

@@ -163,18 +163,12 @@ def report_row(report: Report | None, usage: Any, trace: tuple[int, int],
     prompt, output, cached = r.prompt_tokens, r.output_tokens, r.cached_tokens
     if isinstance(usage, dict):
         details = usage.get("prompt_tokens_details")
-        for key, value in (("prompt_tokens", usage.get("prompt_tokens")),
-                           ("completion_tokens", usage.get("completion_tokens")),
-                           ("cached_tokens", details.get("cached_tokens")
-                            if isinstance(details, dict) else None)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                continue
-            if key == "prompt_tokens" and prompt == MISSING:
-                prompt = value
-            elif key == "completion_tokens" and output == MISSING:
-                output = value
-            elif key == "cached_tokens" and cached == MISSING:
-                cached = value
+        told = (usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                details.get("cached_tokens") if isinstance(details, dict) else None)
+        prompt, output, cached = (
+            value if have == MISSING and isinstance(value, int)
+            and not isinstance(value, bool) and value >= 0 else have
+            for have, value in zip((prompt, output, cached), told, strict=True))
     return (r.source, r.queue_ns, r.prefill_ns, r.decode_ns, r.inference_ns,
             min(prompt, 2**31 - 1), min(output, 2**31 - 1), min(cached, 2**31 - 1),
             trace[0], trace[1], min(counted, 2**31 - 1), network_ns)

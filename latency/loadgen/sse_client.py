@@ -37,7 +37,7 @@ from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from latency.core.errors import ConfigError
+from latency.core.errors import ConfigError, error_text
 from latency.core.fmt import server_text
 from latency.core.gen_records import GenRequest
 from latency.core.gen_reports import MISSING
@@ -243,9 +243,6 @@ class SseTransport(LoopClient[GenRequest]):
         return lags[min(len(lags) - 1, int(quantile * len(lags)))] if lags else 0
 
     # ---- requests --------------------------------------------------------------------------
-    def submit(self, req: GenRequest) -> None:
-        self._submit(req)
-
     def body(self, req: GenRequest) -> bytes:
         """The request's JSON: its prompt, ``max_tokens``, streamed with usage."""
         options: dict[str, Any] = {"include_usage": True}
@@ -308,8 +305,7 @@ class SseTransport(LoopClient[GenRequest]):
         except (SseError, StreamError) as exc:
             error = f"stream: {exc}"
         except Exception as exc:  # noqa: BLE001 - a failed exchange fails this request alone
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            error = f"transport: {type(exc).__name__}" + (f": {text}" if text else "")
+            error = f"transport: {error_text(exc)}"
         finally:
             self._replies.pop(req, None)
         req.t_done = now_ns()
@@ -350,7 +346,7 @@ class SseTransport(LoopClient[GenRequest]):
                 lay_out(req, account, per_token(stamps, chunks))
                 req.stream_chunks = len(stamps)
                 if self.counter is not None and req.text:  # the client's count beside it
-                    self._count_whole(reply, req.text)
+                    self._counted(reply, req.text, per_chunk=False)
                 return
             except AccountError as exc:
                 self.unusable[exc.why] += 1
@@ -366,20 +362,20 @@ class SseTransport(LoopClient[GenRequest]):
         per_chunk = chunk_counts(reply.told, keep, limit) if self.chunk_usage and keep \
             else None
         if per_chunk is not None:  # the server's own count of each chunk
-            stamps = [s for s, k in zip(stamps, per_chunk, strict=True) for _ in range(k)]
+            stamps = per_token(stamps, per_chunk)
         elif self.counter is not None and req.text and \
                 (counts := self._counted(reply, req.text)) is not None:
             reply.counted = sum(counts)
             if (told := self._told(reply, req)) is not None:
                 counts = fitted(counts, told)  # the server's count; the tokenizer's spread
-            stamps = [s for s, k in zip(stamps, counts, strict=True) for _ in range(k)]
+            stamps = per_token(stamps, counts)
         elif self.counter is None and req.text and \
                 (told := self._told(reply, req)) is not None and told > len(stamps):
             # no tokenizer, but the server counted more tokens than events with text (a
             # token whose text is part of a character is held back and sent with the next):
             # one token an event, the rest where the text is longest
             counts = fitted([len(t.encode()) for t in req.text], told)
-            stamps = [s for s, k in zip(stamps, counts, strict=True) for _ in range(k)]
+            stamps = per_token(stamps, counts)
         prompt = reply.usage.get("prompt_tokens", 0) if isinstance(reply.usage, dict) else 0
         ok = isinstance(prompt, int) and not isinstance(prompt, bool) and \
             0 <= prompt <= MAX_PROMPT_TOKENS
@@ -398,21 +394,15 @@ class SseTransport(LoopClient[GenRequest]):
             return told
         return None
 
-    def _count_whole(self, reply: _Reply, texts: list[str]) -> None:
-        """The reply's tokens by the counter (``reply.counted``), for a reply whose chunks
-        the server counted itself."""
-        assert self.counter is not None
-        try:
-            reply.counted = self.counter.count("".join(texts))
-        except ConfigError as exc:
-            self.uncounted[str(exc)] += 1
-
-    def _counted(self, reply: _Reply, texts: list[str]) -> list[int] | None:
+    def _counted(self, reply: _Reply, texts: list[str], per_chunk: bool = True
+                 ) -> list[int] | None:
         """Each chunk's tokens by the counter; None (the reply's count kept in
-        ``reply.counted``) when it knows only the reply's count, or could not count it."""
+        ``reply.counted``) when it knows only the reply's count, when only that is asked
+        (``per_chunk`` False: the server counted the chunks itself), or when it could not
+        count it."""
         assert self.counter is not None
         try:
-            counts = self.counter.per_chunk(texts)
+            counts = self.counter.per_chunk(texts) if per_chunk else None
             if counts is None:
                 reply.counted = self.counter.count("".join(texts))
             return counts
@@ -452,7 +442,7 @@ class SseTransport(LoopClient[GenRequest]):
     def close(self) -> None:
         """Close every stream (the server frees their slots) and the pool; stop the loop."""
         self._lag_stop.set()
-        self._stop_loop()
+        super().close()
         if self._counting is not None:
             self._counting.shutdown(wait=False, cancel_futures=True)
 
