@@ -92,6 +92,27 @@ def test_sigterm_ends_a_run_with_a_hung_stage_within_a_container_stop_grace(tmp_
     assert proc.returncode == 143 and out.exists(), proc.stderr.read()
 
 
+def test_a_stopped_http_closed_loop_records_the_requests_stuck_in_the_server(tmp_path):
+    """Over HTTP the closed loop runs as coroutines of the client, not the driver's threads;
+    requests a stop gives up on in a hung server are still counted (cancelled), as the
+    in-process loop counts them, not lost from the run's account."""
+    import json
+
+    from tests.hostile_pipelines import HANG_MARK, wait_for_hang
+
+    pipelines = Path(__file__).with_name("hostile_pipelines.py")
+    out, mark = tmp_path / "r.json", tmp_path / "hang"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "latency", "run", "--pipeline", f"{pipelines}:PreSleep",
+         "--transport", "http", "--concurrency", "2", "--requests", "20", "--warmup", "0",
+         "--no-save", "--quiet", "--json", str(out)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env={**os.environ, HANG_MARK: str(mark)})
+    wait_for_hang(mark, lines=2)  # both clients' requests stuck in the server's preprocess
+    assert _sigterm_ends(proc, within_s=60), "a hung stage held the HTTP run past SIGTERM"
+    assert proc.returncode == 143 and out.exists(), proc.stderr.read()
+    assert json.loads(out.read_text())["timings"]["cancelled_requests"] == 2
+
+
 def _sigterm_ends(proc: subprocess.Popen, within_s: float) -> bool:
     """Send SIGTERM; True if the process ended within ``within_s`` (killed otherwise)."""
     t0 = time.monotonic()

@@ -85,6 +85,12 @@ def retried_note(retried: int) -> list[str]:
             "had a connection of its own"]
 
 
+#: how long our server process may take to end once a run abandoned what it had sent: the
+#: run's measurement is already read (its counters too), and the run process itself must end
+#: within ``process.KILL_AFTER_STOP_S`` of a stop, hung stages or not
+ABANDONED_STOP_S = 1.0
+
+
 class HttpBackend:
     """The HTTP side of one run."""
 
@@ -96,6 +102,7 @@ class HttpBackend:
         self.base = ""
         self.model = config.model
         self._before: dict[int, int] | None = None
+        self._abandoned = False
 
     def inputs(self) -> list[Any]:
         """Request bodies from ``--bodies``, else raw inputs from the sample pipeline (built on
@@ -191,7 +198,9 @@ class HttpBackend:
             self._before = server_counts(self.base)
 
     def abandon(self) -> None:
-        """On Stop: requests already sent finish on the server (HTTP cannot recall them)."""
+        """On Stop: requests already sent finish on the server (HTTP cannot recall them); our
+        server is then given only ``ABANDONED_STOP_S`` to end when the run closes."""
+        self._abandoned = True
 
     def close(self, timings: Timings, warnings: list[str]) -> None:
         """Read the server's counters (what it answered during the run, from every client),
@@ -213,5 +222,7 @@ class HttpBackend:
         if self.transport is not None:
             self.transport.close()
             warnings += retried_note(self.transport.retried)
-        if self.server is not None:
+        if isinstance(self.server, ServerProcess) and self._abandoned:
+            self.server.stop(grace_s=ABANDONED_STOP_S)  # a hung stage would hold it
+        elif self.server is not None:
             self.server.stop()

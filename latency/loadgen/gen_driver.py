@@ -96,7 +96,7 @@ class GenDriver(Driver[GenRequest]):
         put = self._events.put
         req.on_token = lambda r, last: put((r, last))
         req.on_done = lambda r: put((r, None))
-        self._track(req)
+        self.track(req)
         req.t_sent = now_ns()
         self.submit(req)
 
@@ -127,7 +127,7 @@ class GenDriver(Driver[GenRequest]):
                 req.delivered.append(now_ns())
                 if not last:
                     continue
-            self._settle(req, finish)
+            self.settle(req, finish)
 
     def _record_safely(self, req: GenRequest) -> None:
         """Record ``req``; what a server or pipeline handed back cannot kill this thread (the
@@ -168,7 +168,7 @@ class GenDriver(Driver[GenRequest]):
                 break
             time.sleep(0.01)
         if not self.wait(lambda: not self._backlog(), drain_s):
-            self._unanswered()
+            self.unanswered()
         self._events.put(_STOP)
         rx.join(timeout=2)
 

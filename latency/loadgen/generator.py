@@ -119,7 +119,7 @@ class Driver(Generic[R]):
         return t_intended
 
     # ---- requests in flight -----------------------------------------------------------
-    def _track(self, r: R) -> None:
+    def track(self, r: R) -> None:
         with self._lock:
             self._inflight[id(r)] = r
 
@@ -127,7 +127,7 @@ class Driver(Generic[R]):
         with self._lock:
             return len(self._inflight)
 
-    def _settle(self, r: R, finish: Callable[[R], None]) -> bool:
+    def settle(self, r: R, finish: Callable[[R], None]) -> bool:
         """``finish(r)`` (record it) unless it was given up on meanwhile (then recorded as
         unanswered): one owner at a time, so a request is recorded once. ``r`` leaves the
         requests in flight only after ``finish``, so a closed-loop client that sends its
@@ -143,7 +143,7 @@ class Driver(Generic[R]):
         """The copy of ``r``, still in flight at the run's end, to record in its place."""
         raise NotImplementedError
 
-    def _unanswered(self) -> int:
+    def unanswered(self) -> int:
         """Account for the requests still in flight when the run ends (their replies, if any
         come later, are not read): cancelled on a stop, else failed with "no reply". Each is
         recorded as a copy (``_gone``), so a transport or server still holding the original
@@ -213,7 +213,7 @@ class Driver(Generic[R]):
                 deadline = min(deadline or math.inf, now + STOP_DRAIN_S)
             if deadline is not None and now > deadline:
                 break
-        self._unanswered()
+        self.unanswered()
 
 
 class LoadDriver(Driver[Request]):
@@ -238,7 +238,7 @@ class LoadDriver(Driver[Request]):
         gone.t_done = now_ns()
         return gone
 
-    def _done(self, r: Request) -> None:
+    def finish(self, r: Request) -> None:
         if not r.t_done:  # a transport that reads its own reply stamps it there
             r.t_done = now_ns()
         self.record(r)
@@ -253,10 +253,10 @@ class LoadDriver(Driver[Request]):
             channel: queue.SimpleQueue[Request] = queue.SimpleQueue()
             while (t_intended := self.closed_due(issued, count, until_ns)) is not None:
                 r = Request(self.next_input(), ci, warmup, channel.put, t_intended)
-                self._track(r)
+                self.track(r)
                 self.send(r)
                 channel.get()
-                if not self._settle(r, self._done):  # given up on: recorded as unanswered
+                if not self.settle(r, self.finish):  # given up on: recorded as unanswered
                     return
 
         threads = [threading.Thread(target=client, args=(i,), name=f"client-{i}", daemon=True)
@@ -264,7 +264,7 @@ class LoadDriver(Driver[Request]):
         for t in threads:
             t.start()
         if not self.wait(lambda: not any(t.is_alive() for t in threads)):
-            self._unanswered()
+            self.unanswered()
 
     # ---- open loop ----------------------------------------------------------------------
     def open(self, rate: float, arrival: str, rng: np.random.Generator, count: int | None,
@@ -286,11 +286,11 @@ class LoadDriver(Driver[Request]):
 
         def receiver() -> None:
             while (r := replies.get()) is not _STOP:
-                self._settle(cast(Request, r), self._done)
+                self.settle(cast(Request, r), self.finish)
 
         def send(t_intended: int) -> None:
             r = Request(self.next_input(), 0, warmup, replies.put, t_intended)
-            self._track(r)
+            self.track(r)
             self.send(r)
             state["sent"] += 1
 

@@ -147,25 +147,31 @@ class HttpTransport(LoopClient[Request]):
 
     # ---- closed loop, natively on the event loop -------------------------------------------
     def run_closed(self, driver: LoadDriver, concurrency: int, count: int | None,
-                   until_ns: int | None, warmup: bool, drain_s: float = 10.0) -> None:
+                   until_ns: int | None, warmup: bool) -> None:
         """``concurrency`` clients as coroutines on the loop, each sending its next request
-        when the previous returns (the engine's closed loop, without a thread per client)."""
+        when the previous returns (the engine's closed loop, without a thread per client).
+        After a stop, requests still in the server are waited for as the in-process loop
+        waits (``STOP_DRAIN_S``, inside the run process's own grace before it is killed),
+        then recorded as it records them (cancelled), not lost."""
         issued = itertools.count()
 
         async def client(ci: int) -> None:
             while (t_intended := driver.closed_due(issued, count, until_ns)) is not None:
                 r = Request(driver.next_input(), ci, warmup, None, t_intended)
+                driver.track(r)
                 await self._exchange(r)
-                driver.record(r)
+                if not driver.settle(r, driver.finish):  # given up on: recorded already
+                    return
 
         async def all_clients() -> None:
             await asyncio.gather(*(client(i) for i in range(concurrency)))
 
         fut = asyncio.run_coroutine_threadsafe(all_clients(), self._loop)
-        if driver.wait(fut.done, stop_s=drain_s):
+        if driver.wait(fut.done):
             fut.result()  # what a client raised is raised here
         else:
             fut.cancel()  # abandon requests stuck in the server
+            driver.unanswered()
 
     def timing_problem(self, r: Request) -> str | None:
         """Why ``r``'s reply had a Server-Timing header that gave no breakdown (a key of

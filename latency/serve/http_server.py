@@ -190,7 +190,9 @@ class ServerProcess:
         self._drainer.join(timeout=2)  # the process has ended: its output is complete
         return self._tail[-1].strip() if self._tail else ""
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Close the server's stdin (its watchdog stops it cleanly) and wait ``grace_s`` for
+        it to end, then kill it: a server whose stage hangs never ends by itself."""
         if self._proc is None:
             return
         try:
@@ -198,7 +200,7 @@ class ServerProcess:
         except OSError:
             pass
         try:
-            self._proc.wait(timeout=10)
+            self._proc.wait(timeout=grace_s)
         except Exception:  # noqa: BLE001 - hung: kill it
             self._proc.kill()
             self._proc.wait(timeout=5)
