@@ -113,16 +113,20 @@ def shown(record: SweepRecord) -> None:
         sweep_rate_figure,
     )
 
+    # read once, before anything is drawn: the thread sets ``done`` only after the result is
+    # whole (its prediction too), so a render that began before then shows no answer beside
+    # curves drawn without the prediction
+    done = record.done
     result, plan = record.result, record.plan
     what = plan.base.target or plan.base.model
-    state = "finished" if record.done else "running"
+    state = "finished" if done else "running"
     n = len(result.points) if result is not None else 0
     st.markdown(f"Sweep `{code_span(record.sweep_id or '…')}` · {state} · `{code_span(what)}` · "
                 f"{n} point(s) measured · objectives {plain(objectives_text(plan.base))}")
     if record.error:
         st.error(f"The sweep failed: {plain(record.error)}")
     if result is None or not result.points:
-        st.caption("Measuring the floor (one client)…" if not record.done else
+        st.caption("Measuring the floor (one client)…" if not done else
                    "No point was measured.")
         return
     left, right = st.columns(2)
@@ -137,7 +141,7 @@ def shown(record: SweepRecord) -> None:
     st.code(result.table(), language=None)
     for line in result.notes():
         st.caption(plain(line))
-    if record.done:
+    if done:
         st.success(f"**Highest load meeting the objectives:** "
                    f"{plain(result.answer.sentence(objectives_text(plan.base)))}")
         st.download_button("Download the report (HTML)",
