@@ -31,10 +31,10 @@ from latency.core.gen_records import (
     GEN_COMPONENTS,
     TTFT_COMPONENTS,
     component_ns,
-    measured_and_ok,
     token_gaps,
     ttft_parts,
 )
+from latency.core.records import measured_and_ok
 from latency.core.slo import Slo
 
 

@@ -23,10 +23,10 @@ from latency.analysis.stats import HIST_EDGES_MS, histogram_ms
 from latency.core.gen_records import (
     GAP_COMPONENTS,
     TTFT_COMPONENTS,
-    measured_and_ok,
     token_gaps,
     ttft_parts,
 )
+from latency.core.records import measured_and_ok
 
 #: the waterfall draws at most this many requests (the last ones sent): a row each is readable
 WATERFALL_REQUESTS = 40

@@ -30,7 +30,6 @@ import numpy as np
 
 from latency.core.gen_reports import empty_reports
 from latency.core.records import STATUS_ERROR, STATUS_OK, grown
-from latency.core.records import measured_and_ok as measured_and_ok  # (the same columns)
 
 #: the components of a generation, in the order they happen; the stacked bars use this order.
 GEN_COMPONENTS: tuple[str, ...] = ("network", "queue", "tokenize", "prefill", "prefill_stall",

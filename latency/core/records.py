@@ -189,8 +189,8 @@ class RequestLog:
 
 def grown(array: np.ndarray, need: int) -> np.ndarray:
     """``array`` in a zeroed copy doubled until it holds ``need`` rows (an append-only log's
-    growth: amortised, each row copied a few times at most)."""
-    size = len(array)
+    growth: amortised, each row copied a few times at most); an empty one starts at 1."""
+    size = max(len(array), 1)
     while size < need:
         size *= 2
     out = np.zeros(size, dtype=array.dtype)
